@@ -1,0 +1,51 @@
+"""Errors that the CLI turns into one line and a documented exit code.
+
+Exit codes (also in README):
+  0  success
+  2  bad input: missing/corrupt file, unsafe pickle, bad flag or manifest
+  3  unsupported and no remedy (``check`` also uses it for "not fully supported")
+  4  verification failed: converted outputs differ beyond tolerance
+  5  a needed optional extra or runtime is not installed
+  70 internal error (a bug in edgeconv)
+"""
+
+from __future__ import annotations
+
+EXIT_OK = 0
+EXIT_BAD_INPUT = 2
+EXIT_UNSUPPORTED = 3
+EXIT_VERIFY_FAILED = 4
+EXIT_MISSING_EXTRA = 5
+EXIT_INTERNAL = 70
+
+
+class EdgeconvError(Exception):
+    """Base class: ``str(err)`` is the one line the user sees."""
+
+    exit_code = EXIT_INTERNAL
+
+
+class BadInput(EdgeconvError):
+    exit_code = EXIT_BAD_INPUT
+
+
+class Unsupported(EdgeconvError):
+    exit_code = EXIT_UNSUPPORTED
+
+
+class VerificationFailed(EdgeconvError):
+    exit_code = EXIT_VERIFY_FAILED
+
+
+class MissingExtra(EdgeconvError):
+    exit_code = EXIT_MISSING_EXTRA
+
+    def __init__(self, extra: str, what: str):
+        super().__init__(f"{what} needs the '{extra}' extra: pip install 'edgeconv[{extra}]'")
+        self.extra = extra
+
+
+class RuntimeUnavailable(EdgeconvError):
+    """A target has no runtime installable on this machine (TNN, MACE, CoreML on Linux)."""
+
+    exit_code = EXIT_MISSING_EXTRA

@@ -1,0 +1,242 @@
+"""Read any supported model file and return an ONNX model (not yet normalized).
+
+One function per source kind; :func:`load_model` picks by file type and turns every failure into
+one :class:`~converter.errors.BadInput` line.  torch and tensorflow are imported only here, and only
+for their own file kinds.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import importlib.util
+import io
+import os
+import re
+import tempfile
+import warnings
+import zipfile
+from pathlib import Path
+
+import onnx
+
+from .errors import BadInput, MissingExtra
+from .fsutil import atomic_output_dir, atomic_write_bytes
+
+ONNX_SUFFIXES = {".onnx"}
+TORCHSCRIPT_SUFFIXES = {".pt", ".pth", ".ts", ".torchscript"}
+EXPORTED_PROGRAM_SUFFIXES = {".pt2"}
+TF_SUFFIXES = {".pb", ".tflite", ".keras", ".h5"}
+SUPPORTED = ".onnx, .pt (TorchScript), .pt2 (ExportedProgram), .pb, .tflite, .keras, .h5 or a SavedModel directory"
+
+# torch.onnx.export opset for torch sources; normalize() brings everything to CANONICAL_OPSET.
+_TORCH_EXPORT_OPSET = 17
+_DYNAMO_EXPORT_OPSET = 18
+
+
+def parse_shape_flags(flags: list[str] | None) -> dict[str, tuple[int, ...]]:
+    """``["x=1x3x224x224", "1x3x8x8"]`` -> ``{"x": (1, 3, 224, 224), "": (1, 3, 8, 8)}``.
+
+    A shape without a name applies to the model's first input.
+    """
+    shapes: dict[str, tuple[int, ...]] = {}
+    for flag in flags or []:
+        name, _, dims = flag.rpartition("=")
+        if not re.fullmatch(r"\d+(x\d+)*", dims.strip()):
+            raise BadInput(f"--input-shape '{flag}': expected name=1x3x224x224 (positive integers joined by 'x')")
+        shape = tuple(int(d) for d in dims.strip().split("x"))
+        if any(d <= 0 for d in shape):
+            raise BadInput(f"--input-shape '{flag}': every dimension must be positive")
+        if name.strip() in shapes:
+            raise BadInput(f"--input-shape given twice for '{name.strip() or 'the first input'}'")
+        shapes[name.strip()] = shape
+    return shapes
+
+
+def load_model(
+    path: str | os.PathLike,
+    input_shapes: dict[str, tuple[int, ...]] | None = None,
+    trust_pickle: bool = False,
+) -> onnx.ModelProto:
+    """Load ``path`` as ONNX.  ``input_shapes`` fixes shapes (required for TorchScript)."""
+    path = Path(path)
+    if not path.exists():
+        raise BadInput(f"{path}: no such file or directory")
+    if path.is_dir():
+        if (path / "saved_model.pb").exists() or (path / "saved_model.pbtxt").exists():
+            return load_tf(path, input_shapes)
+        raise BadInput(f"{path}: a directory, but not a TF SavedModel (no saved_model.pb inside)")
+    suffix = path.suffix.lower()
+    if suffix in ONNX_SUFFIXES:
+        return load_onnx(path)
+    if suffix in TORCHSCRIPT_SUFFIXES:
+        return load_torch(path, input_shapes, trust_pickle)
+    if suffix in EXPORTED_PROGRAM_SUFFIXES:
+        return load_exported_program(path)
+    if suffix in TF_SUFFIXES:
+        return load_tf(path, input_shapes)
+    raise BadInput(f"{path}: unrecognized model file extension '{path.suffix}'; edgeconv reads {SUPPORTED}")
+
+
+# --------------------------------------------------------------------------------------- ONNX
+
+
+def load_onnx(path: Path) -> onnx.ModelProto:
+    if zipfile.is_zipfile(path):
+        raise BadInput(f"{path}: not an ONNX file (it is a zip archive, like a torch .pt file)")
+    try:
+        model = onnx.load(str(path), load_external_data=True)
+    except Exception as err:
+        raise BadInput(f"{path}: not a valid ONNX model ({_one_line(err) or 'protobuf parse failed'})") from None
+    if not model.graph.node and not model.graph.output:
+        raise BadInput(f"{path}: not a valid ONNX model (empty or truncated graph)")
+    try:
+        onnx.checker.check_model(model if model.ByteSize() < onnx.checker.MAXIMUM_PROTOBUF else str(path))
+    except Exception as err:
+        raise BadInput(f"{path}: invalid ONNX model: {_one_line(err)}") from None
+    return model
+
+
+def save_onnx(model: onnx.ModelProto, path: str | os.PathLike) -> Path:
+    """Write atomically; models over protobuf's 2 GB limit get their weights in ``<name>.data``."""
+    path = Path(path)
+    try:
+        data = model.SerializeToString()
+    except ValueError:
+        data = None
+    if data is not None and len(data) < onnx.checker.MAXIMUM_PROTOBUF:
+        return atomic_write_bytes(path, data)
+    with atomic_output_dir(path.parent) as tmp:
+        onnx.save_model(model, str(tmp / path.name), save_as_external_data=True,
+                        all_tensors_to_one_file=True, location=path.name + ".data")
+    return path
+
+
+# -------------------------------------------------------------------------------------- torch
+
+
+def _torch():
+    if importlib.util.find_spec("torch") is None:
+        raise MissingExtra("torch", "loading PyTorch files")
+    import torch  # noqa: PLC0415
+
+    return torch
+
+
+def _is_torchscript_archive(path: Path) -> bool:
+    with zipfile.ZipFile(path) as zf:
+        names = zf.namelist()
+    return any(n.endswith("constants.pkl") or "/code/" in n for n in names)
+
+
+def load_torch(path: Path, input_shapes, trust_pickle: bool) -> onnx.ModelProto:
+    if not zipfile.is_zipfile(path):
+        raise BadInput(f"{path}: not a TorchScript archive or torch.save file (not a zip archive)")
+    torch = _torch()
+    if _is_torchscript_archive(path):
+        try:
+            module = torch.jit.load(str(path), map_location="cpu")
+        except Exception as err:
+            raise BadInput(f"{path}: cannot load TorchScript archive: {_one_line(err)}") from None
+        names = [a.name for a in module.forward.schema.arguments[1:]]
+        return _export_torch_module(torch, module, names, input_shapes, path)
+    # A torch.save() pickle.  weights_only=True refuses anything but tensors and containers.
+    try:
+        obj = torch.load(str(path), map_location="cpu", weights_only=True)
+    except Exception:
+        obj = None
+        if not trust_pickle:
+            raise BadInput(
+                f"{path}: a pickled Python object (torch.save of a module); loading it runs arbitrary "
+                "code. Save it with torch.jit.save or torch.export.save, or pass --trust-pickle if "
+                "you trust the file"
+            ) from None
+    if obj is not None:
+        raise BadInput(f"{path}: holds only weights (a state_dict), not a model; save it with torch.jit.save or torch.export.save")
+    try:
+        module = torch.load(str(path), map_location="cpu", weights_only=False)
+    except Exception as err:
+        raise BadInput(f"{path}: cannot unpickle: {_one_line(err)}") from None
+    if not isinstance(module, torch.nn.Module):
+        raise BadInput(f"{path}: the pickle holds a {type(module).__name__}, not a torch.nn.Module")
+    import inspect
+
+    names = [p for p in inspect.signature(module.forward).parameters]
+    return _export_torch_module(torch, module.eval(), names, input_shapes, path)
+
+
+def _export_torch_module(torch, module, arg_names, input_shapes, path) -> onnx.ModelProto:
+    shapes = dict(input_shapes or {})
+    if "" in shapes:
+        if not arg_names:
+            raise BadInput(f"{path}: the model takes no inputs")
+        shapes[arg_names[0]] = shapes.pop("")
+    missing = [n for n in arg_names if n not in shapes]
+    unknown = [n for n in shapes if n not in arg_names]
+    if unknown:
+        raise BadInput(f"--input-shape names {', '.join(unknown)}; the model's inputs are: {', '.join(arg_names)}")
+    if missing:
+        raise BadInput(
+            f"{path}: torch files carry no input shapes; pass --input-shape for "
+            + ", ".join(f"{n}=1x3x224x224" for n in missing)
+        )
+    args = tuple(torch.zeros(shapes[n]) for n in arg_names)
+    return _export(torch, module, args, arg_names, path, dynamo=False)
+
+
+def load_exported_program(path: Path) -> onnx.ModelProto:
+    if not zipfile.is_zipfile(path):
+        raise BadInput(f"{path}: not an ExportedProgram archive (not a zip archive)")
+    torch = _torch()
+    try:
+        program = torch.export.load(str(path))
+    except Exception as err:
+        raise BadInput(f"{path}: cannot load ExportedProgram: {_one_line(err)}") from None
+    names = [s.arg.name for s in program.graph_signature.input_specs if s.kind.name == "USER_INPUT"]
+    return _export(torch, program, (), names, path, dynamo=True)
+
+
+def _export(torch, module, args, input_names, path, dynamo: bool) -> onnx.ModelProto:
+    with tempfile.TemporaryDirectory() as tmp, warnings.catch_warnings():
+        warnings.simplefilter("ignore")
+        out = Path(tmp) / "model.onnx"
+        sink = io.StringIO()
+        try:
+            with contextlib.redirect_stdout(sink), contextlib.redirect_stderr(sink), _quiet_logging():
+                if dynamo:
+                    program = torch.onnx.export(module, args, dynamo=True, opset_version=_DYNAMO_EXPORT_OPSET,
+                                                verbose=False)
+                    program.save(str(out))
+                else:
+                    torch.onnx.export(module, args, str(out), dynamo=False, opset_version=_TORCH_EXPORT_OPSET,
+                                      input_names=list(input_names))
+        except Exception as err:
+            raise BadInput(f"{path}: torch.onnx.export failed: {_one_line(err)}") from None
+        return onnx.load(str(out), load_external_data=True)
+
+
+@contextlib.contextmanager
+def _quiet_logging():
+    import logging
+
+    prior = logging.root.manager.disable
+    logging.disable(logging.WARNING)
+    try:
+        yield
+    finally:
+        logging.disable(prior)
+
+
+# ----------------------------------------------------------------------------------------- TF
+
+
+def load_tf(path: Path, input_shapes=None) -> onnx.ModelProto:
+    if importlib.util.find_spec("tf2onnx") is None or importlib.util.find_spec("tensorflow") is None:
+        raise MissingExtra("tf", f"{path.name}: converting TensorFlow models")
+    from .load_tf import convert_tf  # noqa: PLC0415
+
+    return convert_tf(path, input_shapes or {})
+
+
+def _one_line(err: BaseException) -> str:
+    text = str(err).strip()
+    return text.splitlines()[0][:300] if text else type(err).__name__

@@ -1,0 +1,269 @@
+"""Bring any ONNX model to edgeconv's canonical form.
+
+Canonical means: opset ``CANONICAL_OPSET`` (17), fixed input shapes where the user gave them,
+shapes inferred for every tensor, constants folded (Constant nodes become initializers),
+training-only leftovers removed (Dropout, Identity, unused initializers), nodes topologically
+sorted, and every node and tensor given a stable unique name derived from the graph's structure
+(so two exports of the same network normalize to the same names).  Graph inputs and outputs keep
+their names: they are the model's interface.
+"""
+
+from __future__ import annotations
+
+from collections import Counter
+
+import numpy as np
+import onnx
+import onnx_graphsurgeon as gs
+
+from .errors import BadInput
+from .graph import CANONICAL_OPSET, model_opset, to_graph, to_model
+
+# Characters the edge formats cannot carry in a name (TNN splits on ',', '"', ' ' and ':').
+_UNSAFE = str.maketrans({c: "_" for c in ' ,":;/\\()[]{}<>\'#'})
+
+
+def normalize(model: onnx.ModelProto, input_shapes: dict[str, tuple[int, ...]] | None = None) -> onnx.ModelProto:
+    model = _to_canonical_opset(model)
+    graph = to_graph(model)
+    _check_acyclic(graph)
+    if input_shapes:
+        _fix_input_shapes(graph, input_shapes)
+    _remove_passthrough(graph)
+    graph.cleanup(remove_unused_graph_inputs=False).toposort()
+    # gs folding evaluates constant subgraphs with onnxruntime and turns Constant nodes into
+    # initializers; shapes must be inferred first so shape-only subgraphs fold too.
+    model = _infer(to_model(graph))
+    graph = to_graph(model)
+    graph.fold_constants(error_ok=True).cleanup(remove_unused_graph_inputs=False)
+    _inline_constant_nodes(graph)
+    _remove_passthrough(graph)
+    graph.cleanup(remove_unused_graph_inputs=False).toposort()
+    _rename(graph)
+    model = _infer(to_model(graph, CANONICAL_OPSET))
+    onnx.checker.check_model(model)
+    return model
+
+
+def _to_canonical_opset(model: onnx.ModelProto) -> onnx.ModelProto:
+    opset = model_opset(model)
+    newest = onnx.defs.onnx_opset_version()
+    if opset > newest:
+        raise BadInput(f"model uses opset {opset}, newer than this onnx/onnxruntime supports (max {newest})")
+    if opset == CANONICAL_OPSET:
+        return model
+    try:
+        converted = onnx.version_converter.convert_version(model, CANONICAL_OPSET)
+    except Exception as err:  # the converter raises bare RuntimeErrors with C++ text
+        first = str(err).strip().splitlines()[0] if str(err).strip() else type(err).__name__
+        raise BadInput(f"cannot convert opset {opset} to {CANONICAL_OPSET}: {first}") from None
+    return converted
+
+
+def _infer(model: onnx.ModelProto) -> onnx.ModelProto:
+    try:
+        return onnx.shape_inference.infer_shapes(model, check_type=False, strict_mode=False, data_prop=True)
+    except Exception:  # very large models: fall back to the uninferred graph
+        return model
+
+
+def _check_acyclic(graph: gs.Graph) -> None:
+    producers = {t.name: n for n in graph.nodes for t in n.outputs}
+    indeg = {id(n): 0 for n in graph.nodes}
+    users: dict[int, list[gs.Node]] = {id(n): [] for n in graph.nodes}
+    for node in graph.nodes:
+        for t in node.inputs:
+            prod = producers.get(t.name)
+            if prod is not None:
+                indeg[id(node)] += 1
+                users[id(prod)].append(node)
+    ready = [n for n in graph.nodes if indeg[id(n)] == 0]
+    seen = 0
+    while ready:
+        node = ready.pop()
+        seen += 1
+        for user in users[id(node)]:
+            indeg[id(user)] -= 1
+            if indeg[id(user)] == 0:
+                ready.append(user)
+    if seen != len(graph.nodes):
+        stuck = next(n for n in graph.nodes if indeg[id(n)] > 0)
+        raise BadInput(f"graph has a cycle through node '{stuck.name or stuck.op}' ({stuck.op})")
+
+
+def _fix_input_shapes(graph: gs.Graph, shapes: dict[str, tuple[int, ...]]) -> None:
+    by_name = {t.name: t for t in graph.inputs}
+    for name, shape in shapes.items():
+        if name not in by_name:
+            raise BadInput(f"--input-shape names '{name}', but the model's inputs are: {', '.join(by_name)}")
+        tensor = by_name[name]
+        if tensor.shape is not None and len(tensor.shape) != len(shape):
+            raise BadInput(f"--input-shape {name}: rank {len(shape)} given, the model's input has rank {len(tensor.shape)}")
+        for given, dim in zip(shape, tensor.shape or shape):
+            if isinstance(dim, (int, np.integer)) and dim > 0 and dim != given:
+                raise BadInput(f"--input-shape {name}: {list(shape)} conflicts with the model's fixed shape {list(tensor.shape)}")
+        tensor.shape = list(shape)
+    # Everything downstream must be re-inferred from the new input shapes.
+    for tensor in graph.tensors().values():
+        if isinstance(tensor, gs.Variable) and tensor not in graph.inputs and tensor not in graph.outputs:
+            tensor.shape = None
+
+
+def _remove_passthrough(graph: gs.Graph) -> None:
+    """Drop Identity and inference-mode Dropout by rewiring their consumers."""
+    for node in list(graph.nodes):
+        if node.op not in ("Identity", "Dropout"):
+            continue
+        if node.op == "Dropout" and len(node.inputs) > 2:
+            training = node.inputs[2]
+            if not isinstance(training, gs.Constant) or bool(np.asarray(training.values)):
+                continue  # training-mode Dropout is not a pass-through
+        src, dst = node.inputs[0], node.outputs[0]
+        if any(len(out.outputs) or out in graph.outputs for out in node.outputs[1:]):
+            continue  # the Dropout mask is used
+        if dst in graph.outputs:
+            if src in graph.inputs or isinstance(src, gs.Constant) or src in graph.outputs:
+                continue  # keep: the output must stay a distinct tensor
+            # The producer now writes the graph output directly.
+            producer = src.inputs[0]
+            producer.outputs[producer.outputs.index(src)] = dst
+            for consumer in list(src.outputs):
+                for i, t in enumerate(consumer.inputs):
+                    if t is src:
+                        consumer.inputs[i] = dst
+        else:
+            for consumer in list(dst.outputs):
+                for i, t in enumerate(consumer.inputs):
+                    if t is dst:
+                        consumer.inputs[i] = src
+        node.inputs.clear()
+        node.outputs.clear()
+    graph.cleanup(remove_unused_graph_inputs=False)
+
+
+def _inline_constant_nodes(graph: gs.Graph) -> None:
+    """Constant nodes that folding left behind become initializers."""
+    for node in list(graph.nodes):
+        if node.op != "Constant" or "value" not in node.attrs or node.outputs[0] in graph.outputs:
+            continue
+        out = node.outputs[0]
+        value = node.attrs["value"]
+        const = gs.Constant(out.name, np.asarray(value.values if isinstance(value, gs.Constant) else value))
+        for consumer in list(out.outputs):
+            for i, t in enumerate(consumer.inputs):
+                if t is out:
+                    consumer.inputs[i] = const
+        node.outputs.clear()
+    graph.cleanup(remove_unused_graph_inputs=False)
+
+
+def _rename(graph: gs.Graph) -> None:
+    """Stable names: ``<op>_<k>`` per op type in topological order; outputs ``<node>`` or
+    ``<node>_<j>``; initializers ``<first consumer>_<role>``.  Graph inputs/outputs keep theirs."""
+    interface = {t.name for t in graph.inputs} | {t.name for t in graph.outputs}
+    for t in list(graph.inputs) + list(graph.outputs):
+        safe = t.name.translate(_UNSAFE)
+        if safe != t.name and safe not in interface:
+            interface.discard(t.name)
+            t.name = safe
+            interface.add(safe)
+    counts: Counter[str] = Counter()
+    used = set(interface)
+    renamed: set[int] = set()
+
+    def claim(base: str) -> str:
+        name, k = base, 1
+        while name in used:
+            name = f"{base}_{k}"
+            k += 1
+        used.add(name)
+        return name
+
+    for node in graph.nodes:
+        base = f"{node.op.lower()}_{counts[node.op]}"
+        counts[node.op] += 1
+        node.name = claim(base)
+        for j, out in enumerate(node.outputs):
+            if out.name in interface or id(out) in renamed:
+                continue
+            out.name = claim(node.name if j == 0 else f"{node.name}_{j}")
+            renamed.add(id(out))
+    for node in graph.nodes:
+        for i, t in enumerate(node.inputs):
+            if isinstance(t, gs.Constant) and id(t) not in renamed and t.name not in interface:
+                t.name = claim(f"{node.name}_in{i}")
+                renamed.add(id(t))
+
+
+def dynamic_inputs(model: onnx.ModelProto) -> list[str]:
+    """One message per graph input dimension that is not a fixed positive integer."""
+    messages = []
+    inits = {i.name for i in model.graph.initializer}
+    for inp in model.graph.input:
+        if inp.name in inits:
+            continue
+        dims = inp.type.tensor_type.shape.dim
+        for axis, dim in enumerate(dims):
+            if not dim.HasField("dim_value") or dim.dim_value <= 0:
+                label = dim.dim_param or "?"
+                example = "x".join(str(d.dim_value) if d.HasField("dim_value") and d.dim_value > 0 else "1" for d in dims)
+                messages.append(
+                    f"input '{inp.name}' has a dynamic dimension '{label}' at axis {axis}; "
+                    f"fix it with --input-shape {inp.name}={example}"
+                )
+    return messages
+
+
+#: float32 tolerance of the normalization self-check.
+NORMALIZE_ATOL = 1e-5
+
+
+def check_equivalent(original: onnx.ModelProto, normalized: onnx.ModelProto,
+                     input_shapes: dict[str, tuple[int, ...]] | None = None, seed: int = 0) -> float | None:
+    """Run both models in onnxruntime on seeded inputs; raise if they differ beyond tolerance.
+
+    Returns the max abs error, or None when the inputs are not static (nothing to run).
+    """
+    import onnxruntime as ort  # noqa: PLC0415
+
+    from .errors import EdgeconvError  # noqa: PLC0415
+
+    if dynamic_inputs(normalized):
+        return None
+    rng = np.random.default_rng(seed)
+    feeds = {}
+    inits = {i.name for i in normalized.graph.initializer}
+    for inp in normalized.graph.input:
+        if inp.name in inits:
+            continue
+        t = inp.type.tensor_type
+        shape = [d.dim_value for d in t.shape.dim]
+        dtype = onnx.helper.tensor_dtype_to_np_dtype(t.elem_type)
+        if np.issubdtype(dtype, np.floating):
+            feeds[inp.name] = rng.standard_normal(shape).astype(dtype)
+        elif dtype == np.bool_:
+            feeds[inp.name] = rng.integers(0, 2, shape).astype(dtype)
+        else:
+            feeds[inp.name] = rng.integers(0, 4, shape).astype(dtype)
+    opts = ort.SessionOptions()
+    opts.graph_optimization_level = ort.GraphOptimizationLevel.ORT_DISABLE_ALL
+    opts.log_severity_level = 3
+
+    def run(m):
+        try:
+            sess = ort.InferenceSession(m.SerializeToString(), opts, providers=["CPUExecutionProvider"])
+        except Exception as err:
+            raise BadInput(f"onnxruntime cannot run the model: {str(err).strip().splitlines()[0][:300]}") from None
+        names = [o.name for o in sess.get_outputs()]
+        return dict(zip(names, sess.run(None, {k: v for k, v in feeds.items() if k in {i.name for i in sess.get_inputs()}})))
+
+    ref, got = run(original), run(normalized)
+    worst = 0.0
+    for name, value in ref.items():
+        if name not in got:
+            raise EdgeconvError(f"normalization lost output '{name}'")
+        if value.size:
+            worst = max(worst, float(np.max(np.abs(value.astype(np.float64) - got[name].astype(np.float64)))))
+    if worst > NORMALIZE_ATOL:
+        raise EdgeconvError(f"normalization changed the outputs (max abs error {worst:.3g} > {NORMALIZE_ATOL})")
+    return worst
