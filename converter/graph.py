@@ -22,6 +22,9 @@ import onnx_graphsurgeon as gs
 #: attribute, which is how the edge frameworks' own converters read them; onnxruntime, torch's
 #: exporters and tf2onnx all produce it.
 CANONICAL_OPSET = 17
+#: The IR version that goes with opset 17 (onnx's table); newer onnx releases default to IR
+#: versions that onnxruntime and the edge converters do not read yet.
+CANONICAL_IR_VERSION = 8
 
 _PROVENANCE_KEY = "edgeconv.provenance"
 
@@ -87,6 +90,8 @@ def to_model(graph: gs.Graph, opset: int | None = None, *, cleanup: bool = True)
         graph.opset = opset
     model = gs.export_onnx(graph, do_type_check=False)
     model.producer_name = "edgeconv"
+    if model_opset(model) <= CANONICAL_OPSET:
+        model.ir_version = min(model.ir_version, CANONICAL_IR_VERSION)
     del model.metadata_props[:]
     for key, value in sorted(getattr(graph, "metadata", {}).items()):
         model.metadata_props.add(key=key, value=value)
