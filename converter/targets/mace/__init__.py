@@ -1,0 +1,72 @@
+"""The MACE target: ``<name>.pb`` (MultiNetDef), ``<name>.data`` (weights) and ``<name>.yml``
+(deployment file) for MACE's cpu, gpu, dsp and apu runtimes.
+
+MACE's runtime does not install from a registry, so :meth:`MaceTarget.run` executes the files
+through :mod:`.reader` (MACE's CPU semantics re-expressed in ONNX) on onnxruntime.
+"""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import numpy as np
+import onnx
+
+from ...fsutil import atomic_output_dir, sha256_bytes
+from ..base import Artifact, ExportOptions
+
+
+class MaceTarget:
+    name = "mace"
+    hardware = ("cpu", "gpu", "dsp", "apu")
+
+    def export(self, model: onnx.ModelProto, out_dir: Path, hw: str,
+               options: ExportOptions | None = None) -> Artifact:
+        from . import deploy_yaml, netdef_writer
+
+        options = options or ExportOptions()
+        out_dir = Path(out_dir)
+        name = options.extra.get("name") or (model.graph.name or "model")
+        name = "".join(c if c.isalnum() or c in "-_" else "_" for c in name)
+        pb, data, inputs, outputs, meta = netdef_writer.build(model, hw, name, options.fp16_weights)
+        files = {f"{name}.pb": pb, f"{name}.data": data}
+        yml = deploy_yaml.render(name, hw, f"{name}.pb", sha256_bytes(pb), f"{name}.data",
+                                 sha256_bytes(data), inputs, outputs, options.fp16_weights)
+        files[f"{name}.yml"] = yml.encode()
+        with atomic_output_dir(out_dir) as tmp:
+            for file_name, content in files.items():
+                (tmp / file_name).write_bytes(content)
+        meta.update(name=name, inputs=[vars(i) for i in inputs], outputs=[vars(o) for o in outputs])
+        return Artifact(target=self.name, hw=hw, files=[out_dir / f for f in files], out_dir=out_dir,
+                        meta=meta, runtime="mace-reader+onnxruntime")
+
+    def run(self, artifact: Artifact, inputs: dict[str, np.ndarray]) -> dict[str, np.ndarray]:
+        """Feed NCHW arrays as a MaceTensor with data_format NCHW would be: transposed to the
+        model's NHWC ``input_info`` (and outputs back), then execute through the reader."""
+        import onnxruntime as ort
+
+        from ...errors import BadInput
+        from .reader import read
+
+        name = artifact.meta["name"]
+        model = read(artifact.out_dir / f"{name}.pb", artifact.out_dir / f"{name}.data")
+        feeds = {}
+        for info in artifact.meta["inputs"]:
+            if info["name"] not in inputs:
+                raise BadInput(f"missing input '{info['name']}'")
+            value = np.asarray(inputs[info["name"]])
+            if info["data_format"] == 1:
+                value = value.transpose(0, 2, 3, 1)
+            feeds[info["name"]] = np.ascontiguousarray(value, dtype=info["dtype"])
+        options = ort.SessionOptions()
+        options.intra_op_num_threads = 1
+        session = ort.InferenceSession(model.SerializeToString(), options, providers=["CPUExecutionProvider"])
+        results = session.run(None, feeds)
+        outs = {}
+        for info, value in zip(artifact.meta["outputs"], results):
+            outs[info["name"]] = value.transpose(0, 3, 1, 2) if info["data_format"] == 1 else value
+        artifact.runtime = "mace-reader+onnxruntime"
+        return outs
+
+
+TARGET = MaceTarget()

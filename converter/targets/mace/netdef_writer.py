@@ -1,0 +1,215 @@
+"""Build the MACE ``.pb`` (a ``MultiNetDef`` wrapping one ``NetDef``) and its ``.data`` blob.
+
+Current MACE (master, v1.1.x) parses the ``.pb`` as ``MultiNetDef`` first
+(``mace/libmace/mace_engine.cc``) and refuses a net without the ``runtime_type`` argument
+(``mace/libmace/engines/serial_engine.cc:190-193``), so both are always written.  Layout rules
+are documented in ``ops.py``.  Tensor-name rules MACE applies: tensor names are free strings,
+but the runtime derives new names from them (``<name>_const_used_by_cpu``,
+``mace/flows/cpu/transpose_const.cc``; ``TransformedName`` in ``mace/core/net_def_adapter.cc``
+appends a data-format / memory-type suffix), and inputs/outputs are looked up by the exact
+names listed in ``input_info``/``output_info`` and the deployment YAML; so every name must be
+non-empty and unique, and must not end in those reserved suffixes.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+
+import numpy as np
+import onnx
+
+from ...errors import BadInput, Unsupported
+from ...graph import constant_value, dtype_name, static_shape, to_graph
+from . import mace_pb2
+from .data_file import DT_FLOAT, DT_HALF, DT_INT32, pack
+from .ops import APU_OPS, CONVERTERS, DF_AUTO, DF_NCHW, DF_NHWC, DF_NONE, DSP_OPS, FRAMEWORK_ONNX, GPU_OPS
+
+#: include/mace/public/mace.h RuntimeType, keyed by our hardware names.
+RUNTIME_TYPE = {"cpu": 0, "gpu": 2, "dsp": 3, "apu": 5}
+FILTER_FORMAT_OIHW = 101  # tools/python/utils/config_parser.py DataFormat.OIHW
+OPENCL_IMAGE = 2  # MemoryType GPU_IMAGE, MACE's default cl_mem_type
+_RESERVED_SUFFIXES = ("_const_used_by_cpu", "_mem_type_")
+
+
+@dataclass
+class IoInfo:
+    name: str
+    shape: list[int]  # as ONNX (NCHW) shape
+    dtype: str
+    mace_dims: list[int]  # as written into input_info/output_info
+    data_format: int  # DF_NHWC for 4-D, else DF_NONE
+
+
+@dataclass
+class Emitter:
+    """What an op converter writes into: MACE ops and weights, plus ONNX shape facts."""
+
+    shapes: dict[str, list[int]]
+    dtypes: dict[str, str]
+    fp16: bool
+    ops: list = field(default_factory=list)
+    weights: dict[str, tuple[np.ndarray, int]] = field(default_factory=dict)
+    used_names: set[str] = field(default_factory=set)
+    #: ONNX constant names: a weight may take such a name once, as itself.
+    onnx_consts: set[str] = field(default_factory=set)
+
+    def shape(self, tensor) -> list[int]:
+        name = tensor if isinstance(tensor, str) else tensor.name
+        value = None if isinstance(tensor, str) else constant_value(tensor)
+        if value is not None:
+            return list(value.shape)
+        if name not in self.shapes:
+            raise Unsupported(f"MACE export needs static shapes; tensor '{name}' has none")
+        return self.shapes[name]
+
+    def dtype(self, tensor) -> str:
+        return self.dtypes.get(tensor.name, "float32")
+
+    def name_of(self, tensor) -> str:
+        if constant_value(tensor) is not None:
+            return self.weight(tensor.name, constant_value(tensor))
+        return tensor.name
+
+    def _fresh(self, base: str) -> str:
+        name, k = base, 1
+        while name in self.used_names:
+            name, k = f"{base}_{k}", k + 1
+        self.used_names.add(name)
+        return name
+
+    def tensor(self, base: str, shape: list[int]) -> str:
+        name = self._fresh(base)
+        self.shapes[name] = [int(d) for d in shape]
+        return name
+
+    def weight(self, base: str, value: np.ndarray) -> str:
+        value = np.asarray(value)
+        if value.dtype.kind == "f":
+            dtype, value = (DT_HALF if self.fp16 else DT_FLOAT), value.astype(np.float32)
+        elif value.dtype.kind in "iub":
+            if value.size and (value.min() < -(2**31) or value.max() >= 2**31):
+                raise Unsupported(f"constant '{base}' does not fit MACE's int32")
+            dtype, value = DT_INT32, value.astype(np.int32)
+        else:
+            raise Unsupported(f"constant '{base}' has dtype {value.dtype}, which MACE cannot store")
+        existing = self.weights.get(base)
+        if existing is not None and existing[0].shape == value.shape and np.array_equal(existing[0], value):
+            return base
+        free = base not in self.weights and (base in self.onnx_consts or base not in self.used_names)
+        name = base if free else self._fresh(base)
+        self.used_names.add(name)
+        self.weights[name] = (value, dtype)
+        return name
+
+    def op(self, op_type: str, name: str, inputs: list[str], outputs: list[str], *, args=(),
+           fixed: bool = False, transposable: bool = False, T: int = DT_FLOAT,
+           output_types: list[int] | None = None) -> None:
+        auto = fixed or transposable
+        op = mace_pb2.OperatorDef(name=self._fresh(name), type=op_type)
+        op.input.extend(inputs)
+        op.output.extend(outputs)
+        # Common args, as onnx_converter.py:convert_general_op writes them.
+        common = [("T", "i", T), ("framework_type", "i", FRAMEWORK_ONNX),
+                  ("data_format", "i", DF_AUTO if auto else DF_NCHW)]
+        if transposable:
+            common.append(("has_data_format", "i", 1))
+        for arg_name, kind, value in [*common, *args]:
+            _set_arg(op.arg.add(), arg_name, kind, value)
+        for out in outputs:
+            dims = self.shapes.get(out)
+            if dims is not None:
+                # 4-D shapes of AUTO ops are written NHWC (net_def_adapter.cc:454-473).
+                op.output_shape.add().dims.extend(_nhwc(dims) if auto and len(dims) == 4 else dims)
+        if output_types:
+            op.output_type.extend(output_types)
+        self.ops.append(op)
+
+
+def _set_arg(arg, name: str, kind: str, value) -> None:
+    arg.name = name
+    if kind == "i":
+        arg.i = int(value)
+    elif kind == "f":
+        arg.f = float(value)
+    elif kind == "s":
+        arg.s = value.encode() if isinstance(value, str) else bytes(value)
+    elif kind == "ints":
+        arg.ints.extend(int(v) for v in value)
+    elif kind == "floats":
+        arg.floats.extend(float(v) for v in value)
+    else:  # pragma: no cover - programming error
+        raise ValueError(kind)
+
+
+def _nhwc(dims: list[int]) -> list[int]:
+    return [dims[0], dims[2], dims[3], dims[1]]
+
+
+def _io_info(tensor) -> IoInfo:
+    shape = static_shape(tensor)
+    if shape is None:
+        raise BadInput(f"MACE needs static shapes: '{tensor.name}' has shape {tensor.shape}; pass input shapes")
+    dtype = dtype_name(tensor) or "float32"
+    if dtype not in ("float32", "int32"):
+        raise Unsupported(f"MACE model inputs/outputs are float32 or int32; '{tensor.name}' is {dtype}")
+    # convert.py:175-193 writes 4-D NCHW interfaces as NHWC dims with data_format NHWC.
+    if len(shape) == 4:
+        return IoInfo(tensor.name, list(shape), dtype, _nhwc(list(shape)), DF_NHWC)
+    return IoInfo(tensor.name, list(shape), dtype, list(shape), DF_NONE)
+
+
+def _check_names(names) -> None:
+    for name in names:
+        if not name:
+            raise BadInput("MACE needs every tensor to have a name; normalize the model first")
+        if name.endswith(_RESERVED_SUFFIXES):
+            raise BadInput(f"tensor name '{name}' ends in a suffix MACE's runtime reserves")
+
+
+def build(model: onnx.ModelProto, hw: str, name: str, fp16_weights: bool = False):
+    """Return ``(pb_bytes, data_bytes, inputs: list[IoInfo], outputs: list[IoInfo], meta)``."""
+    if hw not in RUNTIME_TYPE:
+        raise BadInput(f"unknown MACE hardware '{hw}'; choose one of: {', '.join(RUNTIME_TYPE)}")
+    graph = to_graph(model)
+    tensors = graph.tensors()
+    _check_names(tensors)
+    shapes = {n: list(s) for n, t in tensors.items() if (s := static_shape(t)) is not None}
+    dtypes = {n: d for n, t in tensors.items() if (d := dtype_name(t))}
+    consts = {n for n, t in tensors.items() if constant_value(t) is not None}
+    em = Emitter(shapes=shapes, dtypes=dtypes, fp16=fp16_weights, used_names=set(tensors), onnx_consts=consts)
+    inputs = [_io_info(t) for t in graph.inputs if constant_value(t) is None]
+    outputs = [_io_info(t) for t in graph.outputs]
+    for node in graph.nodes:
+        convert = CONVERTERS.get(node.op)
+        if convert is None:
+            raise Unsupported(f"MACE has no mapping for node '{node.name}' ({node.op})")
+        convert(em, node)
+    allowed = {"dsp": DSP_OPS, "apu": APU_OPS}.get(hw)
+    if allowed is not None:
+        for op in em.ops:
+            if op.type not in allowed:
+                raise Unsupported(f"MACE {hw} runtime has no '{op.type}' op (node '{op.name}')")
+    cpu_fallback = sorted({op.type for op in em.ops if op.type not in GPU_OPS}) if hw == "gpu" else []
+
+    blob, placed = pack([em.weights[n] for n in em.weights])
+    net = mace_pb2.NetDef(name="default_graph", data_type=DT_HALF if fp16_weights else DT_FLOAT,
+                          data_offset=0, data_size=len(blob))
+    net.op.extend(em.ops)
+    net_args = [("runtime_type", "i", RUNTIME_TYPE[hw]), ("data_format", "i", DF_NCHW),
+                ("framework_type", "i", FRAMEWORK_ONNX), ("filter_format", "i", FILTER_FORMAT_OIHW)]
+    if hw == "gpu":
+        net_args.append(("opencl_mem_type", "i", OPENCL_IMAGE))
+    for arg_name, kind, value in net_args:
+        _set_arg(net.arg.add(), arg_name, kind, value)
+    for (tensor_name, (value, dtype)), (offset, size) in zip(em.weights.items(), placed):
+        net.tensors.add(name=tensor_name, dims=list(value.shape), data_type=dtype, offset=offset, data_size=size)
+    for info, target in [(i, net.input_info) for i in inputs] + [(o, net.output_info) for o in outputs]:
+        target.add(name=info.name, dims=info.mace_dims, data_format=info.data_format,
+                   data_type=DT_INT32 if info.dtype == "int32" else DT_FLOAT)
+    multi = mace_pb2.MultiNetDef(name=name, version_code=1)
+    multi.net_def.append(net)
+    multi.input_tensor.extend(i.name for i in inputs)
+    multi.output_tensor.extend(o.name for o in outputs)
+    pb = multi.SerializeToString(deterministic=True)
+    meta = {"ops": [op.type for op in em.ops], "gpu_cpu_fallback_ops": cpu_fallback}
+    return pb, blob, inputs, outputs, meta
