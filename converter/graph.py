@@ -64,7 +64,9 @@ class Provenance:
 
 def provenance_of(model_or_graph: onnx.ModelProto | gs.Graph) -> Provenance:
     if isinstance(model_or_graph, gs.Graph):
-        prov = getattr(model_or_graph, "provenance", None)
+        # gs.Graph.__getattr__ looks unknown names up as graph functions (and logs an error),
+        # so read our attributes from the instance dict.
+        prov = model_or_graph.__dict__.get("provenance")
         if prov is None:
             prov = Provenance()
             model_or_graph.provenance = prov
@@ -93,9 +95,9 @@ def to_model(graph: gs.Graph, opset: int | None = None, *, cleanup: bool = True)
     if model_opset(model) <= CANONICAL_OPSET:
         model.ir_version = min(model.ir_version, CANONICAL_IR_VERSION)
     del model.metadata_props[:]
-    for key, value in sorted(getattr(graph, "metadata", {}).items()):
+    for key, value in sorted(graph.__dict__.get("metadata", {}).items()):
         model.metadata_props.add(key=key, value=value)
-    prov = getattr(graph, "provenance", None)
+    prov = graph.__dict__.get("provenance")
     if prov is not None and (prov.tensor_origin or prov.node_origin):
         model.metadata_props.add(key=_PROVENANCE_KEY, value=prov.to_json())
     return model

@@ -6,4 +6,9 @@ Modules keep their top-level imports light: heavy libraries are imported inside 
 COMMAND_MODULES = (
     "inspect",
     "normalize",
+    "split",
+    "verify",
+    "port",
+    "batch",
+    "demo",
 )

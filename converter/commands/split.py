@@ -1,0 +1,76 @@
+"""``edgeconv split MODEL --to T --hw H -o DIR``: move trailing unsupported ops into post-processing.
+
+Writes ``DIR/model.onnx`` (the cut model: legal on the target up to the boundary) and
+``DIR/postproc/{postprocess.py, postprocess.hpp, manifest.json}``; nothing when the split is
+refused (exit 3, one line naming the node and op that cannot move).
+"""
+
+from __future__ import annotations
+
+from typing import List, Optional
+
+import typer
+
+from .options import InputShape, Json, MatrixOverlay, MatrixPath, ShapeList, TrustPickle
+
+
+def register(app: typer.Typer) -> None:
+    @app.command("split")
+    def split_cmd(
+        model: str = typer.Argument(..., help="Model file (.onnx, .pt, .pt2, .pb, .tflite, ...)."),
+        to: str = typer.Option(..., "--to", "-t", help="Framework: tflite, tnn, mace or coreml."),
+        hw: str = typer.Option(..., "--hw", help="Hardware (e.g. cpu, gpu, npu)."),
+        output: str = typer.Option(..., "-o", "--output", help="Output directory."),
+        move: Optional[List[str]] = typer.Option(None, "--move", help="Also move this node (repeatable)."),
+        max_outputs: Optional[int] = typer.Option(
+            None, "--max-outputs", help="Merge the cut model's outputs beyond this many (default: the matrix's)."),
+        namespace: str = typer.Option("edgeconv_postproc", "--cpp-namespace", help="C++ namespace of the header."),
+        input_shape: ShapeList = InputShape,
+        trust_pickle: bool = TrustPickle,
+        matrix: str = MatrixPath,
+        matrix_overlay: ShapeList = MatrixOverlay,
+        json_out: bool = Json,
+    ) -> None:
+        """Cut trailing unsupported ops out of the model and generate Python/C++ post-processing."""
+        import json  # noqa: PLC0415
+        from pathlib import Path  # noqa: PLC0415
+
+        from ..fsutil import atomic_output_dir  # noqa: PLC0415
+        from ..graph import to_graph  # noqa: PLC0415
+        from ..load import save_onnx  # noqa: PLC0415
+        from ..matrix import load_matrix  # noqa: PLC0415
+        from ..postproc import split  # noqa: PLC0415
+        from .options import load_normalized  # noqa: PLC0415
+
+        m = load_matrix(matrix, matrix_overlay or ())
+        framework = m.resolve_framework(to)
+        hardware = m.resolve_hw(framework, hw)
+        onnx_model = load_normalized(model, input_shape, trust_pickle, require_static=False)
+        graph = to_graph(onnx_model)
+        must_move = {n.name for n in graph.nodes if not m.check_node(n, framework, hardware).supported}
+        must_move |= set(move or ())
+        limit = max_outputs if max_outputs is not None else m.properties(framework, hardware).get("max_outputs")
+        result = split(onnx_model, must_move, limit, cpp_namespace=namespace,
+                       title=Path(model).stem)
+        out = Path(output)
+        with atomic_output_dir(out) as tmp:
+            save_onnx(result.model, tmp / "model.onnx")
+            for name, text in result.files.items():
+                (tmp / "postproc" / name).parent.mkdir(parents=True, exist_ok=True)
+                (tmp / "postproc" / name).write_text(text, encoding="utf-8")
+        summary = {
+            "target": framework, "hw": hardware, "max_outputs": limit,
+            "moved_nodes": result.cut.moved_nodes, "boundary": result.cut.boundary,
+            "merged": result.manifest["merged"] is not None,
+            "files": ["model.onnx"] + [f"postproc/{n}" for n in result.files],
+        }
+        if json_out:
+            print(json.dumps(summary, indent=2))
+            return
+        if not must_move:
+            print(f"every node is supported on {framework}/{hardware}: nothing moved")
+        else:
+            print(f"moved {len(result.cut.moved_nodes)} node(s) to post-processing: {', '.join(result.cut.moved_nodes)}")
+            merged = " (merged into one)" if summary["merged"] else ""
+            print(f"cut model outputs{merged}: {', '.join(result.cut.boundary)}")
+        print(f"wrote {out}/: " + ", ".join(summary["files"]))

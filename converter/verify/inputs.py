@@ -1,0 +1,182 @@
+"""The inputs a verification runs on: seeded random tensors, or the user's calibration data.
+
+Random inputs follow each graph input's shape and dtype; float inputs are drawn uniformly from a
+per-input range (default ``[-1, 1]``; images normalized to ``[0, 1]`` want ``input=0:1``), integer
+inputs from ``[0, 4)`` unless a range is given, booleans fairly.
+
+Calibration data is an ``.npz`` file with one array per graph input, named like the input.  An
+array with the input's rank is one sample; an array with one extra leading axis holds N samples
+(every input must then have the same N).  This is also the format replay files are written in.
+"""
+
+from __future__ import annotations
+
+import os
+import re
+import zipfile
+from dataclasses import dataclass
+from pathlib import Path
+
+import numpy as np
+import onnx
+
+from ..errors import BadInput
+
+#: Default uniform range for float inputs.
+DEFAULT_FLOAT_RANGE = (-1.0, 1.0)
+#: Default half-open range for integer inputs (small: indices and counts are usually small).
+DEFAULT_INT_RANGE = (0, 4)
+
+Sample = dict[str, np.ndarray]
+
+
+@dataclass(frozen=True)
+class InputSpec:
+    name: str
+    #: Each dimension an int, or a str (symbolic) / None (unknown) when not fixed.
+    shape: tuple
+    dtype: np.dtype
+
+    @property
+    def static(self) -> bool:
+        return all(isinstance(d, int) and d > 0 for d in self.shape)
+
+
+def input_specs(model: onnx.ModelProto) -> list[InputSpec]:
+    """The graph inputs a caller must feed (initializers listed as inputs are not among them)."""
+    inits = {i.name for i in model.graph.initializer}
+    specs = []
+    for inp in model.graph.input:
+        if inp.name in inits:
+            continue
+        ttype = inp.type.tensor_type
+        dims = []
+        for d in ttype.shape.dim:
+            if d.HasField("dim_value") and d.dim_value > 0:
+                dims.append(int(d.dim_value))
+            else:
+                dims.append(d.dim_param or None)
+        specs.append(InputSpec(inp.name, tuple(dims), np.dtype(onnx.helper.tensor_dtype_to_np_dtype(ttype.elem_type))))
+    return specs
+
+
+def parse_range(flag: str) -> tuple[str, tuple[float, float]]:
+    """``"input=0:1"`` -> ``("input", (0.0, 1.0))``; a bare ``"0:1"`` names every input (``""``)."""
+    name, _, span = flag.rpartition("=")
+    m = re.fullmatch(r"\s*([-+0-9.eE]+)\s*:\s*([-+0-9.eE]+)\s*", span)
+    try:
+        lo, hi = (float(m.group(1)), float(m.group(2))) if m else (None, None)
+    except ValueError:
+        lo = hi = None
+    if lo is None or not lo < hi:
+        raise BadInput(f"--range '{flag}': expected name=LOW:HIGH with LOW < HIGH, e.g. input=0:1")
+    return name.strip(), (lo, hi)
+
+
+def random_inputs(
+    model: onnx.ModelProto,
+    seed: int = 0,
+    ranges: dict[str, tuple[float, float]] | None = None,
+    samples: int = 1,
+    shapes: dict[str, tuple[int, ...]] | None = None,
+) -> list[Sample]:
+    """``samples`` seeded input dicts.
+
+    ``ranges[""]`` applies to every input without its own; ``shapes`` fixes dynamic dimensions
+    (``shapes[""]`` names the first input).
+    """
+    specs = input_specs(model)
+    ranges = dict(ranges or {})
+    shapes = dict(shapes or {})
+    if "" in shapes and specs:  # a bare shape names the first input
+        shapes[specs[0].name] = shapes.pop("")
+    known = {s.name for s in specs}
+    for name in list(ranges) + list(shapes):
+        if name and name not in known:
+            raise BadInput(f"no model input named '{name}'; the model's inputs are: {', '.join(sorted(known))}")
+    if samples < 1:
+        raise BadInput(f"--samples must be at least 1 (got {samples})")
+    rng = np.random.default_rng(seed)
+    out: list[Sample] = []
+    for _ in range(samples):
+        sample: Sample = {}
+        for spec in specs:
+            shape = shapes.get(spec.name, spec.shape)
+            if not all(isinstance(d, int) and d > 0 for d in shape):
+                example = "x".join(str(d) if isinstance(d, int) and d > 0 else "1" for d in shape)
+                raise BadInput(
+                    f"input '{spec.name}' has a dynamic shape {list(shape)}; fix it with "
+                    f"--input-shape {spec.name}={example} or give data with --inputs data.npz"
+                )
+            lo, hi = ranges.get(spec.name, ranges.get("", None)) or (None, None)
+            if np.issubdtype(spec.dtype, np.floating):
+                lo, hi = (lo, hi) if lo is not None else DEFAULT_FLOAT_RANGE
+                sample[spec.name] = rng.uniform(lo, hi, shape).astype(spec.dtype)
+            elif spec.dtype == np.bool_:
+                sample[spec.name] = rng.integers(0, 2, shape).astype(np.bool_)
+            elif np.issubdtype(spec.dtype, np.integer):
+                lo, hi = (int(np.floor(lo)), int(np.ceil(hi))) if lo is not None else DEFAULT_INT_RANGE
+                sample[spec.name] = rng.integers(lo, max(hi, lo + 1), shape).astype(spec.dtype)
+            else:
+                raise BadInput(f"input '{spec.name}' has dtype {spec.dtype}, which random inputs cannot fill; "
+                               "give data with --inputs data.npz")
+        out.append(sample)
+    return out
+
+
+def load_npz(path: str | os.PathLike, model: onnx.ModelProto) -> list[Sample]:
+    """Read calibration samples for ``model`` from ``path``; every problem is one BadInput line."""
+    path = Path(path)
+    if not path.is_file():
+        raise BadInput(f"--inputs {path}: no such file")
+    if not zipfile.is_zipfile(path):
+        raise BadInput(f"--inputs {path}: not an .npz file (numpy.savez writes a zip archive)")
+    try:
+        with np.load(path, allow_pickle=False) as data:
+            arrays = {key: data[key] for key in data.files}
+    except ValueError as err:
+        if "allow_pickle" in str(err) or "Object arrays" in str(err):
+            raise BadInput(f"--inputs {path}: holds pickled object arrays, which edgeconv does not load") from None
+        raise BadInput(f"--inputs {path}: unreadable .npz ({str(err).splitlines()[0]})") from None
+    except Exception as err:  # zipfile/format errors
+        raise BadInput(f"--inputs {path}: unreadable .npz ({type(err).__name__}: {str(err).splitlines()[0] if str(err) else ''})") from None
+    return samples_from_arrays(arrays, model, source=f"--inputs {path}")
+
+
+def samples_from_arrays(arrays: dict[str, np.ndarray], model: onnx.ModelProto, source: str = "inputs") -> list[Sample]:
+    """Split ``{input name: array}`` into samples, checking names, ranks, shapes and dtypes."""
+    specs = input_specs(model)
+    names = [s.name for s in specs]
+    missing = [n for n in names if n not in arrays]
+    if missing:
+        raise BadInput(f"{source}: no array for model input(s) {', '.join(missing)} (arrays: {', '.join(sorted(arrays)) or 'none'})")
+    extra = sorted(set(arrays) - set(names))
+    if extra:
+        raise BadInput(f"{source}: array(s) {', '.join(extra)} match no model input (inputs: {', '.join(names)})")
+    counts: dict[str, int] = {}
+    stacked: dict[str, np.ndarray] = {}
+    for spec in specs:
+        arr = np.asarray(arrays[spec.name])
+        rank = len(spec.shape)
+        if arr.ndim == rank:
+            arr = arr[None]
+        elif arr.ndim != rank + 1:
+            raise BadInput(f"{source}: '{spec.name}' has shape {list(arr.shape)}; the input has rank {rank} "
+                           f"(give rank {rank} for one sample or {rank + 1} for N samples)")
+        for axis, (want, have) in enumerate(zip(spec.shape, arr.shape[1:])):
+            if isinstance(want, int) and want != have:
+                raise BadInput(f"{source}: '{spec.name}' sample shape {list(arr.shape[1:])} does not fit the "
+                               f"input shape {[d if isinstance(d, int) else '?' for d in spec.shape]} (axis {axis})")
+        if arr.size == 0 and arr.shape[0] == 0:
+            raise BadInput(f"{source}: '{spec.name}' holds no samples")
+        if arr.dtype != spec.dtype:
+            if not np.can_cast(arr.dtype, spec.dtype, casting="same_kind"):
+                raise BadInput(f"{source}: '{spec.name}' is {arr.dtype}, the input wants {spec.dtype}")
+            arr = arr.astype(spec.dtype)
+        counts[spec.name] = arr.shape[0]
+        stacked[spec.name] = arr
+    if len(set(counts.values())) > 1:
+        detail = ", ".join(f"{k}: {v}" for k, v in counts.items())
+        raise BadInput(f"{source}: inputs hold different numbers of samples ({detail})")
+    n = next(iter(counts.values()), 1)
+    return [{k: np.ascontiguousarray(v[i]) for k, v in stacked.items()} for i in range(n)]

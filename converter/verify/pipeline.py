@@ -1,0 +1,158 @@
+"""Verification as the commands use it: two ONNX files (``edgeconv verify``) or the stages of a
+port (``edgeconv port``), with inputs chosen, reports and replay files written."""
+
+from __future__ import annotations
+
+import json
+import os
+from pathlib import Path
+from typing import Callable
+
+import numpy as np
+import onnx
+
+from ..fsutil import atomic_write_text
+from ..graph import provenance_of
+from .inputs import DEFAULT_FLOAT_RANGE, load_npz, random_inputs
+from .replay import write_replay
+from .report import standalone_html, to_json
+from .runtime import onnx_runner
+from .stages import Stage, Tolerances, VerifyReport, compose, target_runner, verify_stages
+
+JSON_FILE = "verify.json"
+HTML_FILE = "verify.html"
+
+
+def choose_inputs(
+    model: onnx.ModelProto,
+    inputs_npz: str | os.PathLike | None = None,
+    seed: int = 0,
+    ranges: dict[str, tuple[float, float]] | None = None,
+    samples: int = 1,
+    shapes: dict[str, tuple[int, ...]] | None = None,
+) -> tuple[list[dict[str, np.ndarray]], str]:
+    """The samples to verify on and a one-line description of where they came from."""
+    if inputs_npz is not None:
+        data = load_npz(inputs_npz, model)
+        return data, f"calibration data {inputs_npz} ({len(data)} sample{'s' if len(data) != 1 else ''})"
+    data = random_inputs(model, seed=seed, ranges=ranges, samples=samples, shapes=shapes)
+    spans = ", ".join(f"{k or 'all'} [{lo:g}, {hi:g}]" for k, (lo, hi) in sorted((ranges or {}).items()))
+    return data, (f"seeded random inputs (seed {seed}, {samples} sample{'s' if samples != 1 else ''}, "
+                  f"floats uniform {spans or '[%g, %g]' % DEFAULT_FLOAT_RANGE})")
+
+
+def _shared_tensors(reference: onnx.ModelProto, candidate: onnx.ModelProto) -> int:
+    prov = provenance_of(candidate)
+    ref = {o for n in reference.graph.node for o in n.output}
+    return sum(prov.original_tensor(o) in ref for n in candidate.graph.node for o in n.output)
+
+
+def localization_reference(original: onnx.ModelProto, converted: onnx.ModelProto) -> onnx.ModelProto:
+    """The graph whose tensor names ``converted``'s names and provenance refer to.
+
+    A port's legalized model names its tensors after the *normalized* original (normalization
+    gives stable structural names), so when the original file shares fewer tensors with the
+    converted one than its normalized form does, the normalized form is the reference.
+    """
+    shared = _shared_tensors(original, converted)
+    if shared >= sum(len(n.output) for n in converted.graph.node):
+        return original
+    try:
+        from ..normalize import normalize  # noqa: PLC0415
+
+        normalized = normalize(original)
+    except Exception:  # normalization is only a better guess here; keep the original
+        return original
+    return normalized if _shared_tensors(normalized, converted) > shared else original
+
+
+def write_outputs(report: VerifyReport, out_dir: str | os.PathLike) -> list[Path]:
+    """``verify.json`` and ``verify.html`` (with the per-layer charts of failing stages)."""
+    out_dir = Path(out_dir)
+    return [
+        atomic_write_text(out_dir / JSON_FILE, json.dumps(to_json(report), indent=2, sort_keys=True, allow_nan=False) + "\n"),
+        atomic_write_text(out_dir / HTML_FILE, standalone_html(report)),
+    ]
+
+
+def verify_files(
+    original_path: str | os.PathLike,
+    converted_path: str | os.PathLike,
+    tolerances: Tolerances | None = None,
+    inputs_npz: str | os.PathLike | None = None,
+    seed: int = 0,
+    ranges: dict[str, tuple[float, float]] | None = None,
+    samples: int = 1,
+    shapes: dict[str, tuple[int, ...]] | None = None,
+) -> VerifyReport:
+    """Compare the ONNX file ``converted_path`` with ``original_path`` (localizing on failure)."""
+    from ..errors import BadInput  # noqa: PLC0415
+    from ..load import load_onnx  # noqa: PLC0415
+
+    for path in (original_path, converted_path):
+        if not Path(path).is_file():
+            raise BadInput(f"{path}: no such file")
+    original = load_onnx(Path(original_path))
+    converted = load_onnx(Path(converted_path))
+    data, source = choose_inputs(original, inputs_npz, seed, ranges, samples, shapes)
+
+    stage = Stage("converted", onnx_runner(converted), model=converted,
+                  reference=lambda: localization_reference(original, converted))
+    return verify_stages(original, [stage], data, tolerances, input_source=source)
+
+
+def port_stages(
+    original: onnx.ModelProto,
+    normalized: onnx.ModelProto,
+    legalized: onnx.ModelProto | None = None,
+    postprocess: Callable[[dict[str, np.ndarray]], dict[str, np.ndarray]] | None = None,
+    target=None,
+    artifact=None,
+) -> list[Stage]:
+    """The stages of a port, each compared with the original:
+
+    * ``normalized`` — the canonical ONNX (localized against the original),
+    * ``legalized`` — the rewritten ONNX, or the cut model followed by ``postprocess``
+      (localized against the normalized model, whose tensor names the rewrites' provenance uses),
+    * ``target:<name>`` — the exported files on the target's runtime (+ ``postprocess``);
+      skipped when the target has no runtime here.
+    """
+    stages = [Stage("normalized", onnx_runner(normalized), model=normalized, reference=original)]
+    if legalized is not None:
+        run = onnx_runner(legalized)
+        stages.append(Stage("legalized", compose(run, postprocess) if postprocess else run,
+                            model=legalized, reference=normalized))
+    if target is not None and artifact is not None:
+        run = target_runner(target, artifact)
+        stages.append(Stage(f"target:{target.name}", compose(run, postprocess) if postprocess else run))
+    return stages
+
+
+def verify_port(
+    original: onnx.ModelProto,
+    normalized: onnx.ModelProto,
+    legalized: onnx.ModelProto | None = None,
+    *,
+    postprocess: Callable[[dict[str, np.ndarray]], dict[str, np.ndarray]] | None = None,
+    target=None,
+    artifact=None,
+    inputs: list[dict[str, np.ndarray]] | None = None,
+    seed: int = 0,
+    tolerances: Tolerances | None = None,
+    out_dir: str | os.PathLike | None = None,
+    replay_files: tuple[str | os.PathLike, str | os.PathLike] | None = None,
+) -> VerifyReport:
+    """What ``edgeconv port`` runs last.  With ``out_dir`` it writes verify.json/verify.html and,
+    on failure, the replay files; ``replay_files`` = (original .onnx, converted .onnx) paths the
+    reproduce command should name (e.g. the normalized and legalized models port wrote)."""
+    if inputs is None:
+        inputs, source = choose_inputs(normalized, seed=seed)
+    else:
+        source = f"{len(inputs)} given sample(s)"
+    report = verify_stages(original, port_stages(original, normalized, legalized, postprocess, target, artifact),
+                           inputs, tolerances, input_source=source)
+    if out_dir is not None:
+        if not report.ok:
+            write_replay(report, out_dir, *(replay_files or (None, None)))
+        write_outputs(report, out_dir)
+    return report

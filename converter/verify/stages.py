@@ -1,0 +1,360 @@
+"""Compare every stage of a port against the original model, output by output.
+
+A stage is a name and a runner, ``runner(inputs) -> {output name: array}``: the normalized and
+legalized ONNX graphs run in onnxruntime (:func:`~converter.verify.runtime.onnx_runner`), a cut
+model followed by its generated post-processing is ``compose(onnx_runner(cut), postprocess)``, and
+a target file runs through ``TARGET.run(artifact, inputs)`` (:func:`target_runner`).  A stage that
+also carries its ONNX ``model`` is localized when it fails: see :mod:`converter.verify.localize`.
+
+Tolerance profile (YAML; every key optional; per-output entries inherit what they leave out)::
+
+    atol: 1.0e-4          # |got - ref| <= atol + rtol * |ref|, element-wise
+    rtol: 1.0e-3
+    layer_rmse: 1.0e-3    # per-layer normalized rMSE above which a layer is diverging
+    outputs:
+      scores: {atol: 1.0e-3}
+      boxes:  {atol: 1.0e-2, rtol: 1.0e-2}
+"""
+
+from __future__ import annotations
+
+import math
+import os
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Callable, Sequence, Union
+
+import numpy as np
+import onnx
+
+from ..errors import BadInput, RuntimeUnavailable
+from . import metrics
+from .localize import DEFAULT_LAYER_TOL, LayerReport, localize
+from .metrics import Metrics, Tolerance
+from .runtime import Runner, one_line, onnx_runner
+
+PASS, FAIL, ERROR, SKIPPED = "pass", "fail", "error", "skipped"
+
+
+# ------------------------------------------------------------------------------- tolerances
+
+
+@dataclass(frozen=True)
+class Tolerances:
+    default: Tolerance = Tolerance()
+    outputs: dict[str, Tolerance] = field(default_factory=dict)
+    layer_rmse: float = DEFAULT_LAYER_TOL
+
+    def for_output(self, name: str) -> Tolerance:
+        return self.outputs.get(name, self.default)
+
+    def to_dict(self) -> dict:
+        return {
+            **self.default.to_dict(), "layer_rmse": self.layer_rmse,
+            "outputs": {k: v.to_dict() for k, v in sorted(self.outputs.items())},
+        }
+
+
+_MODEL_KEYS = {"atol", "rtol", "layer_rmse", "outputs"}
+_OUTPUT_KEYS = {"atol", "rtol"}
+
+
+def _number(value, where: str) -> float:
+    # PyYAML reads "1e-4" (no dot) as a string: accept any spelling float() accepts.
+    try:
+        number = float(value)
+    except (TypeError, ValueError):
+        raise BadInput(f"{where}: expected a number, got {value!r}") from None
+    if not math.isfinite(number) or number < 0:
+        raise BadInput(f"{where}: expected a finite number >= 0, got {value!r}")
+    return number
+
+
+def load_tolerances(
+    path: str | os.PathLike | None = None,
+    atol: float | None = None,
+    rtol: float | None = None,
+    layer_rmse: float | None = None,
+) -> Tolerances:
+    """Tolerances from a YAML profile and flags.
+
+    Flags override the profile's model-wide values; the profile's per-output entries override
+    both for their output (the most specific setting wins).
+    """
+    data: dict = {}
+    where = "tolerances"
+    if path is not None:
+        import yaml  # noqa: PLC0415
+
+        where = f"--tolerances {path}"
+        p = Path(path)
+        if not p.is_file():
+            raise BadInput(f"{where}: no such file")
+        try:
+            data = yaml.safe_load(p.read_text(encoding="utf-8")) or {}
+        except (yaml.YAMLError, UnicodeDecodeError) as err:
+            raise BadInput(f"{where}: not valid YAML ({one_line(err)})") from None
+        if not isinstance(data, dict):
+            raise BadInput(f"{where}: expected a mapping with keys {', '.join(sorted(_MODEL_KEYS))}")
+        unknown = sorted(set(map(str, data)) - _MODEL_KEYS)
+        if unknown:
+            raise BadInput(f"{where}: unknown key(s) {', '.join(unknown)}; allowed: {', '.join(sorted(_MODEL_KEYS))}")
+    base = Tolerance()
+    default = Tolerance(
+        atol=_number(atol, "--atol") if atol is not None else _number(data.get("atol", base.atol), f"{where}: atol"),
+        rtol=_number(rtol, "--rtol") if rtol is not None else _number(data.get("rtol", base.rtol), f"{where}: rtol"),
+    )
+    layer = (_number(layer_rmse, "--layer-tol") if layer_rmse is not None
+             else _number(data.get("layer_rmse", DEFAULT_LAYER_TOL), f"{where}: layer_rmse"))
+    outputs: dict[str, Tolerance] = {}
+    per_output = data.get("outputs") or {}
+    if not isinstance(per_output, dict):
+        raise BadInput(f"{where}: 'outputs' must map output names to {{atol, rtol}}")
+    for name, entry in per_output.items():
+        if not isinstance(entry, dict):
+            raise BadInput(f"{where}: outputs.{name} must be a mapping like {{atol: 1.0e-3}}")
+        unknown = sorted(set(map(str, entry)) - _OUTPUT_KEYS)
+        if unknown:
+            raise BadInput(f"{where}: outputs.{name}: unknown key(s) {', '.join(unknown)}; allowed: atol, rtol")
+        outputs[str(name)] = Tolerance(
+            atol=_number(entry.get("atol", default.atol), f"{where}: outputs.{name}.atol"),
+            rtol=_number(entry.get("rtol", default.rtol), f"{where}: outputs.{name}.rtol"),
+        )
+    return Tolerances(default=default, outputs=outputs, layer_rmse=layer)
+
+
+# ----------------------------------------------------------------------------------- stages
+
+
+@dataclass
+class Stage:
+    name: str
+    run: Runner
+    #: The stage's ONNX graph, when it has one: enables per-layer localization on failure.
+    model: onnx.ModelProto | None = None
+    #: The graph the stage's tensor names and provenance refer to (default: the original), or a
+    #: zero-argument function returning it (called only when the stage fails).
+    reference: onnx.ModelProto | Callable[[], onnx.ModelProto] | None = None
+
+
+def compose(runner: Runner, postprocess: Callable[[dict[str, np.ndarray]], dict[str, np.ndarray]]) -> Runner:
+    """Run ``postprocess`` (generated post-processing) on the outputs of ``runner`` (cut model)."""
+    return lambda inputs: postprocess(runner(inputs))
+
+
+def target_runner(target, artifact) -> Runner:
+    """A runner executing an exported artifact on its target's runtime (``TARGET.run``)."""
+    return lambda inputs: target.run(artifact, inputs)
+
+
+StageLike = Union[Stage, tuple]
+
+
+def _as_stage(stage: StageLike) -> Stage:
+    if isinstance(stage, Stage):
+        return stage
+    name, runner, *rest = stage
+    return Stage(name, runner, *rest)
+
+
+# ---------------------------------------------------------------------------------- results
+
+
+@dataclass
+class OutputResult:
+    name: str
+    #: The stage's output compared with ``name`` (differs when matched by position).
+    candidate: str | None
+    tolerance: Tolerance
+    metrics: Metrics | None
+    passed: bool
+    reason: str = ""
+
+    def to_dict(self) -> dict:
+        return {
+            "name": self.name, "candidate": self.candidate, "tolerance": self.tolerance.to_dict(),
+            "metrics": self.metrics.to_dict() if self.metrics else None,
+            "passed": self.passed, "reason": self.reason,
+        }
+
+
+@dataclass
+class StageResult:
+    name: str
+    status: str
+    outputs: list[OutputResult] = field(default_factory=list)
+    reason: str = ""
+    layers: LayerReport | None = None
+    #: Index of the sample localization ran on (the one with the largest error).
+    worst_sample: int | None = None
+
+    @property
+    def failed(self) -> bool:
+        return self.status in (FAIL, ERROR)
+
+    def to_dict(self) -> dict:
+        return {
+            "name": self.name, "status": self.status, "reason": self.reason,
+            "outputs": [o.to_dict() for o in self.outputs],
+            "worst_sample": self.worst_sample,
+            "layers": self.layers.to_dict() if self.layers else None,
+        }
+
+
+@dataclass
+class VerifyReport:
+    stages: list[StageResult]
+    tolerances: Tolerances
+    #: The samples every stage ran on (what a replay file holds).
+    inputs: list[dict[str, np.ndarray]]
+    #: Where the inputs came from: "seed 0, uniform [-1, 1]" or "calibration data.npz".
+    input_source: str = ""
+    #: Filled by :func:`converter.verify.replay.write_replay`.
+    replay: dict | None = None
+
+    @property
+    def ok(self) -> bool:
+        return not any(s.failed for s in self.stages)
+
+    @property
+    def first_failure(self) -> StageResult | None:
+        return next((s for s in self.stages if s.failed), None)
+
+    def summary(self) -> str:
+        failed = self.first_failure
+        if failed is None:
+            ran = [s.name for s in self.stages if s.status == PASS]
+            return f"verification passed: {', '.join(ran) or 'no stage'} match the original"
+        detail = failed.reason or next((o.reason for o in failed.outputs if not o.passed), "")
+        text = f"stage '{failed.name}' differs from the original: {detail}"
+        if failed.layers is not None and failed.layers.first is not None:
+            text += f"; {failed.layers.summary()}"
+        return text
+
+    def to_dict(self) -> dict:
+        return {
+            "ok": self.ok, "summary": self.summary(), "samples": len(self.inputs),
+            "input_source": self.input_source, "tolerances": self.tolerances.to_dict(),
+            "stages": [s.to_dict() for s in self.stages], "replay": self.replay,
+        }
+
+
+# ------------------------------------------------------------------------------- comparison
+
+
+def _match_outputs(ref_names: list[str], got: dict[str, np.ndarray]) -> dict[str, str | None]:
+    """Reference output -> stage output.  By name; by position when no name matches at all
+    (runtimes such as LiteRT rename outputs) and the counts agree."""
+    if any(n in got for n in ref_names) or len(got) != len(ref_names):
+        return {n: (n if n in got else None) for n in ref_names}
+    return dict(zip(ref_names, got))
+
+
+def _compare_output(name: str, cand: str | None, refs: list[np.ndarray], gots: list[dict], tol: Tolerance) -> OutputResult:
+    if cand is None:
+        return OutputResult(name, None, tol, None, False, f"output '{name}' is missing")
+    per_sample = []
+    for k, (ref, got) in enumerate(zip(refs, gots)):
+        if cand not in got:
+            return OutputResult(name, cand, tol, None, False, f"output '{name}' is missing for sample {k}")
+        value = np.asarray(got[cand])
+        if value.shape != ref.shape:
+            if value.size == ref.size and tuple(d for d in value.shape if d != 1) == tuple(d for d in ref.shape if d != 1):
+                value = value.reshape(ref.shape)
+            else:
+                return OutputResult(name, cand, tol, None, False,
+                                    f"output '{name}' has shape {list(value.shape)}, expected {list(ref.shape)}")
+        per_sample.append(metrics.compare(ref, value, tol))
+    worst = metrics.worst(per_sample)
+    passed = worst.mismatched == 0
+    reason = "" if passed else (
+        f"output '{name}': {worst.mismatched}/{worst.size} elements beyond atol {tol.atol:g} + rtol {tol.rtol:g}"
+        f" (max abs {worst.max_abs:.3g}, max rel {worst.max_rel:.3g})")
+    return OutputResult(name, cand, tol, worst, passed, reason)
+
+
+def _output_rmse(ref: dict, got: dict, matched: dict[str, str | None]) -> float:
+    """The largest normalized rMSE over the outputs of one sample."""
+    score = 0.0
+    for name, cand in matched.items():
+        if cand is not None and np.size(got[cand]) == np.size(ref[name]):
+            score = max(score, metrics.normalized_rmse(ref[name], np.reshape(got[cand], np.shape(ref[name]))))
+    return score
+
+
+def _worst_sample(ref_outs: list[dict], got_outs: list[dict], matched: dict[str, str | None]) -> int:
+    scores = [_output_rmse(ref, got, matched) for ref, got in zip(ref_outs, got_outs)]
+    return int(np.argmax(scores)) if scores else 0
+
+
+def _localization_note(layers: LayerReport) -> str:
+    if layers.error is not None or layers.first is not None:
+        return ""  # the layer report's own summary says it
+    if not layers.layers:
+        return "; no intermediate tensor of its graph maps to the reference (no shared names or provenance)"
+    return (f"; all {len(layers.layers)} compared layers of its ONNX graph are within normalized rMSE "
+            f"{layers.tolerance:g}: the error arises after them (post-processing or runtime)")
+
+
+def verify_stages(
+    original: onnx.ModelProto | str | os.PathLike | Runner,
+    stages: Sequence[StageLike],
+    inputs: dict[str, np.ndarray] | list[dict[str, np.ndarray]],
+    tolerances: Tolerances | None = None,
+    localize_failures: bool = True,
+    input_source: str = "",
+) -> VerifyReport:
+    """Run ``original`` and every stage on ``inputs`` and compare each stage with the original."""
+    tolerances = tolerances or Tolerances()
+    samples = list(inputs) if isinstance(inputs, (list, tuple)) else [inputs]
+    if not samples:
+        raise BadInput("verification needs at least one input sample")
+    if isinstance(original, (str, os.PathLike)):
+        original = onnx.load(str(original))
+    reference_model = original if isinstance(original, onnx.ModelProto) else None
+    run_original = onnx_runner(original) if reference_model is not None else original
+    ref_outs = [run_original(s) for s in samples]  # a broken original is a BadInput, not a stage
+    ref_names = list(ref_outs[0])
+    unknown = sorted(set(tolerances.outputs) - set(ref_names))
+    if unknown:
+        raise BadInput(f"tolerances name output(s) {', '.join(unknown)}, but the model's outputs are: {', '.join(ref_names)}")
+
+    results = []
+    for stage in map(_as_stage, stages):
+        try:
+            got_outs = [stage.run(s) for s in samples]
+        except RuntimeUnavailable as err:
+            results.append(StageResult(stage.name, SKIPPED, reason=str(err)))
+            continue
+        except Exception as err:  # noqa: BLE001 - a stage that cannot run is a failed stage
+            results.append(StageResult(stage.name, ERROR, reason=f"could not run: {one_line(err)}"))
+            continue
+        matched = _match_outputs(ref_names, got_outs[0])
+        outputs = [
+            _compare_output(n, matched[n], [r[n] for r in ref_outs], got_outs, tolerances.for_output(n))
+            for n in ref_names
+        ]
+        status = PASS if all(o.passed for o in outputs) else FAIL
+        result = StageResult(stage.name, status, outputs)
+        if status == FAIL:
+            result.reason = next(o.reason for o in outputs if not o.passed)
+            result.worst_sample = _worst_sample(ref_outs, got_outs, matched)
+            reference = stage.reference if stage.reference is not None else reference_model
+            if localize_failures and stage.model is not None and callable(reference):
+                reference = reference()
+            if localize_failures and stage.model is not None and reference is not None:
+                worst = result.worst_sample
+                layers = localize(reference, stage.model, samples[worst], tolerance=tolerances.layer_rmse)
+                # Outputs can fail an absolute tolerance finer than the per-layer one: then judge
+                # the layers against a tenth of the outputs' own normalized rMSE instead.
+                out_rmse = _output_rmse(ref_outs[worst], got_outs[worst], matched)
+                if layers.error is None and layers.first is None and 0 < out_rmse / 10 < layers.tolerance:
+                    layers.retolerance(out_rmse / 10)
+                    if layers.first is not None:
+                        result.reason += (f"; the outputs' normalized rMSE {out_rmse:.3g} is below the layer "
+                                          f"tolerance {tolerances.layer_rmse:g}, so layers were judged against "
+                                          f"{layers.tolerance:.3g}")
+                result.layers = layers
+                result.reason += _localization_note(layers)
+        results.append(result)
+    return VerifyReport(results, tolerances, samples, input_source)
