@@ -6,6 +6,8 @@ Modules keep their top-level imports light: heavy libraries are imported inside 
 COMMAND_MODULES = (
     "inspect",
     "normalize",
+    "check",
+    "report",
     "split",
     "verify",
     "port",

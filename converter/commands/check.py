@@ -1,0 +1,107 @@
+"""``edgeconv check MODEL --to T --hw H``: which nodes run where, and exactly why not.
+
+Exit codes: 0 when every node (and the model) is supported on every requested target, 3
+(``EXIT_UNSUPPORTED``) when something is not, 2 for bad input.  ``--json`` prints the
+``edgeconv.check/1`` document described in ``converter/check.py``.
+"""
+
+from __future__ import annotations
+
+import typer
+
+from .options import InputShape, Json, MatrixOverlay, MatrixPath, ShapeList, TrustPickle
+
+_MARK = {"supported": "ok", "unverified": "?", "unsupported": "NO"}
+_STYLE = {"supported": "green", "unverified": "yellow", "unsupported": "bold red"}
+
+
+def register(app: typer.Typer) -> None:
+    @app.command("check")
+    def check_cmd(
+        model: str = typer.Argument(..., help="Model file (.onnx, .pt, .pt2, .pb, .tflite, ...)."),
+        to: str = typer.Option(..., "--to", "-t", help="Framework: tflite, tnn, mace, coreml, or all."),
+        hw: str = typer.Option("all", "--hw", help="Hardware (e.g. gpu, npu, ane, rknpu) or all."),
+        input_shape: ShapeList = InputShape,
+        trust_pickle: bool = TrustPickle,
+        matrix: str = MatrixPath,
+        matrix_overlay: ShapeList = MatrixOverlay,
+        json_out: bool = Json,
+    ) -> None:
+        """Check every node against the op support matrix (exit 3 when something is unsupported)."""
+        from ..check import check_targets, results_to_json  # noqa: PLC0415
+        from ..errors import EXIT_UNSUPPORTED  # noqa: PLC0415
+        from ..matrix import load_matrix  # noqa: PLC0415
+        from .options import load_normalized  # noqa: PLC0415
+
+        m = load_matrix(matrix, matrix_overlay or ())
+        pairs = m.resolve_targets(to, hw)
+        onnx_model = load_normalized(model, input_shape, trust_pickle, require_static=False)
+        results = check_targets(onnx_model, pairs, m)
+        if json_out:
+            import json  # noqa: PLC0415
+
+            print(json.dumps(results_to_json(results, model), indent=2))
+        elif len(results) == 1:
+            _print_one(results[0], model)
+        else:
+            _print_many(results, model)
+        if not all(r.ok for r in results):
+            raise typer.Exit(EXIT_UNSUPPORTED)
+
+
+def _group_by_op(result) -> dict[str, list]:
+    groups: dict[str, list] = {}
+    for v in result.verdicts:
+        groups.setdefault(v.op, []).append(v)
+    return dict(sorted(groups.items()))
+
+
+def _print_one(result, model: str) -> None:
+    from rich.console import Console  # noqa: PLC0415
+    from rich.table import Table  # noqa: PLC0415
+
+    console = Console()
+    table = Table(title=f"{model} on {result.framework}/{result.hw}")
+    for col, justify in (("op", "left"), ("nodes", "right"), ("status", "left"), ("maps to", "left"),
+                         ("reason", "left")):
+        table.add_column(col, justify=justify)
+    for op, verdicts in _group_by_op(result).items():
+        statuses = sorted({v.status for v in verdicts}, key=["unsupported", "unverified", "supported"].index)
+        status = " / ".join(f"{sum(v.status == s for v in verdicts)} {s}" for s in statuses)
+        reasons = sorted({v.reason for v in verdicts if v.status != "supported"})
+        table.add_row(op, str(len(verdicts)), f"[{_STYLE[statuses[0]]}]{status}[/]",
+                      verdicts[0].target or "-", "\n".join(reasons))
+    console.print(table)
+    for issue in result.model_issues:
+        console.print(f"[{_STYLE[issue.status]}]model: {issue.reason}[/]")
+    console.print(result.summary(), highlight=False)
+
+
+def _print_many(results, model: str) -> None:
+    from rich.console import Console  # noqa: PLC0415
+    from rich.table import Table  # noqa: PLC0415
+
+    console = Console()
+    table = Table(title=f"{model}: ops x framework/hardware (ok / ? unverified / NO unsupported)")
+    table.add_column("op")
+    table.add_column("nodes", justify="right")
+    for r in results:
+        table.add_column(f"{r.framework}\n{r.hw}", justify="center")
+    ops = sorted({v.op for v in results[0].verdicts})
+    per_result = [_group_by_op(r) for r in results]
+    for op in ops:
+        row = [op, str(len(per_result[0][op]))]
+        for groups in per_result:
+            statuses = {v.status for v in groups[op]}
+            worst = next(s for s in ("unsupported", "unverified", "supported") if s in statuses)
+            row.append(f"[{_STYLE[worst]}]{_MARK[worst]}[/]")
+        table.add_row(*row)
+    console.print(table)
+    for r in results:
+        console.print(r.summary(), highlight=False)
+        for reason in sorted({v.reason for v in r.verdicts if v.status == "unsupported"}):
+            console.print(f"    {reason}", highlight=False)
+        for issue in r.model_issues:
+            console.print(f"    model: {issue.reason}", highlight=False)
+    ok = sum(r.ok for r in results)
+    console.print(f"{ok} of {len(results)} framework/hardware targets run the whole model", highlight=False)

@@ -1,0 +1,333 @@
+"""The op support matrix: which ONNX op runs on which framework x hardware, and under what limits.
+
+``load_matrix()`` reads ``op_support_matrix.yaml`` (repo root) plus optional overlays, validates
+it (a mistake is reported as ``file:line: path: problem``) and precompiles one lookup table per
+framework x hardware so that :meth:`Matrix.check_node` is a dict lookup plus a few predicates.
+
+Entry statuses: ``supported`` (the vendor documents an implementation), ``unverified`` (the vendor
+is silent, e.g. the Neural Engine), ``unsupported`` (no implementation there).  An op type that is
+not in the matrix at all is ``unsupported: no mapping``.
+"""
+
+from __future__ import annotations
+
+import functools
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any, Iterable
+
+from ..errors import BadInput
+from .constraints import Constraint, ConstraintError, Failure, compile_constraint
+from .loader import Lines, MatrixFileError, fail, merge_overlay, read_yaml_with_lines
+
+__all__ = [
+    "DEFAULT_MATRIX", "Matrix", "MatrixFileError", "NodeVerdict", "OpRule", "STATUSES",
+    "load_matrix",
+]
+
+DEFAULT_MATRIX = Path(__file__).resolve().parents[2] / "op_support_matrix.yaml"
+STATUSES = ("supported", "unverified", "unsupported")
+PROPERTY_KEYS = ("max_outputs", "dtypes", "max_rank", "dynamic_shapes")
+
+
+@dataclass(frozen=True)
+class NodeVerdict:
+    """One node against one framework x hardware.
+
+    ``reason`` is the line a user reads ("ConvTranspose: rknpu has no Deconvolution");
+    ``constraint`` the failed rule as text; ``remedy`` is filled in by the planner
+    (rewrite / postprocess / custom / retrain).
+    """
+
+    node: str
+    op: str
+    status: str
+    reason: str
+    constraint: str | None = None
+    source: str | None = None
+    remedy: str | None = None
+    framework: str = ""
+    hw: str = ""
+    target: str | None = None
+
+    @property
+    def supported(self) -> bool:
+        return self.status != "unsupported"
+
+    def to_dict(self) -> dict:
+        return {
+            "node": self.node, "op": self.op, "status": self.status, "reason": self.reason,
+            "constraint": self.constraint, "source": self.source, "remedy": self.remedy,
+            "target": self.target,
+        }
+
+
+@dataclass(frozen=True)
+class OpRule:
+    """An op's entry for one framework x hardware, with its constraints compiled."""
+
+    op: str
+    status: str
+    target: str | None
+    source: str | None
+    note: str | None
+    constraints: tuple[Constraint, ...]
+
+
+class Matrix:
+    def __init__(self, data: dict, lines: Lines, files: list[Path]):
+        self.data = data
+        self.files = files
+        self.reference_root = data.get("reference_root", "../shared/reference")
+        self._lines = lines
+        self._rules: dict[tuple[str, str], dict[str, OpRule]] = {}
+        self._validate_and_compile()
+
+    # ------------------------------------------------------------------ public API
+
+    @property
+    def frameworks(self) -> list[str]:
+        return list(self.data["frameworks"])
+
+    def hardware(self, framework: str) -> list[str]:
+        return list(self._fw(framework)["hardware"])
+
+    def resolve_framework(self, word: str) -> str:
+        key = word.strip().lower()
+        for name, fw in self.data["frameworks"].items():
+            if key == name or key in [a.lower() for a in fw.get("aliases", [])]:
+                return name
+        raise BadInput(f"unknown framework '{word}'; choose one of: {', '.join(self.frameworks)}, all")
+
+    def resolve_hw(self, framework: str, word: str) -> str:
+        """The hardware name for what the user typed: exact name or an alias.
+
+        An alias shared by several hardware (TNN's ``npu``) raises BadInput listing them.
+        """
+        fw = self._fw(framework)
+        key = word.strip().lower()
+        if key in fw["hardware"]:
+            return key
+        matches = [hw for hw, spec in fw["hardware"].items()
+                   if key in [a.lower() for a in spec.get("aliases", [])]]
+        if len(matches) == 1:
+            return matches[0]
+        if matches:
+            raise BadInput(f"'{word}' is ambiguous for {framework}; choose one of: {', '.join(matches)}")
+        raise BadInput(f"unknown hardware '{word}' for {framework}; choose one of: "
+                       f"{', '.join(fw['hardware'])}")
+
+    def resolve_targets(self, to: str, hw: str) -> list[tuple[str, str]]:
+        """(framework, hardware) pairs for ``--to`` / ``--hw`` words, each may be ``all``."""
+        frameworks = self.frameworks if to.strip().lower() == "all" else [self.resolve_framework(to)]
+        pairs = []
+        for fw in frameworks:
+            if hw.strip().lower() == "all":
+                pairs.extend((fw, h) for h in self.hardware(fw))
+            else:
+                pairs.append((fw, self.resolve_hw(fw, hw)))
+        return pairs
+
+    def properties(self, framework: str, hw: str) -> dict:
+        spec = self._hw(framework, hw)
+        props = dict(spec.get("properties", {}))
+        for key in PROPERTY_KEYS:
+            props.setdefault(key, None)
+        return props
+
+    def target_op(self, framework: str, onnx_op: str) -> str | None:
+        entry = self._fw(framework)["ops"].get(onnx_op)
+        return None if entry is None else entry.get("target")
+
+    def op_rule(self, framework: str, hw: str, op_type: str) -> OpRule | None:
+        return self._table(framework, hw).get(op_type)
+
+    def op_status(self, framework: str, hw: str, op_type: str) -> str:
+        rule = self._table(framework, hw).get(op_type)
+        return "unsupported" if rule is None else rule.status
+
+    def supports_op(self, framework: str, hw: str, op_type: str) -> bool:
+        return self.op_status(framework, hw, op_type) != "unsupported"
+
+    def ops(self, framework: str | None = None) -> list[str]:
+        """ONNX op types with an entry (for one framework, or for any)."""
+        names: set[str] = set()
+        for fw in [framework] if framework else self.frameworks:
+            names.update(self._fw(fw)["ops"])
+        return sorted(names)
+
+    def source_path(self, source: str | None) -> Path | None:
+        """The file a ``source:`` names, resolved against the repo root."""
+        if not source:
+            return None
+        return (DEFAULT_MATRIX.parent / self.reference_root / source.split("#")[0]).resolve()
+
+    def check_node(self, node, framework: str, hw: str) -> NodeVerdict:
+        op = node.op
+        name = node.name or (node.outputs[0].name if node.outputs else op)
+        table = self._table(framework, hw)
+        rule = table.get(op) if not getattr(node, "domain", "") or node.domain == "ai.onnx" else None
+        if rule is None:
+            domain = getattr(node, "domain", "")
+            shown = f"{domain}:{op}" if domain and domain != "ai.onnx" else op
+            return NodeVerdict(name, op, "unsupported", f"{shown}: no mapping in {framework}",
+                               None, self._fw(framework).get("source"), None, framework, hw, None)
+        if rule.status == "unsupported":
+            return NodeVerdict(name, op, "unsupported", rule.note, None, rule.source, None,
+                               framework, hw, rule.target)
+        failures: list[Failure] = []
+        for constraint in rule.constraints:
+            failure = constraint.failure(node, op, hw)
+            if failure is not None:
+                failures.append(failure)
+        if not failures:
+            reason = rule.note if rule.status == "unverified" else f"maps to {rule.target}"
+            return NodeVerdict(name, op, rule.status, reason, None, rule.source, None,
+                               framework, hw, rule.target)
+        failures.sort(key=lambda f: f.status != "unsupported")
+        status = "unsupported" if failures[0].status == "unsupported" else "unverified"
+        reason = "; ".join(f.reason for f in failures)
+        return NodeVerdict(name, op, status, reason, failures[0].constraint,
+                           failures[0].source or rule.source, None, framework, hw, rule.target)
+
+    def describe(self, framework: str, hw: str, op_type: str) -> dict:
+        """Everything the report page shows for one cell."""
+        rule = self.op_rule(framework, hw, op_type)
+        if rule is None:
+            return {"status": "unsupported", "target": None, "note": f"{op_type}: no mapping",
+                    "source": None, "constraints": []}
+        return {
+            "status": rule.status, "target": rule.target, "note": rule.note, "source": rule.source,
+            "constraints": [
+                {"text": c.text + (f" ({c.why})" if c.why else ""), "source": c.source,
+                 "severity": c.severity}
+                for c in rule.constraints if c.kind != "_max_rank"
+            ],
+        }
+
+    # ------------------------------------------------------------------ internals
+
+    def _fw(self, framework: str) -> dict:
+        try:
+            return self.data["frameworks"][framework]
+        except KeyError:
+            raise BadInput(f"unknown framework '{framework}'; choose one of: "
+                           f"{', '.join(self.frameworks)}") from None
+
+    def _hw(self, framework: str, hw: str) -> dict:
+        fw = self._fw(framework)
+        try:
+            return fw["hardware"][hw]
+        except KeyError:
+            raise BadInput(f"unknown hardware '{hw}' for {framework}; choose one of: "
+                           f"{', '.join(fw['hardware'])}") from None
+
+    def _table(self, framework: str, hw: str) -> dict[str, OpRule]:
+        table = self._rules.get((framework, hw))
+        if table is None:
+            self._hw(framework, hw)  # raises BadInput with the choices
+        return table
+
+    def _validate_and_compile(self) -> None:
+        from .schema import validate
+
+        validate(self.data, self._lines)
+        for fw_name, fw in self.data["frameworks"].items():
+            for hw_name in fw["hardware"]:
+                self._rules[(fw_name, hw_name)] = self._compile_hw(fw_name, fw, hw_name)
+
+    def _compile_hw(self, fw_name: str, fw: dict, hw_name: str) -> dict[str, OpRule]:
+        hw_spec = fw["hardware"][hw_name]
+        like = hw_spec.get("like")
+        max_rank = (hw_spec.get("properties") or {}).get("max_rank")
+        rank_rule = _max_rank_constraint(max_rank, hw_spec.get("source", fw.get("source")))
+        table: dict[str, OpRule] = {}
+        defaults = fw.get("defaults", {})
+        for op, entry in fw["ops"].items():
+            at = ("frameworks", fw_name, "ops", op)
+            status = _entry_status(entry, defaults, hw_name, like)
+            target = entry.get("target")
+            source = (entry.get("sources") or {}).get(hw_name) or entry.get("source") or fw.get("source")
+            notes = entry.get("notes") or {}
+            note = notes.get(hw_name) or (notes.get(like) if like else None)
+            if status == "unsupported" and not note:
+                layer = target or op
+                note = f"{op}: {hw_name} has no {layer}"
+            elif status == "unsupported":
+                note = f"{op}: {note}"
+            elif status == "unverified" and not note:
+                note = f"{op}: not documented for {hw_name} (unverified)"
+            elif note:
+                note = f"{op}: {note}"
+            compiled: list[Constraint] = []
+            if status != "unsupported":
+                if rank_rule is not None and not entry.get("rank_exempt"):
+                    compiled.append(rank_rule)
+                for i, spec in enumerate(entry.get("constraints") or ()):
+                    hws = spec.get("hw")
+                    if hws is not None and hw_name not in hws and (like is None or like not in hws):
+                        continue
+                    try:
+                        compiled.append(compile_constraint(spec, source))
+                    except ConstraintError as err:  # schema.validate compiled it once already
+                        fail(self._lines, at + ("constraints", i), str(err))
+            table[op] = OpRule(op, status, target, source, note, tuple(compiled))
+        return table
+
+
+def _entry_status(entry: dict, defaults: dict, hw: str, like: str | None) -> str:
+    supported = entry.get("supported", defaults.get("supported", []) if "unverified" not in entry else [])
+    unverified = entry.get("unverified", defaults.get("unverified", []) if "supported" not in entry else [])
+    for name in (hw, like):
+        if name is None:
+            continue
+        if supported == "all" or name in supported:
+            return "supported"
+        if unverified == "all" or name in unverified:
+            return "unverified"
+    return "unsupported"
+
+
+def _max_rank_constraint(max_rank: int | None, source: str | None) -> Constraint | None:
+    """The hardware-wide rank limit, checked on every input and output of every node."""
+    if max_rank is None:
+        return None
+    text = f"rank <= {max_rank} (every tensor)"
+
+    def test(node, op):
+        for label, tensors in (("input", node.inputs), ("output", node.outputs)):
+            for i, tensor in enumerate(tensors):
+                shape = getattr(tensor, "shape", None)
+                if shape is not None and len(shape) > max_rank:
+                    where = f"{label} {i}" if label == "input" or len(tensors) > 1 else "output"
+                    return (True, f"on rank-{len(shape)} {where}")
+        return None
+
+    return Constraint("_max_rank", f"rank <= {max_rank}", None, None, source, "unsupported",
+                      {"max_rank": max_rank}, test) if max_rank else None
+
+
+@functools.lru_cache(maxsize=8)
+def _load_cached(paths: tuple[str, ...], mtimes: tuple[float, ...]) -> Matrix:
+    base_path = Path(paths[0])
+    data, lines = read_yaml_with_lines(base_path)
+    for overlay in paths[1:]:
+        odata, olines = read_yaml_with_lines(Path(overlay))
+        if not isinstance(odata, dict):
+            raise MatrixFileError(f"{Path(overlay).name}:1: an overlay must be a mapping")
+        data = merge_overlay(data, lines, odata, olines)
+    return Matrix(data, lines, [Path(p) for p in paths])
+
+
+def load_matrix(path: str | Path | None = None, overlays: Iterable[str | Path] = ()) -> Matrix:
+    """Load and validate the matrix (default: the repo-root ``op_support_matrix.yaml``).
+
+    ``overlays`` are merged in order; each adds or overrides entries.  Results are cached per
+    (files, modification times), so calling this for every model is cheap.
+    """
+    paths = [Path(path) if path else DEFAULT_MATRIX, *[Path(p) for p in overlays]]
+    for p in paths:
+        if not p.is_file():
+            raise BadInput(f"matrix file not found: {p}")
+    return _load_cached(tuple(str(p.resolve()) for p in paths),
+                        tuple(p.stat().st_mtime for p in paths))

@@ -1,0 +1,490 @@
+"""Declarative constraints from ``op_support_matrix.yaml``, compiled to small predicate objects.
+
+A constraint is data (a YAML mapping), never code: exactly one *kind* key says what is tested,
+the remaining keys say which values pass.  ``compile_constraint`` validates the mapping once at
+load time and returns a :class:`Constraint` whose ``failure(node, op, hw)`` is cheap enough to run
+for every node of many models against 20+ framework x hardware pairs.
+
+Kinds (``N`` is an input index, ``output`` the first output)::
+
+    {attr: group, in: [1], default: 1}            attribute value tests: eq, in, not_in, min, max,
+    {attr: dilations, each_eq: 1}                 and per-element each_eq, each_in, each_min, each_max
+    {rank: 0, max: 4}                             rank of input N / output: eq, in, min, max
+    {dtype: 0, in: [float32, float16]}            element type of input N / output
+    {const_inputs: [1, 2]}                        these inputs must be known at export time
+    {elements: 0, max: 16000}                     element count of input N / output
+    {dims: 0, max: 16384}                         every dimension of input N / output
+    {value: 4, each_eq: 1}                        the constant values of input N (value tests)
+    {broadcast: per_channel}                      same_shape | per_channel | same_rank | numpy
+    {axes: attr:axis, rank_of: 0, in: [1]}        axis/axes (attr:NAME or input:N), normalized
+                                                  to non-negative: in, subset_of, eq, last_only;
+                                                  or_by_rank: {4: [1]} also passes axis 1 on rank 4
+    {group: [1, depthwise]}                       Conv/ConvTranspose group: 1, depthwise
+                                                  (group == C_in == C_out), grouped (any other)
+
+Common modifiers: ``hw`` (list of hardware it applies to; default every hardware the entry
+supports), ``why`` (the vendor's words), ``source`` (file under shared/reference/), and
+``severity: unverified`` for evidence that is not the vendor's own (a failure then makes the
+verdict ``unverified`` rather than ``unsupported``).
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import Any, Callable
+
+import numpy as np
+
+KINDS = ("attr", "rank", "dtype", "const_inputs", "elements", "dims", "value", "broadcast", "axes",
+         "group")
+MODIFIERS = ("hw", "why", "source", "severity")
+VALUE_TESTS = ("eq", "in", "not_in", "min", "max", "each_eq", "each_in", "each_min", "each_max")
+BROADCAST_RULES = ("same_shape", "per_channel", "same_rank", "numpy")
+AXES_TESTS = ("in", "subset_of", "eq", "last_only")
+GROUP_KINDS = ("1", "depthwise", "grouped")
+
+#: Marker for "this value is not known for this node" (unknown shape, runtime tensor, ...).
+UNKNOWN = object()
+
+
+class ConstraintError(ValueError):
+    """A malformed constraint mapping; the loader adds the YAML line."""
+
+
+@dataclass(frozen=True)
+class Failure:
+    #: e.g. "Softmax axis=1 on rank-5 input 0: gpu supports rank <= 4"
+    reason: str
+    #: the constraint as text, e.g. "rank(input 0) <= 4"
+    constraint: str
+    #: "unsupported", or "unverified" when the value is unknown or the evidence is unofficial
+    status: str
+    source: str | None
+
+
+@dataclass(frozen=True)
+class Constraint:
+    kind: str
+    text: str
+    hw: tuple[str, ...] | None
+    why: str | None
+    source: str | None
+    severity: str
+    spec: dict
+    _test: Callable[[Any, str], tuple[bool, str] | None]
+
+    def failure(self, node, op: str, hw: str) -> Failure | None:
+        """None when ``node`` passes, else a :class:`Failure` naming the failed values."""
+        result = self._test(node, op)
+        if result is None:
+            return None
+        known, actual = result
+        if not known:
+            return Failure(
+                f"{op} {actual}: cannot check '{self.text}' for {hw}", self.text, "unverified",
+                self.source,
+            )
+        why = f" ({self.why})" if self.why else ""
+        return Failure(f"{op} {actual}: {hw} supports {self.text}{why}", self.text,
+                       self.severity, self.source)
+
+
+# ----------------------------------------------------------------------------- tensor access
+
+
+def _tensor(node, where):
+    if where == "output":
+        return node.outputs[0] if node.outputs else None
+    if isinstance(where, int) and where < len(node.inputs):
+        t = node.inputs[where]
+        return t if getattr(t, "name", "") or _const(t) is not None else None
+    return None
+
+
+def _const(tensor):
+    if tensor is None:
+        return None
+    from ..graph import constant_value
+
+    return constant_value(tensor)
+
+
+def _shape(tensor):
+    shape = getattr(tensor, "shape", None)
+    if shape is None:
+        values = _const(tensor)
+        return None if values is None else tuple(values.shape)
+    return tuple(shape)
+
+
+def _static_shape(tensor):
+    shape = _shape(tensor)
+    if shape is None or not all(isinstance(d, (int, np.integer)) and d >= 0 for d in shape):
+        return None
+    return tuple(int(d) for d in shape)
+
+
+def _where_text(where) -> str:
+    return "output" if where == "output" else f"input {where}"
+
+
+def _plain(value):
+    if isinstance(value, np.ndarray):
+        return value.tolist()
+    if isinstance(value, (np.integer,)):
+        return int(value)
+    if isinstance(value, (np.floating,)):
+        return float(value)
+    if isinstance(value, bytes):
+        return value.decode()
+    if isinstance(value, (list, tuple)):
+        return [_plain(v) for v in value]
+    return value
+
+
+# ----------------------------------------------------------------------------- value tests
+
+
+def _value_test(spec: dict, label: str) -> tuple[Callable[[Any], bool], str]:
+    """Build ``passes(value)`` from the value-test keys of ``spec`` plus its text."""
+    tests = [k for k in VALUE_TESTS if k in spec]
+    if not tests:
+        raise ConstraintError(f"needs one of {', '.join(VALUE_TESTS)}")
+    checks: list[Callable[[Any], bool]] = []
+    texts: list[str] = []
+    for key in tests:
+        want = spec[key]
+        if key in ("in", "not_in", "each_in"):
+            if not isinstance(want, list):
+                raise ConstraintError(f"'{key}' must be a list")
+        elif key in ("min", "max", "each_min", "each_max"):
+            if isinstance(want, bool) or not isinstance(want, (int, float)):
+                raise ConstraintError(f"'{key}' must be a number")
+        if key == "eq":
+            checks.append(lambda v, w=want: v == w)
+            texts.append(f"{label} == {want}")
+        elif key == "in":
+            checks.append(lambda v, w=want: v in w)
+            texts.append(f"{label} in {want}")
+        elif key == "not_in":
+            checks.append(lambda v, w=want: v not in w)
+            texts.append(f"{label} not in {want}")
+        elif key == "min":
+            checks.append(lambda v, w=want: v >= w)
+            texts.append(f"{label} >= {want}")
+        elif key == "max":
+            checks.append(lambda v, w=want: v <= w)
+            texts.append(f"{label} <= {want}")
+        elif key == "each_eq":
+            checks.append(lambda v, w=want: all(x == w for x in _as_list(v)))
+            texts.append(f"every {label} == {want}")
+        elif key == "each_in":
+            checks.append(lambda v, w=want: all(x in w for x in _as_list(v)))
+            texts.append(f"every {label} in {want}")
+        elif key == "each_min":
+            checks.append(lambda v, w=want: all(x >= w for x in _as_list(v)))
+            texts.append(f"every {label} >= {want}")
+        elif key == "each_max":
+            checks.append(lambda v, w=want: all(x <= w for x in _as_list(v)))
+            texts.append(f"every {label} <= {want}")
+
+    def passes(value) -> bool:
+        try:
+            return all(check(value) for check in checks)
+        except TypeError:
+            return False
+
+    return passes, " and ".join(texts)
+
+
+def _as_list(value):
+    return list(value) if isinstance(value, (list, tuple)) else [value]
+
+
+def _where(value, key: str):
+    if value == "output" or (isinstance(value, int) and not isinstance(value, bool) and value >= 0):
+        return value
+    raise ConstraintError(f"'{key}' must be an input index or 'output', got {value!r}")
+
+
+# ----------------------------------------------------------------------------- kinds
+
+
+def _compile_attr(spec):
+    name = spec["attr"]
+    if not isinstance(name, str):
+        raise ConstraintError("'attr' must be an attribute name")
+    has_default = "default" in spec
+    default = spec.get("default")
+    passes, text = _value_test(spec, name)
+
+    def test(node, op):
+        if name in node.attrs:
+            value = _plain(node.attrs[name])
+        elif has_default:
+            value = default
+        else:
+            return None if passes(None) else (True, f"{name} is not set")
+        return None if passes(value) else (True, f"{name}={value}")
+
+    return test, text
+
+
+def _compile_shape_kind(spec, kind):
+    where = _where(spec[kind], kind)
+    label = {"rank": "rank", "elements": "elements", "dims": "dim"}[kind]
+    if kind == "dims":
+        spec = {("each_" + k if k in ("max", "min", "eq", "in") else k): v for k, v in spec.items()}
+    passes, text = _value_test(spec, label)
+    text = f"{text} ({_where_text(where)})"
+
+    def test(node, op):
+        tensor = _tensor(node, where)
+        if tensor is None:
+            return None
+        shape = _shape(tensor) if kind == "rank" else _static_shape(tensor)
+        if shape is None:
+            return (False, f"{_where_text(where)} with unknown shape")
+        if kind == "rank":
+            value, what = len(shape), f"on rank-{len(shape)} {_where_text(where)}"
+        elif kind == "elements":
+            value = int(np.prod(shape)) if shape else 1
+            what = f"{_where_text(where)} of {value} elements {list(shape)}"
+        else:
+            value, what = list(shape), f"{_where_text(where)} of shape {list(shape)}"
+        return None if passes(value) else (True, what)
+
+    return test, text
+
+
+def _compile_value(spec):
+    where = _where(spec["value"], "value")
+    passes, text = _value_test(spec, f"value of {_where_text(where)}")
+
+    def test(node, op):
+        tensor = _tensor(node, where)
+        if tensor is None:
+            return None
+        values = _const(tensor)
+        if values is None:
+            return (False, f"{_where_text(where)} computed at runtime")
+        value = values.tolist()
+        return None if passes(value) else (True, f"{_where_text(where)}={value}")
+
+    return test, text
+
+
+def _compile_dtype(spec):
+    where = _where(spec["dtype"], "dtype")
+    allowed = spec.get("in")
+    if not isinstance(allowed, list):
+        raise ConstraintError("'dtype' needs 'in: [dtype, ...]'")
+    text = f"{_where_text(where)} dtype in {allowed}"
+
+    def test(node, op):
+        from ..graph import dtype_name
+
+        tensor = _tensor(node, where)
+        if tensor is None:
+            return None
+        name = dtype_name(tensor)
+        if name is None:
+            values = _const(tensor)
+            name = None if values is None else values.dtype.name
+        if name is None:
+            return (False, f"{_where_text(where)} of unknown dtype")
+        return None if name in allowed else (True, f"{_where_text(where)} dtype={name}")
+
+    return test, text
+
+
+def _compile_const_inputs(spec):
+    indices = spec["const_inputs"]
+    if not isinstance(indices, list) or not all(isinstance(i, int) for i in indices):
+        raise ConstraintError("'const_inputs' must be a list of input indices")
+    text = f"constant input(s) {indices}"
+
+    def test(node, op):
+        runtime = [i for i in indices if _tensor(node, i) is not None and _const(_tensor(node, i)) is None]
+        return None if not runtime else (True, f"input(s) {runtime} computed at runtime")
+
+    return test, text
+
+
+def _compile_broadcast(spec):
+    rule = spec["broadcast"]
+    if rule not in BROADCAST_RULES:
+        raise ConstraintError(f"'broadcast' must be one of {', '.join(BROADCAST_RULES)}")
+    text = f"broadcast {rule}"
+
+    def test(node, op):
+        shapes = []
+        for tensor in node.inputs:
+            shape = _shape(tensor)
+            if shape is None:
+                return (False, "operand of unknown shape")
+            shapes.append(tuple(shape))
+        if len(shapes) < 2 or all(s == shapes[0] for s in shapes) or rule == "numpy":
+            return None
+        if rule == "same_rank" and len({len(s) for s in shapes}) == 1:
+            return None
+        if rule == "per_channel" and _per_channel_ok(shapes):
+            return None
+        return (True, f"broadcast {' x '.join(str(list(s)) for s in shapes)}")
+
+    return test, text
+
+
+def _per_channel_ok(shapes) -> bool:
+    """[B,C,H,W] op [B,C,1,1] / [B,1,H,W] / [B,1,1,1] / scalar (TFLite Core ML delegate's list)."""
+    full = max(shapes, key=len)
+    for shape in shapes:
+        if shape == full or int(np.prod(shape or (1,))) == 1:
+            continue
+        if len(shape) != len(full) or len(full) != 4:
+            return False
+        same = [a == b for a, b in zip(shape, full)]
+        ones = [a == 1 for a in shape]
+        if not (same[0] and ((same[1] and ones[2] and ones[3]) or (ones[1] and same[2] and same[3]))):
+            return False
+    return True
+
+
+def _compile_axes(spec):
+    source = spec["axes"]
+    if not (isinstance(source, str) and source.split(":")[0] in ("attr", "input")):
+        raise ConstraintError("'axes' must be 'attr:NAME' or 'input:N'")
+    kind, _, ref = source.partition(":")
+    rank_of = _where(spec.get("rank_of", 0), "rank_of")
+    tests = [k for k in AXES_TESTS if k in spec]
+    if not tests:
+        raise ConstraintError(f"'axes' needs one of {', '.join(AXES_TESTS)}")
+    has_default = "default" in spec
+    default = spec.get("default")
+    parts = []
+    if "in" in spec:
+        parts.append(f"axis in {spec['in']}")
+    if "subset_of" in spec:
+        parts.append(f"axes within {spec['subset_of']}")
+    if "eq" in spec:
+        parts.append(f"axes == {spec['eq']}")
+    if spec.get("last_only"):
+        parts.append("the last axis only")
+    or_by_rank = spec.get("or_by_rank") or {}
+    if not isinstance(or_by_rank, dict):
+        raise ConstraintError("'or_by_rank' must map a rank to allowed axes")
+    text = " and ".join(parts) + "".join(
+        f", or axes {sorted(v)} on rank {k}" for k, v in sorted(or_by_rank.items()))
+
+    def test(node, op):
+        if kind == "attr":
+            raw = _plain(node.attrs[ref]) if ref in node.attrs else default if has_default else None
+        else:
+            tensor = _tensor(node, int(ref))
+            if tensor is None:
+                raw = default if has_default else None
+            else:
+                values = _const(tensor)
+                if values is None:
+                    return (False, "axes computed at runtime")
+                raw = values.tolist()
+        tensor = _tensor(node, rank_of)
+        shape = None if tensor is None else _shape(tensor)
+        if shape is None:
+            return (False, "input of unknown rank")
+        rank = len(shape)
+        axes = list(range(rank)) if raw is None else _as_list(raw)
+        axes = sorted(int(a) + rank if int(a) < 0 else int(a) for a in axes)
+        shown = axes[0] if (kind == "attr" and not isinstance(raw, list) and raw is not None) else axes
+        what = f"{ref if kind == 'attr' else 'axes'}={shown} on rank-{rank} input"
+        if rank in or_by_rank and set(axes) <= set(or_by_rank[rank]):
+            return None
+        if "in" in spec and not all(a in spec["in"] for a in axes):
+            return (True, what)
+        if "subset_of" in spec and not set(axes) <= set(spec["subset_of"]):
+            return (True, what)
+        if "eq" in spec and axes != sorted(spec["eq"]):
+            return (True, what)
+        if spec.get("last_only") and axes != [rank - 1]:
+            return (True, what)
+        return None
+
+    return test, text
+
+
+def _compile_group(spec):
+    allowed = [str(a) for a in _as_list(spec["group"])]
+    bad = [a for a in allowed if a not in GROUP_KINDS]
+    if bad:
+        raise ConstraintError(f"'group' values must be among {', '.join(GROUP_KINDS)}, got {bad}")
+    text = "group in " + "/".join(allowed)
+
+    def test(node, op):
+        group = int(_plain(node.attrs.get("group", 1)))
+        if group == 1:
+            kind = "1"
+        else:
+            x_shape = _shape(node.inputs[0]) if node.inputs else None
+            w_shape = _shape(node.inputs[1]) if len(node.inputs) > 1 else None
+            if x_shape is None or w_shape is None or len(x_shape) < 2:
+                return (False, f"group={group} with unknown channel counts")
+            c_in = x_shape[1]
+            # Conv weight is [C_out, C_in/group, ...]; ConvTranspose weight is [C_in, C_out/group, ...].
+            c_out = w_shape[0] if op == "Conv" else w_shape[1] * group
+            kind = "depthwise" if group == c_in == c_out else "grouped"
+        if kind in allowed:
+            return None
+        return (True, f"group={group} ({'depthwise' if kind == 'depthwise' else kind + ' conv' if kind != '1' else 'plain'})")
+
+    return test, text
+
+
+_COMPILERS = {
+    "attr": _compile_attr,
+    "rank": lambda s: _compile_shape_kind(s, "rank"),
+    "elements": lambda s: _compile_shape_kind(s, "elements"),
+    "dims": lambda s: _compile_shape_kind(s, "dims"),
+    "dtype": _compile_dtype,
+    "value": _compile_value,
+    "const_inputs": _compile_const_inputs,
+    "broadcast": _compile_broadcast,
+    "axes": _compile_axes,
+    "group": _compile_group,
+}
+
+_ALLOWED_KEYS = {
+    "attr": set(VALUE_TESTS) | {"default"},
+    "rank": set(VALUE_TESTS),
+    "elements": {"max", "min"},
+    "dims": {"max", "min"},
+    "dtype": {"in"},
+    "value": set(VALUE_TESTS),
+    "const_inputs": set(),
+    "broadcast": set(),
+    "axes": set(AXES_TESTS) | {"rank_of", "default", "or_by_rank"},
+    "group": set(),
+}
+
+
+def compile_constraint(spec: Any, default_source: str | None) -> Constraint:
+    if not isinstance(spec, dict):
+        raise ConstraintError("a constraint must be a mapping")
+    kinds = [k for k in KINDS if k in spec]
+    if len(kinds) != 1:
+        raise ConstraintError(f"a constraint needs exactly one of {', '.join(KINDS)}")
+    kind = kinds[0]
+    unknown = set(spec) - {kind} - set(MODIFIERS) - _ALLOWED_KEYS[kind]
+    if unknown:
+        raise ConstraintError(f"unknown key(s) {sorted(unknown)} for a '{kind}' constraint")
+    severity = spec.get("severity", "unsupported")
+    if severity not in ("unsupported", "unverified"):
+        raise ConstraintError("'severity' must be 'unsupported' or 'unverified'")
+    hw = spec.get("hw")
+    if hw is not None and not (isinstance(hw, list) and all(isinstance(h, str) for h in hw)):
+        raise ConstraintError("'hw' must be a list of hardware names")
+    test, text = _COMPILERS[kind](spec)
+    return Constraint(
+        kind=kind, text=text, hw=tuple(hw) if hw else None, why=spec.get("why"),
+        source=spec.get("source", default_source), severity=severity,
+        spec={k: v for k, v in spec.items() if k not in ("hw",)}, _test=test,
+    )

@@ -1,0 +1,109 @@
+"""Read ``op_support_matrix.yaml`` (plus overlays) keeping the line of every value.
+
+Validation errors must point at the YAML line the user has to fix, so the file is read with
+``yaml.compose`` (which keeps node marks) and turned into plain dicts/lists alongside a map from
+each value's path (``("frameworks", "tnn", "ops", "Conv", "supported")``) to ``(file, line)``.
+Overlays are merged into the base: mappings merge key by key, anything else replaces, so an
+overlay can add one hardware or override one op entry without copying the whole file.
+"""
+
+from __future__ import annotations
+
+from pathlib import Path
+from typing import Any
+
+from ..errors import BadInput
+
+Path_ = tuple  # a path of keys/indices into the document
+Lines = dict  # Path_ -> (file name, 1-based line)
+
+
+class MatrixFileError(BadInput):
+    """A malformed matrix file; the message starts with ``file:line:``."""
+
+
+def read_yaml_with_lines(path: Path) -> tuple[Any, Lines]:
+    import yaml
+
+    try:
+        text = path.read_text(encoding="utf-8")
+    except OSError as err:
+        raise MatrixFileError(f"cannot read matrix file {path}: {err.strerror or err}") from None
+    try:
+        root = yaml.compose(text, Loader=yaml.SafeLoader)
+    except yaml.YAMLError as err:
+        mark = getattr(err, "problem_mark", None)
+        where = f"{path.name}:{mark.line + 1}" if mark else str(path)
+        problem = getattr(err, "problem", None) or str(err).splitlines()[0]
+        raise MatrixFileError(f"{where}: invalid YAML: {problem}") from None
+    if root is None:
+        raise MatrixFileError(f"{path.name}:1: the matrix file is empty")
+    lines: Lines = {}
+    constructor = yaml.constructor.SafeConstructor()
+    data = _build(root, (), path.name, lines, constructor)
+    return data, lines
+
+
+def _build(node, at: tuple, fname: str, lines: Lines, constructor) -> Any:
+    import yaml
+
+    lines[at] = (fname, node.start_mark.line + 1)
+    if isinstance(node, yaml.MappingNode):
+        out: dict = {}
+        for key_node, value_node in node.value:
+            key = constructor.construct_object(key_node, deep=True)
+            if key in out:
+                raise MatrixFileError(
+                    f"{fname}:{key_node.start_mark.line + 1}: duplicate key '{key}' in {_dotted(at)}"
+                )
+            out[key] = _build(value_node, at + (key,), fname, lines, constructor)
+        return out
+    if isinstance(node, yaml.SequenceNode):
+        return [_build(v, at + (i,), fname, lines, constructor) for i, v in enumerate(node.value)]
+    return constructor.construct_object(node, deep=True)
+
+
+def merge_overlay(base: Any, base_lines: Lines, overlay: Any, overlay_lines: Lines,
+                  at: tuple = ()) -> Any:
+    """Merge ``overlay`` into ``base`` (mappings key by key, everything else replaced)."""
+    if isinstance(base, dict) and isinstance(overlay, dict):
+        merged = dict(base)
+        for key, value in overlay.items():
+            if key in base:
+                merged[key] = merge_overlay(base[key], base_lines, value, overlay_lines, at + (key,))
+            else:
+                merged[key] = value
+                _copy_lines(overlay_lines, base_lines, at + (key,))
+        return merged
+    _drop_lines(base_lines, at)
+    _copy_lines(overlay_lines, base_lines, at)
+    return overlay
+
+
+def _copy_lines(src: Lines, dst: Lines, prefix: tuple) -> None:
+    n = len(prefix)
+    for key, where in src.items():
+        if key[:n] == prefix:
+            dst[key] = where
+
+
+def _drop_lines(lines: Lines, prefix: tuple) -> None:
+    n = len(prefix)
+    for key in [k for k in lines if k[:n] == prefix and len(k) > n]:
+        del lines[key]
+
+
+def _dotted(at: tuple) -> str:
+    return ".".join(str(p) for p in at) or "the top level"
+
+
+def line_of(lines: Lines, at: tuple) -> str:
+    """``file:line`` of the value at ``at`` (or of its nearest ancestor that has one)."""
+    while at not in lines and at:
+        at = at[:-1]
+    fname, line = lines.get(at, ("op_support_matrix.yaml", 1))
+    return f"{fname}:{line}"
+
+
+def fail(lines: Lines, at: tuple, message: str) -> None:
+    raise MatrixFileError(f"{line_of(lines, at)}: {_dotted(at)}: {message}")

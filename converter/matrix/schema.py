@@ -1,0 +1,165 @@
+"""The shape of ``op_support_matrix.yaml``, checked with line numbers.
+
+```yaml
+version: 1
+reference_root: ../shared/reference        # sources are paths under this directory
+frameworks:
+  <framework>:
+    title: str
+    source: str                            # required: the vendor document this data comes from
+    aliases: [str]                         # other words for the framework (--to)
+    defaults: {supported: all|[hw], unverified: all|[hw]}   # for entries that give neither
+    hardware:
+      <hw>:
+        title: str
+        source: str                        # required
+        aliases: [str]                     # words users type (--hw npu); shared = ambiguous
+        like: <hw>                         # a new chip that behaves like an existing column
+        properties: {max_outputs: int|null, dtypes: [str], max_rank: int|null,
+                     dynamic_shapes: bool|str, ...}
+    ops:
+      <OnnxOpType>:
+        target: str                        # the framework's layer/op name
+        source: str                        # where it differs from the framework's source
+        supported: all|[hw]                # hardware with an implementation
+        unverified: all|[hw]               # vendor silent; everything else is unsupported
+        sources: {<hw>: str}               # per-hardware source where it differs
+        notes: {<hw>: str}                 # the reason shown for that hardware
+        rank_exempt: bool                  # (rarely) skip the hardware's max_rank
+        constraints: [<constraint>]        # see converter/matrix/constraints.py
+```
+"""
+
+from __future__ import annotations
+
+from .constraints import ConstraintError, compile_constraint
+from .loader import Lines, fail
+
+_FW_KEYS = {"title", "source", "aliases", "defaults", "hardware", "ops", "notes"}
+_HW_KEYS = {"title", "source", "aliases", "like", "properties", "notes"}
+_OP_KEYS = {"target", "source", "supported", "unverified", "sources", "notes", "constraints",
+            "rank_exempt"}
+_PROPERTY_TYPES = {
+    "max_outputs": (int, type(None)),
+    "max_rank": (int, type(None)),
+    "dtypes": (list,),
+    "dynamic_shapes": (bool, str),
+    "max_inputs": (int, type(None)),
+    "notes": (str,),
+}
+
+
+def validate(data, lines: Lines) -> None:
+    if not isinstance(data, dict):
+        fail(lines, (), "the matrix must be a mapping")
+    unknown = set(data) - {"version", "reference_root", "frameworks", "notes"}
+    if unknown:
+        fail(lines, (sorted(unknown)[0],), "unknown top-level key")
+    if data.get("version") != 1:
+        fail(lines, ("version",), "version must be 1")
+    frameworks = data.get("frameworks")
+    if not isinstance(frameworks, dict) or not frameworks:
+        fail(lines, ("frameworks",), "must be a non-empty mapping of frameworks")
+    for fw_name, fw in frameworks.items():
+        _validate_framework(fw_name, fw, lines)
+
+
+def _str_list(value) -> bool:
+    return isinstance(value, list) and all(isinstance(v, str) for v in value)
+
+
+def _validate_framework(name: str, fw, lines: Lines) -> None:
+    at = ("frameworks", name)
+    if not isinstance(fw, dict):
+        fail(lines, at, "must be a mapping")
+    _no_unknown(fw, _FW_KEYS, at, lines)
+    if not isinstance(fw.get("source"), str):
+        fail(lines, at, "every framework needs a 'source' (a file under reference_root)")
+    hardware = fw.get("hardware")
+    if not isinstance(hardware, dict) or not hardware:
+        fail(lines, at + ("hardware",), "must be a non-empty mapping")
+    for hw_name, hw in hardware.items():
+        hat = at + ("hardware", hw_name)
+        if not isinstance(hw, dict):
+            fail(lines, hat, "must be a mapping")
+        _no_unknown(hw, _HW_KEYS, hat, lines)
+        if not isinstance(hw.get("source"), str):
+            fail(lines, hat, "every hardware needs a 'source'")
+        if "aliases" in hw and not _str_list(hw["aliases"]):
+            fail(lines, hat + ("aliases",), "must be a list of words")
+        if "like" in hw and hw["like"] not in hardware:
+            fail(lines, hat + ("like",), f"unknown hardware '{hw['like']}'")
+        props = hw.get("properties")
+        if not isinstance(props, dict):
+            fail(lines, hat + ("properties",), "needs properties (max_outputs at least)")
+        if "max_outputs" not in props:
+            fail(lines, hat + ("properties",), "needs 'max_outputs' (null = unlimited)")
+        for key, value in props.items():
+            kinds = _PROPERTY_TYPES.get(key)
+            if kinds is None:
+                fail(lines, hat + ("properties", key), f"unknown property; known: {', '.join(_PROPERTY_TYPES)}")
+            if not isinstance(value, kinds) or (isinstance(value, bool) and bool not in kinds):
+                fail(lines, hat + ("properties", key), f"wrong type {type(value).__name__}")
+    hw_names = set(hardware)
+    defaults = fw.get("defaults", {})
+    for key in ("supported", "unverified"):
+        if key in defaults:
+            _hw_list(defaults[key], hw_names, at + ("defaults", key), lines)
+    ops = fw.get("ops")
+    if not isinstance(ops, dict) or not ops:
+        fail(lines, at + ("ops",), "must be a non-empty mapping of ONNX op types")
+    for op, entry in ops.items():
+        _validate_op(op, entry, hw_names, at + ("ops", op), lines, fw.get("source"))
+
+
+def _validate_op(op: str, entry, hw_names: set, at: tuple, lines: Lines, fw_source) -> None:
+    if not isinstance(op, str) or not op[:1].isupper():
+        fail(lines, at, "op names are ONNX op types (e.g. Conv)")
+    if not isinstance(entry, dict):
+        fail(lines, at, "must be a mapping")
+    _no_unknown(entry, _OP_KEYS, at, lines)
+    if "target" in entry and not isinstance(entry["target"], (str, type(None))):
+        fail(lines, at + ("target",), "must be a string")
+    for key in ("supported", "unverified"):
+        if key in entry:
+            _hw_list(entry[key], hw_names, at + (key,), lines)
+    both = entry.get("supported"), entry.get("unverified")
+    if isinstance(both[0], list) and isinstance(both[1], list):
+        overlap = set(both[0]) & set(both[1])
+        if overlap:
+            fail(lines, at + ("unverified",), f"{sorted(overlap)} also listed as supported")
+    for key in ("sources", "notes"):
+        if key in entry:
+            value = entry[key]
+            if not isinstance(value, dict):
+                fail(lines, at + (key,), "must map hardware to text")
+            for hw in value:
+                if hw not in hw_names:
+                    fail(lines, at + (key, hw), f"unknown hardware '{hw}'")
+    constraints = entry.get("constraints", [])
+    if not isinstance(constraints, list):
+        fail(lines, at + ("constraints",), "must be a list")
+    for i, spec in enumerate(constraints):
+        try:
+            compile_constraint(spec, fw_source)
+        except ConstraintError as err:
+            fail(lines, at + ("constraints", i), str(err))
+        for hw in spec.get("hw") or ():
+            if hw not in hw_names:
+                fail(lines, at + ("constraints", i, "hw"), f"unknown hardware '{hw}'")
+
+
+def _hw_list(value, hw_names: set, at: tuple, lines: Lines) -> None:
+    if value == "all":
+        return
+    if not _str_list(value):
+        fail(lines, at, "must be 'all' or a list of hardware names")
+    for i, hw in enumerate(value):
+        if hw not in hw_names:
+            fail(lines, at + (i,), f"unknown hardware '{hw}'; known: {', '.join(sorted(hw_names))}")
+
+
+def _no_unknown(mapping: dict, allowed: set, at: tuple, lines: Lines) -> None:
+    for key in mapping:
+        if key not in allowed:
+            fail(lines, at + (key,), f"unknown key; allowed: {', '.join(sorted(allowed))}")

@@ -1,0 +1,495 @@
+"""op_support_matrix.yaml: schema, aliases, overlays, and entry-by-entry agreement with the vendors' docs.
+
+The cross-checks parse the reference documents here, independently of the matrix loader, and
+compare every entry: TNN's device table, MACE's kernel registrations / op list / device
+converter lists, TFLite's builtin list and its delegates' op tables, Core ML's MIL op list.
+"""
+
+from __future__ import annotations
+
+import csv
+import re
+from pathlib import Path
+
+import pytest
+
+from converter.errors import BadInput
+from converter.matrix import DEFAULT_MATRIX, load_matrix
+
+REF = (DEFAULT_MATRIX.parent / "../shared/reference").resolve()
+needs_reference = pytest.mark.skipif(not REF.is_dir(), reason="shared/reference not present")
+
+#: The ONNX ops most common in CNN, detection, segmentation and transformer models.
+CORE_OPS = """Conv ConvTranspose BatchNormalization InstanceNormalization LayerNormalization LpNormalization LRN
+Relu LeakyRelu PRelu Clip Sigmoid HardSigmoid HardSwish Tanh Elu Selu Softplus Erf Softmax LogSoftmax
+Add Sub Mul Div Pow Sqrt Reciprocal Exp Log Abs Neg Floor Ceil Round Sin Cos Sign Max Min Sum Equal Greater
+Less Not Where MatMul Gemm Einsum MaxPool AveragePool GlobalAveragePool GlobalMaxPool Flatten Reshape
+Transpose Squeeze Unsqueeze Concat Split Slice Gather GatherND ScatterND Expand Tile Pad Resize Upsample
+DepthToSpace SpaceToDepth ReduceMean ReduceMax ReduceMin ReduceSum ReduceProd ReduceL2 ArgMax ArgMin TopK
+NonMaxSuppression CumSum Cast Shape ConstantOfShape Range OneHot NonZero Constant Identity Dropout LSTM GRU
+RoiAlign GridSample""".split()
+
+HARDWARE = {
+    "tflite": ["cpu", "gpu", "nnapi", "edgetpu"],
+    "tnn": ["arm", "x86", "opencl", "metal", "huawei_npu", "cuda", "naive", "openvino", "rknpu", "apple_npu"],
+    "mace": ["cpu", "gpu", "dsp", "apu"],
+    "coreml": ["cpu", "gpu", "ane"],
+}
+
+
+@pytest.fixture(scope="module")
+def m():
+    return load_matrix()
+
+
+def _status(m, fw, hw, op):
+    return m.op_status(fw, hw, op)
+
+
+# ------------------------------------------------------------------ structure and API
+
+
+def test_frameworks_and_hardware(m):
+    assert {fw: m.hardware(fw) for fw in m.frameworks} == HARDWARE
+
+
+def test_core_ops_covered_everywhere(m):
+    assert len(CORE_OPS) >= 60
+    for fw in m.frameworks:
+        missing = [op for op in CORE_OPS if op not in m.ops(fw)]
+        assert missing == [], f"{fw} lacks entries for {missing}"
+        for hw in m.hardware(fw):
+            for op in CORE_OPS:
+                assert _status(m, fw, hw, op) in ("supported", "unverified", "unsupported")
+
+
+def test_properties_have_required_keys(m):
+    for fw in m.frameworks:
+        for hw in m.hardware(fw):
+            props = m.properties(fw, hw)
+            assert {"max_outputs", "dtypes", "max_rank", "dynamic_shapes"} <= set(props)
+            assert props["max_outputs"] is None or props["max_outputs"] >= 1
+            assert props["dtypes"], (fw, hw)
+
+
+@needs_reference
+def test_every_source_exists(m):
+    seen = set()
+    for fw, spec in m.data["frameworks"].items():
+        seen.add(spec["source"])
+        for hw in spec["hardware"].values():
+            seen.add(hw["source"])
+        for entry in spec["ops"].values():
+            seen.update(filter(None, [entry.get("source"), *(entry.get("sources") or {}).values()]))
+            seen.update(c["source"] for c in entry.get("constraints") or () if "source" in c)
+    missing = [s for s in sorted(seen) if not m.source_path(s).is_file()]
+    assert missing == []
+    assert len(seen) >= 12
+
+
+def test_resolve_hw_words(m):
+    assert m.resolve_hw("coreml", "npu") == "ane"
+    assert m.resolve_hw("coreml", "Neural_Engine") == "ane"
+    assert m.resolve_hw("tflite", "npu") == "nnapi"
+    assert m.resolve_hw("tflite", "coral") == "edgetpu"
+    assert m.resolve_hw("mace", "hexagon") == "dsp"
+    assert m.resolve_hw("tnn", "armv8") == "arm"
+    with pytest.raises(BadInput) as err:
+        m.resolve_hw("tnn", "npu")
+    assert str(err.value) == "'npu' is ambiguous for tnn; choose one of: huawei_npu, rknpu, apple_npu"
+    with pytest.raises(BadInput) as err:
+        m.resolve_hw("mace", "npu")
+    assert "dsp, apu" in str(err.value)
+    with pytest.raises(BadInput) as err:
+        m.resolve_hw("tflite", "fpga")
+    assert str(err.value) == "unknown hardware 'fpga' for tflite; choose one of: cpu, gpu, nnapi, edgetpu"
+    assert len(m.resolve_targets("all", "all")) == 21
+    assert m.resolve_targets("TNN", "npu_huawei".replace("npu_huawei", "hiai")) == [("tnn", "huawei_npu")]
+    with pytest.raises(BadInput, match="unknown framework 'onnxrt'"):
+        m.resolve_framework("onnxrt")
+
+
+def test_target_op_and_supports_op(m):
+    assert m.target_op("tnn", "ConvTranspose") == "Deconvolution"
+    assert m.target_op("tflite", "Gemm") == "FULLY_CONNECTED"
+    assert m.target_op("coreml", "LayerNormalization") == "layer_norm"
+    assert m.target_op("tflite", "NoSuchOp") is None
+    assert m.supports_op("tnn", "rknpu", "ConvTranspose") is False
+    assert m.supports_op("tnn", "arm", "ConvTranspose") is True
+    assert m.supports_op("coreml", "ane", "Conv") is True  # unverified counts as not blocked
+    assert m.op_status("coreml", "ane", "Conv") == "unverified"
+    assert m.op_status("coreml", "ane", "LSTM") == "unsupported"
+
+
+# ------------------------------------------------------------------ validation errors point at lines
+
+
+def _write(tmp_path, text, name="bad.yaml"):
+    p = tmp_path / name
+    p.write_text(text)
+    return p
+
+
+def _line_of(text: str, needle: str) -> int:
+    return next(i for i, line in enumerate(text.splitlines(), 1) if needle in line)
+
+
+@pytest.mark.parametrize("mutate,needle,message", [
+    (lambda t: t.replace("Relu: {target: RELU, supported: all}", "Relu: {target: RELU, supported: [cpu, fpga]}"),
+     "Relu: {target: RELU, supported: [cpu, fpga]}", "unknown hardware 'fpga'"),
+    (lambda t: t.replace("      Tanh: {target: TANH, supported: all}",
+                         "      Tanh: {target: TANH, supported: all, constraints: [{rank: 0, below: 4}]}"),
+     "Tanh: {target: TANH, supported: all, constraints", "unknown key(s) ['below']"),
+    (lambda t: t.replace("      Tanh: {target: TANH, supported: all}",
+                         "      Tanh: {target: TANH, supported: all, constraints: [{python: 'x < 4'}]}"),
+     "Tanh: {target: TANH, supported: all, constraints", "needs exactly one of attr, rank"),
+    (lambda t: t.replace("      Tanh: {target: TANH, supported: all}",
+                         "      Tanh: {target: TANH, supported: all}\n      Tanh: {target: TANH, supported: all}"),
+     "      Tanh: {target: TANH, supported: all}\n", "duplicate key 'Tanh'"),
+])
+def test_mistakes_point_at_the_yaml_line(tmp_path, mutate, needle, message):
+    text = DEFAULT_MATRIX.read_text()
+    bad = mutate(text)
+    assert bad != text
+    path = _write(tmp_path, bad)
+    with pytest.raises(BadInput) as err:
+        load_matrix(path)
+    line = _line_of(bad, needle.splitlines()[0]) + (1 if message.startswith("duplicate") else 0)
+    assert str(err.value).startswith(f"bad.yaml:{line}:"), str(err.value)
+    assert message in str(err.value)
+
+
+def test_missing_max_outputs_is_an_error(tmp_path):
+    text = DEFAULT_MATRIX.read_text().replace(
+        "properties: {max_outputs: null, dtypes: [float32], max_rank: null, dynamic_shapes: true}\n      openvino",
+        "properties: {dtypes: [float32], max_rank: null, dynamic_shapes: true}\n      openvino")
+    path = _write(tmp_path, text)
+    with pytest.raises(BadInput, match=r"naive.properties: needs 'max_outputs'"):
+        load_matrix(path)
+
+
+def test_invalid_yaml_and_missing_file(tmp_path):
+    with pytest.raises(BadInput, match=r"^bad.yaml:\d+: invalid YAML: "):
+        load_matrix(_write(tmp_path, "version: 1\nframeworks: {a: 1\n  b: [\n"))
+    with pytest.raises(BadInput, match="matrix file not found"):
+        load_matrix(tmp_path / "nope.yaml")
+
+
+# ------------------------------------------------------------------ overlays
+
+
+def test_overlay_adds_a_chip_and_overrides_an_entry(tmp_path):
+    overlay = _write(tmp_path, """
+frameworks:
+  tflite:
+    hardware:
+      mali_g78:
+        title: Mali-G78 via the GPU delegate
+        source: tflite/gpu_delegate_ops_constraints.md
+        like: gpu
+        aliases: [mali]
+        properties: {max_outputs: 1, dtypes: [float16], max_rank: 4, dynamic_shapes: false}
+  tnn:
+    ops:
+      ConvTranspose:
+        supported: [arm, rknpu]
+        source: tnn/doc_en_user_support_en.md
+""", "overlay.yaml")
+    m = load_matrix(overlays=[overlay])
+    assert m.hardware("tflite")[-1] == "mali_g78"
+    assert m.resolve_hw("tflite", "mali") == "mali_g78"
+    assert m.properties("tflite", "mali_g78")["max_outputs"] == 1
+    for op in ("Conv", "Ceil", "Transpose", "GatherND"):  # inherits the gpu column
+        assert m.op_status("tflite", "mali_g78", op) == m.op_status("tflite", "gpu", op)
+    assert m.op_status("tnn", "rknpu", "ConvTranspose") == "supported"
+    assert m.op_status("tnn", "x86", "ConvTranspose") == "unsupported"  # list replaced, not merged
+    assert m.target_op("tnn", "ConvTranspose") == "Deconvolution"       # other keys kept
+    base = load_matrix()
+    assert base.op_status("tnn", "rknpu", "ConvTranspose") == "unsupported"
+
+
+def test_overlay_error_names_the_overlay_file(tmp_path):
+    overlay = _write(tmp_path, "frameworks:\n  tnn:\n    ops:\n      Conv:\n        supported: [arm, tpu9]\n",
+                     "mine.yaml")
+    with pytest.raises(BadInput, match=r"^mine.yaml:5: frameworks.tnn.ops.Conv.supported.1: unknown hardware 'tpu9'"):
+        load_matrix(overlays=[overlay])
+
+
+# ------------------------------------------------------------------ TNN: doc/en/user/support.md
+
+
+def _tnn_table():
+    """{onnx_op: set(devices with 'yes')} read as users read it (short rows end in blanks)."""
+    text = (REF / "tnn/doc_en_user_support_en.md").read_text()
+    section = text.split("## TNN supported operators")[1].split("## TNN supported devices")[0]
+    header = None
+    per_op: dict[str, set] = {}
+    rows_seen: dict[str, list] = {}
+    for line in section.splitlines():
+        if not line.startswith("|") or set(line) <= set("|-: "):
+            continue
+        cells = [c.strip() for c in line.strip().strip("|").split("|")]
+        if cells[0] == "TNN Operators":
+            header = cells[2:]
+            continue
+        tnn_op, onnx_ops, values = cells[0], cells[1], cells[2:]
+        values += [""] * (len(header) - len(values))
+        yes = {h for h, v in zip(header, values) if v.lower() == "yes"}
+        if "+" in onnx_ops or "1D" in tnn_op or "3D" in tnn_op:
+            continue  # fusions and 1D/3D variants are checked as constraints below
+        for name in re.split(r"[/,]", onnx_ops):
+            name = re.sub(r"\(.*?\)", "", name).strip()
+            if name:
+                per_op.setdefault(name, set()).update(yes)
+                rows_seen.setdefault(name, []).append(tnn_op)
+    return header, per_op
+
+
+TNN_COLUMN = {"Naive": "naive", "armv7": "arm", "armv8": "arm", "opencl": "opencl", "metal": "metal",
+              "Huawei_Npu": "huawei_npu", "CUDA": "cuda", "x86": "x86", "OpenVINO": "openvino",
+              "RKNPU": "rknpu", "Apple NPU": "apple_npu"}
+
+
+@needs_reference
+def test_tnn_agrees_with_support_table(m):
+    header, table = _tnn_table()
+    assert [TNN_COLUMN[h] for h in header] == ["naive", "arm", "arm", "opencl", "metal", "huawei_npu", "cuda",
+                                               "x86", "openvino", "rknpu", "apple_npu"]
+    onnx_names = {op.lower(): op for op in m.ops("tnn")}
+    compared = 0
+    for name, devices in table.items():
+        op = onnx_names.get(name.lower())
+        if op is None:
+            continue  # PyTorch-only / TFLite-only / custom rows (PriorBox, Rsqrt, Inverse, ...)
+        expected = {TNN_COLUMN[d] for d in devices}
+        if "arm" in expected:  # both ARM columns must agree for the merged `arm` column
+            assert {"armv7", "armv8"} <= devices, name
+        actual = {hw for hw in m.hardware("tnn") if _status(m, "tnn", hw, op) == "supported"}
+        assert actual == expected, f"{op}: matrix {sorted(actual)} vs TNN table {sorted(expected)}"
+        compared += 1
+    assert compared >= 85
+    # The brief's reading of blank cells:
+    for op in ("ConvTranspose", "Reshape", "Transpose"):
+        assert _status(m, "tnn", "rknpu", op) == "unsupported"
+    assert all(_status(m, "tnn", hw, "Dropout") == "unsupported" for hw in m.hardware("tnn"))
+    assert _status(m, "tnn", "naive", "Split") == "unsupported"
+
+
+@needs_reference
+def test_tnn_1d_3d_rows_become_rank_constraints(m):
+    text = (REF / "tnn/doc_en_user_support_en.md").read_text()
+    row = next(line for line in text.splitlines() if line.startswith("| Convolution3D  "))
+    cells = [c.strip() for c in row.strip().strip("|").split("|")][2:]
+    assert [c for c in cells if c] == ["yes", "yes"]  # Naive and CUDA only
+    for hw in ("arm", "opencl", "rknpu"):
+        texts = [c["text"] for c in m.describe("tnn", hw, "Conv")["constraints"]]
+        assert "rank == 4 (input 0) (Convolution1D/3D rows list Naive and CUDA only)" in texts
+    assert m.describe("tnn", "cuda", "Conv")["constraints"] == []
+
+
+# ------------------------------------------------------------------ MACE
+
+
+def _mace_registrations():
+    regs = {}
+    for line in (REF / "mace/op_registrations.txt").read_text().splitlines():
+        parts = line.split()
+        if parts:
+            regs[parts[0]] = set(parts[1:])
+    return regs
+
+
+def _mace_types(target: str | None) -> list[str]:
+    if not target or target.startswith("("):
+        return []
+    return [re.sub(r"\s*\(.*\)", "", t).strip() for t in target.split("/")]
+
+
+def _mace_device_list(label: str) -> set:
+    text = (REF / "mace/FORMAT-NOTES.md").read_text()
+    para = text.split(label, 1)[1].split("\n* ", 1)[0]
+    body = para.split("):", 1)[1]
+    names = {w.strip(" .\n") for w in re.sub(r"\(\+Squeeze→Reshape\)\..*", "", body, flags=re.S).split(",")}
+    if "(+Squeeze→Reshape)" in body:
+        names.add("Squeeze")  # the APU converter turns Squeeze into Reshape
+    return {n for n in names if n}
+
+
+@needs_reference
+def test_mace_agrees_with_kernel_registrations(m):
+    regs = _mace_registrations()
+    compared = 0
+    for op in m.ops("mace"):
+        types = _mace_types(m.target_op("mace", op))
+        types = [t for t in types if t not in ("Eltwise", "Activation", "Reduce") or t in regs]
+        if not types:
+            continue
+        cpu, gpu = _status(m, "mace", "cpu", op), _status(m, "mace", "gpu", op)
+        if cpu == "supported":
+            assert any("CPU-float" in regs.get(t, ()) for t in types), f"{op}: no CPU kernel for {types}"
+        if gpu == "supported":
+            assert all("GPU" in regs.get(t, ()) for t in types if t != "MatMul"), f"{op}: no GPU kernel for {types}"
+        if types and not any("GPU" in regs.get(t, ()) for t in types):
+            assert gpu == "unsupported", f"{op}: matrix says {gpu} on gpu but {types} have no GPU kernel"
+        compared += 1
+    assert compared >= 45
+
+
+@needs_reference
+def test_mace_cpu_only_remarks(m):
+    """op_lists.rst: rows whose remark says 'Only CPU' must not be supported on the GPU."""
+    text = (REF / "mace/docs_user_guide_op_lists.rst").read_text()
+    cpu_only = {row[0] for row in csv.reader(line.strip() for line in text.splitlines() if line.strip().startswith('"'))
+                if "Only CPU" in row[2] or "CPU is supported" in row[2]}
+    assert {"MATMUL", "TRANSPOSE", "CAST", "SQUEEZE", "STRIDEDSLICE", "ARGMAX"} <= cpu_only
+    mace_name = {"MatMul": "MATMUL", "Transpose": "TRANSPOSE", "Cast": "CAST", "Squeeze": "SQUEEZE",
+                 "Slice": "STRIDEDSLICE", "ArgMax": "ARGMAX", "Shape": "SHAPE", "Where": "WHERE"}
+    for op, name in mace_name.items():
+        assert name in cpu_only
+        assert _status(m, "mace", "gpu", op) != "supported", op
+        assert _status(m, "mace", "cpu", op) == "supported", op
+
+
+@needs_reference
+def test_mace_dsp_and_apu_follow_their_converters(m):
+    dsp = _mace_device_list("Hexagon DSP / HTA")
+    apu = _mace_device_list("MTK APU")
+    assert {"Conv2D", "Eltwise", "Softmax", "StridedSlice"} <= dsp and "MatMul" not in dsp
+    assert {"Conv2D", "PRelu", "Reshape"} <= apu and "BatchNorm" not in apu
+    for hw, allowed in (("dsp", dsp), ("apu", apu)):
+        for op in m.ops("mace"):
+            types = [t for t in _mace_types(m.target_op("mace", op)) if t != "Identity"]
+            if _status(m, "mace", hw, op) == "supported" and types:
+                assert any(t in allowed for t in types), f"{op} ({types}) supported on {hw}"
+
+
+# ------------------------------------------------------------------ TFLite
+
+
+def _tflite_builtins() -> set:
+    with open(REF / "tflite/builtin_operators.csv") as f:
+        return {row["name"] for row in csv.DictReader(f)}
+
+
+def _tflite_targets(target: str | None) -> list[str]:
+    if not target or target.startswith("("):
+        return []
+    return [t for t in re.split(r"[ /+]+", re.sub(r"\(.*?\)", "", target)) if t]
+
+
+def _gpu_parsed_ops() -> tuple[set, set]:
+    text = (REF / "tflite/gpu_delegate_ops_constraints.md").read_text()
+    table = text.split("## Per-op table")[1].split("## Not supported")[0]
+    ops = set()
+    for line in table.splitlines():
+        if line.startswith("| ") and not line.startswith("| TFLite op") :
+            ops.update(re.findall(r"\b[A-Z][A-Z0-9_]+\b", line.split("|")[1]))
+    not_supported = text.split("## Not supported by the GPU delegate")[1].split("Note:")[0]
+    return ops, set(re.findall(r"\b[A-Z][A-Z0-9_]{2,}\b", not_supported))
+
+
+def _nnapi_ops() -> tuple[set, set]:
+    text = (REF / "tflite/nnapi_delegate_validate_summary.md").read_text()
+    ops = set()
+    for line in text.split("| TFLite op |")[1].split("Not in Validate")[0].splitlines():
+        if line.startswith("| "):
+            names = re.findall(r"\b[A-Z][A-Z0-9_]+\b", line.split("|")[1])
+            ops.update(names)
+            if names and "_" in names[0]:  # "LOGICAL_AND / OR / NOT" names LOGICAL_OR and LOGICAL_NOT
+                prefix = names[0].rsplit("_", 1)[0]
+                ops.update(f"{prefix}_{n}" for n in names[1:] if "_" not in n)
+    not_in = set(re.findall(r"\b[A-Z][A-Z0-9_]{2,}\b", text.split("Not in Validate")[1]))
+    return ops, not_in
+
+
+def _edgetpu_ops() -> set:
+    text = (REF / "tflite/edgetpu_supported_ops.md").read_text()
+    names = set()
+    for line in text.splitlines():
+        if line.startswith("| ") and not line.startswith("| Operation") and not line.startswith("| ---"):
+            camel = line.split("|")[1].strip()
+            snake = re.sub(r"(?<=[a-z])(?=[A-Z0-9])|(?<=[0-9])(?=[A-Z])", "_", camel).upper()
+            names.add(snake.replace("RELU_6", "RELU6"))
+    return names
+
+
+@needs_reference
+def test_tflite_targets_are_builtins(m):
+    builtins = _tflite_builtins()
+    assert len(builtins) > 150
+    for op in m.ops("tflite"):
+        for name in _tflite_targets(m.target_op("tflite", op)):
+            assert name in builtins, f"{op}: {name} is not a TFLite builtin"
+
+
+@needs_reference
+def test_tflite_gpu_and_nnapi_agree_with_delegates(m):
+    gpu_ops, gpu_not = _gpu_parsed_ops()
+    nnapi_ops, nnapi_not = _nnapi_ops()
+    assert {"CONV_2D", "SOFTMAX", "GATHER"} <= gpu_ops and "SQUEEZE" in gpu_not
+    assert {"CONV_2D", "DIV", "SQUEEZE"} <= nnapi_ops and "GELU" in nnapi_not
+    checked = 0
+    for op in m.ops("tflite"):
+        names = _tflite_targets(m.target_op("tflite", op))
+        if not names or names[0] in ("MUL", "MEAN") and op in ("BatchNormalization", "InstanceNormalization",
+                                                                "LayerNormalization", "HardSigmoid", "ReduceL2"):
+            continue
+        if _status(m, "tflite", "gpu", op) == "supported":
+            assert any(n in gpu_ops and n not in gpu_not for n in names), f"{op} {names} on gpu"
+        if any(n in gpu_not for n in names) and not any(n in gpu_ops for n in names):
+            assert _status(m, "tflite", "gpu", op) == "unsupported", op
+        if _status(m, "tflite", "nnapi", op) == "supported":
+            assert any(n in nnapi_ops for n in names), f"{op} {names} on nnapi"
+        if all(n in nnapi_not for n in names):
+            assert _status(m, "tflite", "nnapi", op) == "unsupported", op
+        checked += 1
+    assert checked >= 60
+
+
+@needs_reference
+def test_tflite_edgetpu_agrees_with_coral_table(m):
+    table = _edgetpu_ops()
+    assert {"CONV_2D", "DEPTHWISE_CONV_2D", "LOGISTIC", "STRIDED_SLICE", "RESIZE_NEAREST_NEIGHBOR"} <= table
+    for op in m.ops("tflite"):
+        target = m.target_op("tflite", op)
+        names = _tflite_targets(target)
+        if not names:
+            continue
+        alternatives = [_tflite_targets(alt) for alt in target.split(" / ")]
+        mappable = any(all(n in table or n == "RELU_N1_TO_1" for n in alt) for alt in alternatives)
+        if op in ("Squeeze", "Unsqueeze", "Flatten", "BatchNormalization", "GlobalAveragePool"):
+            mappable = all(n in table for n in names)
+        assert (_status(m, "tflite", "edgetpu", op) == "supported") == mappable, f"{op} -> {target}"
+
+
+# ------------------------------------------------------------------ Core ML
+
+
+@needs_reference
+def test_coreml_targets_are_mil_ops_and_ane_is_never_claimed(m):
+    mil = {line.split("\t")[0] for line in (REF / "coreml/mil_ops.tsv").read_text().splitlines()
+           if line and not line.startswith("#")}
+    assert {"conv", "layer_norm", "gather"} <= mil
+    for op in m.ops("coreml"):
+        target = m.target_op("coreml", op)
+        if target and not target.startswith("("):
+            for name in re.split(r"[ /+]+", target):
+                assert name in mil, f"{op}: {name} is not a MIL op"
+        # Apple publishes no per-op Neural Engine list: never claim 'supported' there.
+        assert _status(m, "coreml", "ane", op) != "supported" or op == "Dropout", op
+        assert _status(m, "coreml", "cpu", op) == "supported", op
+
+
+def test_check_node_is_fast(m, zoo_model):
+    from converter.graph import to_graph
+    import time
+
+    graph = to_graph(zoo_model("transformer"))
+    pairs = m.resolve_targets("all", "all")
+    start = time.perf_counter()
+    for _ in range(20):
+        for fw, hw in pairs:
+            for node in graph.nodes:
+                m.check_node(node, fw, hw)
+    per_call = (time.perf_counter() - start) / (20 * len(pairs) * len(graph.nodes))
+    assert per_call < 100e-6, f"{per_call * 1e6:.1f} us per check_node"
