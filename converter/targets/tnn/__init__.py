@@ -1,0 +1,82 @@
+"""The TNN target: ``<name>.tnnproto`` + ``<name>.tnnmodel`` as TNN's interpreter reads them.
+
+``export`` writes a legalized, normalized ONNX model as TNN layers (``emit.py`` and the
+``layers*.py`` converters; ``proto_writer.py``/``model_writer.py`` serialize).  TNN's runtime is
+not installable from a registry, so ``run`` executes the written files through an independent
+reader (``reader.py``: TNN's parser semantics -> ONNX) on onnxruntime.
+
+``ExportOptions.extra``: ``name`` (file stem, default ``model``).
+"""
+
+from __future__ import annotations
+
+from collections import Counter
+from pathlib import Path
+
+import numpy as np
+import onnx
+
+from ...errors import BadInput
+from ...fsutil import atomic_output_dir
+from ..base import Artifact, ExportOptions
+
+#: TNN devices (the columns of TNN's doc/en/user/support_en.md device table), named as in
+#: op_support_matrix.yaml.
+HARDWARE = ("arm", "x86", "opencl", "metal", "huawei_npu", "cuda", "openvino", "rknpu", "apple_npu", "naive")
+
+RUNTIME = "tnn-reader+onnxruntime"
+
+
+class TnnTarget:
+    name = "tnn"
+    hardware = HARDWARE
+
+    def export(self, model: onnx.ModelProto, out_dir: Path, hw: str, options: ExportOptions | None = None) -> Artifact:
+        from .emit import build_net, sanitize
+        from .model_writer import model_bytes
+        from .proto_writer import proto_text
+
+        options = options or ExportOptions()
+        if hw not in self.hardware:
+            raise BadInput(f"unknown TNN device '{hw}'; choose one of: {', '.join(self.hardware)}")
+        stem = sanitize(str(options.extra.get("name") or "model"))
+        net, blob_names = build_net(model, fp16_weights=options.fp16_weights)
+        proto, weights = proto_text(net), model_bytes(net)
+        out_dir = Path(out_dir)
+        files = [out_dir / f"{stem}.tnnproto", out_dir / f"{stem}.tnnmodel"]
+        # Both files appear together or not at all.
+        with atomic_output_dir(out_dir) as tmp:
+            (tmp / files[0].name).write_text(proto, encoding="utf-8")
+            (tmp / files[1].name).write_bytes(weights)
+        graph = model.graph
+        initializers = {t.name for t in graph.initializer}
+        meta = {
+            "inputs": [{"name": i.name, "tnn_name": blob_names[i.name],
+                        "shape": [d.dim_value for d in i.type.tensor_type.shape.dim]}
+                       for i in graph.input if i.name not in initializers],
+            "outputs": [{"name": o.name, "tnn_name": blob_names[o.name]} for o in graph.output],
+            "layer_types": dict(sorted(Counter(layer.type for layer in net.layers).items())),
+            "layer_count": len(net.layers),
+            "fp16_weights": bool(options.fp16_weights),
+        }
+        return Artifact(target=self.name, hw=hw, files=files, out_dir=out_dir, meta=meta, runtime=RUNTIME)
+
+    def run(self, artifact: Artifact, inputs: dict[str, np.ndarray]) -> dict[str, np.ndarray]:
+        import onnxruntime as ort
+
+        from .reader import load_as_onnx
+
+        model = load_as_onnx(artifact.files[0], artifact.files[1])
+        session = ort.InferenceSession(model.SerializeToString(), providers=["CPUExecutionProvider"])
+        feeds = {}
+        for spec in artifact.meta["inputs"]:
+            if spec["name"] not in inputs:
+                raise BadInput(f"missing input '{spec['name']}' for the TNN model")
+            feeds[spec["tnn_name"]] = np.asarray(inputs[spec["name"]])
+        names = [o["tnn_name"] for o in artifact.meta["outputs"]]
+        values = session.run(names, feeds)
+        artifact.runtime = RUNTIME
+        return {o["name"]: v for o, v in zip(artifact.meta["outputs"], values)}
+
+
+TARGET = TnnTarget()
