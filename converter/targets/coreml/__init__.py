@@ -1,0 +1,166 @@
+"""CoreML target: legalized ONNX -> an ML Program ``.mlpackage`` (coremltools' MIL builder).
+
+* Minimum deployment target: **iOS 16 / macOS 13** (Core ML spec 7).  ML Programs need iOS 15,
+  but the Neural-Engine-without-GPU compute unit (``CPU_AND_NE``) that ``--hw ane`` selects
+  exists only from iOS 16 / macOS 13, and one target for all hardware keeps the files identical
+  in format across ``--hw``.
+* Hardware -> compute units: ``cpu`` -> ``CPU_ONLY``, ``gpu`` -> ``CPU_AND_GPU``, ``ane`` ->
+  ``CPU_AND_NE``.  Compute units are chosen when a model is loaded, not stored in the spec, so
+  they are recorded in the model's metadata and in ``artifact.meta``.
+* Precision: the Neural Engine computes in fp16 only, so ``--hw ane`` defaults to fp16 compute
+  precision (fp16 weights, fp32 model I/O with casts at the ends); cpu/gpu default to fp32.
+  Override with ``ExportOptions.extra["compute_precision"] = "fp16" | "fp32"``;
+  ``ExportOptions.fp16_weights`` also selects fp16.
+* ``run`` uses ``MLModel.predict`` on macOS (``artifact.runtime == "coreml"``); elsewhere it
+  executes the saved program op by op in numpy (``"mil-numpy"``, see ``mil_executor``).
+
+Options in ``ExportOptions.extra``: ``name`` (package file stem, default the ONNX graph name),
+``source_sha256`` (hash of the user's source file, default the hash of the ONNX model given),
+``compute_precision``.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import sys
+from pathlib import Path
+
+import numpy as np
+import onnx
+
+from ... import __version__
+from ...errors import BadInput, EdgeconvError, Unsupported
+from ...fsutil import sha256_bytes
+from ..base import Artifact, ExportOptions
+from .mil_builder import sanitize
+
+COMPUTE_UNITS = {"cpu": "CPU_ONLY", "gpu": "CPU_AND_GPU", "ane": "CPU_AND_NE"}
+MINIMUM_DEPLOYMENT_TARGET = "iOS16"
+#: Set to "1" to force the numpy executor even on macOS (to compare both).
+FORCE_NUMPY_ENV = "EDGECONV_COREML_NUMPY"
+FP32_TOLERANCE = {"atol": 1e-4, "rtol": 1e-3}
+FP16_TOLERANCE = {"atol": 4e-3, "rtol": 4e-3}
+
+
+def _precision(hw: str, options: ExportOptions) -> str:
+    chosen = options.extra.get("compute_precision")
+    if chosen is None:
+        return "fp16" if hw == "ane" or options.fp16_weights else "fp32"
+    if chosen not in ("fp16", "fp32"):
+        raise BadInput(f"compute_precision must be fp16 or fp32, got '{chosen}'")
+    if hw == "ane" and chosen == "fp32":
+        raise BadInput("the Neural Engine computes in fp16 only; use --hw cpu/gpu for fp32")
+    return chosen
+
+
+class CoreMLTarget:
+    name = "coreml"
+    hardware = ("cpu", "gpu", "ane")
+
+    def export(self, model: onnx.ModelProto, out_dir: Path, hw: str,
+               options: ExportOptions | None = None) -> Artifact:
+        from .mil_builder import build_program
+        from .package_writer import serialize_spec, write_mlpackage
+        from .quiet import coremltools, silenced
+
+        options = options or ExportOptions()
+        if hw not in self.hardware:
+            raise BadInput(f"unknown CoreML hardware '{hw}'; choose one of: {', '.join(self.hardware)}")
+        precision = _precision(hw, options)
+        ct = coremltools()
+        target = getattr(ct.target, MINIMUM_DEPLOYMENT_TARGET)
+        built = build_program(model, target)
+
+        try:
+            with silenced():
+                mlmodel = ct.convert(
+                    built.program, convert_to="mlprogram", minimum_deployment_target=target,
+                    compute_precision=ct.precision.FLOAT16 if precision == "fp16" else ct.precision.FLOAT32,
+                    compute_units=getattr(ct.ComputeUnit, COMPUTE_UNITS[hw]), skip_model_load=True,
+                )
+        except EdgeconvError:
+            raise
+        except (ValueError, TypeError, NotImplementedError) as err:
+            raise Unsupported(f"coremltools rejected the program: {str(err).splitlines()[0]}") from None
+
+        name = sanitize(str(options.extra.get("name") or options.extra.get("model_name")
+                            or model.graph.name or "model"))
+        source_sha = options.extra.get("source_sha256") or sha256_bytes(
+            model.SerializeToString(deterministic=True))
+        io = {"inputs": [s.to_json() for s in built.inputs],
+              "outputs": [s.to_json() for s in built.outputs]}
+        metadata = {
+            "edgeconv.version": __version__,
+            "edgeconv.source_sha256": source_sha,
+            "edgeconv.hardware": hw,
+            "edgeconv.compute_units": COMPUTE_UNITS[hw],
+            "edgeconv.compute_precision": precision,
+            "edgeconv.minimum_deployment_target": MINIMUM_DEPLOYMENT_TARGET,
+            "edgeconv.inputs": json.dumps(io["inputs"], sort_keys=True),
+            "edgeconv.outputs": json.dumps(io["outputs"], sort_keys=True),
+        }
+        features = {s.name: f"ONNX tensor '{s.onnx_name}', {s.dtype} {list(s.shape)}"
+                    for s in built.inputs + built.outputs}
+        model_bytes = serialize_spec(
+            mlmodel.get_spec(), metadata,
+            f"Converted by edgeconv {__version__} from ONNX (sha256 {source_sha[:16]}...) for {hw}",
+            features,
+        )
+        weights = Path(mlmodel.weights_dir) if mlmodel.weights_dir else None
+        out_dir = Path(out_dir)
+        package = out_dir / f"{name}.mlpackage"
+        files = write_mlpackage(package, model_bytes, weights)
+        return Artifact(
+            target=self.name, hw=hw, files=files, out_dir=out_dir,
+            meta={
+                "package": package.name,
+                "compute_units": COMPUTE_UNITS[hw],
+                "compute_precision": precision,
+                "minimum_deployment_target": MINIMUM_DEPLOYMENT_TARGET,
+                "source_sha256": source_sha,
+                "onnx_ops": built.onnx_ops,
+                # Element-wise |got - ref| <= atol + rtol*|ref| the verifier should use for this
+                # program (fp16 rounds after every op; see tests/test_coreml_target.py).
+                "suggested_tolerance": FP16_TOLERANCE if precision == "fp16" else FP32_TOLERANCE,
+                **io,
+            },
+            runtime=_runtime_name(),
+        )
+
+    def run(self, artifact: Artifact, inputs: dict[str, np.ndarray]) -> dict[str, np.ndarray]:
+        package = Path(artifact.out_dir) / artifact.meta["package"]
+        feeds = {}
+        for spec in artifact.meta["inputs"]:
+            value = inputs.get(spec["onnx_name"], inputs.get(spec["name"]))
+            if value is None:
+                raise BadInput(f"missing input '{spec['onnx_name']}'")
+            value = np.asarray(value, dtype=np.float32)
+            if tuple(value.shape) != tuple(spec["shape"]):
+                raise BadInput(f"input '{spec['onnx_name']}' has shape {list(value.shape)}, "
+                               f"the model expects {spec['shape']}")
+            feeds[spec["name"]] = value
+        artifact.runtime = _runtime_name()
+        if artifact.runtime == "coreml":
+            results = _predict_coreml(package, feeds, artifact.meta["compute_units"])
+        else:
+            from .mil_executor import run_package
+
+            results = run_package(package, feeds)
+        return {spec["onnx_name"]: np.asarray(results[spec["name"]], dtype=np.float32)
+                for spec in artifact.meta["outputs"]}
+
+
+def _runtime_name() -> str:
+    return "coreml" if sys.platform == "darwin" and os.environ.get(FORCE_NUMPY_ENV) != "1" else "mil-numpy"
+
+
+def _predict_coreml(package: Path, feeds: dict[str, np.ndarray], compute_units: str):
+    from .quiet import coremltools
+
+    ct = coremltools()
+    model = ct.models.MLModel(str(package), compute_units=getattr(ct.ComputeUnit, compute_units))
+    return model.predict(feeds)
+
+
+TARGET = CoreMLTarget()

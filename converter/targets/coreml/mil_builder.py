@@ -1,0 +1,183 @@
+"""Legalized ONNX -> a MIL program, built with coremltools' own ``mb`` builder.
+
+coremltools (>= 6) no longer reads ONNX, so this module is the ONNX frontend: one small function
+per ONNX op, each calling the MIL op(s) Apple documents for it (op specs:
+``shared/reference/coreml/mil_selected_op_specs.md``; op list ``mil_ops.tsv``; coremltools'
+torch frontend ``coremltools/converters/mil/frontend/torch/ops.py`` maps the same operations from
+torch and was read for the conventions, e.g. ConvTranspose ``output_padding`` as a post-crop).
+
+Every MIL op output is named after the ONNX tensor it computes (sanitized to an identifier), so
+the program reads like the ONNX graph and graph outputs keep their names.  An ONNX op without a
+mapping raises :class:`~converter.errors.Unsupported` naming the node and the op.
+"""
+
+from __future__ import annotations
+
+import re
+from dataclasses import dataclass, field
+from typing import Any
+
+import numpy as np
+import onnx
+import onnx_graphsurgeon as gs
+
+from ...errors import BadInput, Unsupported
+from ...graph import constant_value, static_shape, to_graph
+from .mil_mappings import MAPPINGS, supported_onnx_ops  # noqa: F401  (re-exported)
+
+
+@dataclass
+class IOSpec:
+    """One model input or output: its ONNX name, the name in the CoreML model, shape, dtype."""
+
+    onnx_name: str
+    name: str
+    shape: tuple[int, ...]
+    dtype: str
+
+    def to_json(self) -> dict[str, Any]:
+        return {"onnx_name": self.onnx_name, "name": self.name, "shape": list(self.shape),
+                "dtype": self.dtype}
+
+
+@dataclass
+class BuiltProgram:
+    program: Any  # coremltools.converters.mil.mil.Program
+    inputs: list[IOSpec]
+    outputs: list[IOSpec]
+    #: ONNX op type -> count, for reports and tests.
+    onnx_ops: dict[str, int] = field(default_factory=dict)
+
+
+def sanitize(name: str) -> str:
+    """A MIL identifier for an ONNX tensor name ('/conv/Conv_output_0' -> 'conv_Conv_output_0')."""
+    clean = re.sub(r"[^A-Za-z0-9_]", "_", name).strip("_") or "t"
+    return clean if re.match(r"[A-Za-z_]", clean) else f"t_{clean}"
+
+
+class _Context:
+    """What an op mapping needs: MIL values of ONNX tensors and unique MIL names."""
+
+    def __init__(self, mb, types):
+        self.mb, self.types = mb, types
+        self.values: dict[str, Any] = {}  # ONNX tensor name -> MIL Var or numpy constant
+        self._names: dict[str, str] = {}
+        self._used: set[str] = set()
+
+    def name(self, onnx_name: str) -> str:
+        if onnx_name not in self._names:
+            base = candidate = sanitize(onnx_name)
+            k = 1
+            while candidate in self._used:
+                candidate, k = f"{base}_{k}", k + 1
+            self._used.add(candidate)
+            self._names[onnx_name] = candidate
+        return self._names[onnx_name]
+
+    def value(self, tensor: gs.Tensor):
+        const = constant_value(tensor)
+        if const is not None:
+            return _mil_const(const)
+        try:
+            value = self.values[tensor.name]
+            return _mil_const(value) if isinstance(value, np.ndarray) else value
+        except KeyError:
+            raise BadInput(f"tensor '{tensor.name}' is used before it is computed") from None
+
+    def const(self, node: gs.Node, index: int, what: str) -> np.ndarray:
+        """An input that MIL needs at build time (weights, shapes, axes)."""
+        if index >= len(node.inputs) or node.inputs[index].name == "":
+            raise Unsupported(f"node '{node.name}' ({node.op}): missing input {what}")
+        value = constant_value(node.inputs[index])
+        if value is None and isinstance(self.values.get(node.inputs[index].name), np.ndarray):
+            value = self.values[node.inputs[index].name]
+        if value is None:
+            raise Unsupported(
+                f"node '{node.name}' ({node.op}): {what} must be a constant for CoreML"
+            )
+        return value
+
+    def optional_const(self, node: gs.Node, index: int) -> np.ndarray | None:
+        if index >= len(node.inputs) or node.inputs[index].name == "":
+            return None
+        return self.const(node, index, f"input {index}")
+
+
+def _mil_const(value: np.ndarray):
+    """ML Programs have no 64-bit types: narrow int64 -> int32, float64 -> float32."""
+    value = np.asarray(value)
+    if value.dtype == np.int64:
+        return value.astype(np.int32)
+    if value.dtype == np.float64:
+        return value.astype(np.float32)
+    if value.dtype == np.bool_:
+        return value
+    return value
+
+
+# --------------------------------------------------------------------------------------------
+
+
+def _io_dtype(tensor: gs.Tensor) -> str:
+    dtype = np.dtype(tensor.dtype) if tensor.dtype is not None else np.dtype(np.float32)
+    if dtype != np.float32:
+        raise Unsupported(f"tensor '{tensor.name}': CoreML model I/O is float32 here, got {dtype.name}")
+    return "float32"
+
+
+def build_program(model: onnx.ModelProto, opset) -> BuiltProgram:
+    """Build the MIL program for a legalized, normalized ONNX model (static shapes)."""
+    from coremltools.converters.mil import Builder as mb
+    from coremltools.converters.mil.mil import Function, Program, types
+
+    graph = to_graph(model)
+    graph.toposort()
+    ctx = _Context(mb, types)
+    unmapped = [n for n in graph.nodes if n.op not in MAPPINGS and n.op != "Constant"]
+    if unmapped:
+        node = unmapped[0]
+        raise Unsupported(f"node '{node.name}': ONNX op {node.op} has no CoreML (MIL) mapping")
+
+    inputs: list[IOSpec] = []
+    placeholders = {}
+    for tensor in graph.inputs:
+        shape = static_shape(tensor)
+        if shape is None:
+            raise BadInput(f"input '{tensor.name}' needs a static shape for CoreML (use --input-shape)")
+        spec = IOSpec(tensor.name, ctx.name(tensor.name), shape, _io_dtype(tensor))
+        inputs.append(spec)
+        placeholders[spec.name] = mb.placeholder(shape=shape, dtype=types.fp32)
+
+    outputs: list[IOSpec] = []
+    with Function(placeholders, opset_version=opset) as func:
+        for spec in inputs:
+            ctx.values[spec.onnx_name] = func.inputs[spec.name]
+        for node in graph.nodes:
+            if node.op == "Constant":
+                continue  # read through constant_value() where used
+            try:
+                result = MAPPINGS[node.op](ctx, node, ctx.name(node.outputs[0].name))
+            except (ValueError, TypeError, NotImplementedError) as err:
+                raise Unsupported(f"node '{node.name}' ({node.op}): MIL rejected it: "
+                                  f"{str(err).splitlines()[0] if str(err) else type(err).__name__}") from None
+            results = result if isinstance(result, list) else [result]
+            for tensor, var in zip(node.outputs, results):
+                if tensor.name:
+                    ctx.values[tensor.name] = var
+        final = []
+        for tensor in graph.outputs:
+            var = ctx.value(tensor)
+            name = ctx.name(tensor.name)
+            if not hasattr(var, "op") or var.name != name or var in final:
+                var = mb.identity(x=var, name=ctx.name(f"{tensor.name}_out") if var in final else name)
+            final.append(var)
+            shape = static_shape(tensor) or tuple(int(d) for d in var.shape)
+            outputs.append(IOSpec(tensor.name, var.name, tuple(shape), _io_dtype(tensor)))
+        func.set_outputs(final)
+
+    program = Program()
+    program.add_function("main", func)
+    hist: dict[str, int] = {}
+    for node in graph.nodes:
+        hist[node.op] = hist.get(node.op, 0) + 1
+    return BuiltProgram(program, inputs, outputs, dict(sorted(hist.items())))
