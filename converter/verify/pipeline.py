@@ -108,6 +108,7 @@ def port_stages(
     postprocess: Callable[[dict[str, np.ndarray]], dict[str, np.ndarray]] | None = None,
     target=None,
     artifact=None,
+    target_tolerances: Tolerances | None = None,
 ) -> list[Stage]:
     """The stages of a port, each compared with the original:
 
@@ -124,7 +125,8 @@ def port_stages(
                             model=legalized, reference=normalized))
     if target is not None and artifact is not None:
         run = target_runner(target, artifact)
-        stages.append(Stage(f"target:{target.name}", compose(run, postprocess) if postprocess else run))
+        stages.append(Stage(f"target:{target.name}", compose(run, postprocess) if postprocess else run,
+                            tolerances=target_tolerances))
     return stages
 
 
@@ -141,6 +143,7 @@ def verify_port(
     tolerances: Tolerances | None = None,
     out_dir: str | os.PathLike | None = None,
     replay_files: tuple[str | os.PathLike, str | os.PathLike] | None = None,
+    target_tolerances: Tolerances | None = None,
 ) -> VerifyReport:
     """What ``edgeconv port`` runs last.  With ``out_dir`` it writes verify.json/verify.html and,
     on failure, the replay files; ``replay_files`` = (original .onnx, converted .onnx) paths the
@@ -149,7 +152,8 @@ def verify_port(
         inputs, source = choose_inputs(normalized, seed=seed)
     else:
         source = f"{len(inputs)} given sample(s)"
-    report = verify_stages(original, port_stages(original, normalized, legalized, postprocess, target, artifact),
+    report = verify_stages(original, port_stages(original, normalized, legalized, postprocess, target, artifact,
+                                                       target_tolerances),
                            inputs, tolerances, input_source=source)
     if out_dir is not None:
         if not report.ok:

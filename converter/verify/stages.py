@@ -135,6 +135,8 @@ class Stage:
     #: The graph the stage's tensor names and provenance refer to (default: the original), or a
     #: zero-argument function returning it (called only when the stage fails).
     reference: onnx.ModelProto | Callable[[], onnx.ModelProto] | None = None
+    #: This stage's own tolerances (e.g. an fp16 target's), instead of the report-wide ones.
+    tolerances: "Tolerances | None" = None
 
 
 def compose(runner: Runner, postprocess: Callable[[dict[str, np.ndarray]], dict[str, np.ndarray]]) -> Runner:
@@ -330,8 +332,9 @@ def verify_stages(
             results.append(StageResult(stage.name, ERROR, reason=f"could not run: {one_line(err)}"))
             continue
         matched = _match_outputs(ref_names, got_outs[0])
+        stage_tol = stage.tolerances or tolerances
         outputs = [
-            _compare_output(n, matched[n], [r[n] for r in ref_outs], got_outs, tolerances.for_output(n))
+            _compare_output(n, matched[n], [r[n] for r in ref_outs], got_outs, stage_tol.for_output(n))
             for n in ref_names
         ]
         status = PASS if all(o.passed for o in outputs) else FAIL

@@ -1,0 +1,166 @@
+"""The batch manifest: schema, validation with file:line errors, and expansion into jobs.
+
+```yaml
+output: release-out            # optional, relative to this file (``-o`` overrides)
+defaults:                      # optional, applied to every model
+  atol: 1.0e-4
+targets:                       # the default targets for every model
+  - {to: tflite, hw: [cpu, gpu]}
+  - {to: tnn, hw: arm}
+models:
+  - path: det.onnx             # required, relative to this file
+    name: detector             # optional (default: file stem)
+    input_shapes: {input: [1, 3, 32, 32]}
+    calibration: calib.npz     # optional: verification inputs
+    atol: 1.0e-4               # optional; also rtol, tolerances (a profile YAML)
+    trust_pickle: false
+    targets: [...]             # optional: replaces the default targets for this model
+```
+"""
+
+from __future__ import annotations
+
+import json
+import re
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+from ..errors import BadInput
+from ..matrix.loader import line_of, read_yaml_with_lines
+
+_MODEL_KEYS = {"path", "name", "input_shapes", "calibration", "atol", "rtol", "tolerances", "trust_pickle",
+               "targets", "fp16_weights", "keep_nchw_io", "custom_ops"}
+_TOP_KEYS = {"output", "defaults", "targets", "models"}
+_SAFE_NAME = re.compile(r"^[A-Za-z0-9_.-]+$")
+
+
+@dataclass(frozen=True)
+class Job:
+    model_name: str
+    model_path: Path
+    target: str
+    hw: str
+    #: The model's manifest entry as given (after defaults): part of the cache key.
+    entry: dict[str, Any] = field(hash=False, compare=False)
+
+    @property
+    def id(self) -> str:
+        return f"{self.model_name}--{self.target}--{self.hw}"
+
+    def entry_json(self) -> str:
+        return json.dumps({"entry": self.entry, "target": self.target, "hw": self.hw}, sort_keys=True, default=str)
+
+
+@dataclass
+class Manifest:
+    path: Path
+    output: Path
+    jobs: list[Job]
+
+
+class ManifestError(BadInput):
+    pass
+
+
+def load_manifest(path: str | Path) -> Manifest:
+    path = Path(path)
+    if not path.is_file():
+        raise ManifestError(f"{path}: no such manifest file")
+    try:
+        data, lines = read_yaml_with_lines(path)
+    except BadInput as err:  # re-label: the reader speaks of a "matrix file"
+        raise ManifestError(str(err).replace("matrix file", "manifest")) from None
+
+    def fail(at: tuple, message: str):
+        raise ManifestError(f"{line_of(lines, at).replace('op_support_matrix.yaml', path.name)}: "
+                            f"{'.'.join(str(p) for p in at) or 'manifest'}: {message}")
+
+    if not isinstance(data, dict):
+        fail((), "must be a mapping with 'models' and 'targets'")
+    for key in data:
+        if key not in _TOP_KEYS:
+            fail((key,), f"unknown key; allowed: {', '.join(sorted(_TOP_KEYS))}")
+    if not isinstance(data.get("models"), list) or not data["models"]:
+        fail(("models",), "a non-empty list of models is required")
+    defaults = data.get("defaults") or {}
+    if not isinstance(defaults, dict):
+        fail(("defaults",), "must be a mapping")
+    base = path.parent
+    jobs: list[Job] = []
+    seen: set[str] = set()
+    for i, raw in enumerate(data["models"]):
+        at = ("models", i)
+        if not isinstance(raw, dict):
+            fail(at, "each model must be a mapping with at least 'path'")
+        entry = {**defaults, **raw}
+        for key in raw:
+            if key not in _MODEL_KEYS:
+                fail(at + (key,), f"unknown key; allowed: {', '.join(sorted(_MODEL_KEYS))}")
+        if not isinstance(entry.get("path"), str):
+            fail(at + ("path",), "required: the model file, relative to the manifest")
+        model_path = (base / entry["path"]).resolve()
+        if not model_path.exists():
+            fail(at + ("path",), f"{entry['path']}: no such file")
+        name = entry.get("name") or model_path.stem
+        if not isinstance(name, str) or not _SAFE_NAME.match(name):
+            fail(at + ("name",), "must be letters, digits, '_', '-' or '.'")
+        if name in seen:
+            fail(at + ("name",), f"duplicate model name '{name}' (set 'name' to tell them apart)")
+        seen.add(name)
+        _check_shapes(entry.get("input_shapes"), at + ("input_shapes",), fail)
+        for key in ("atol", "rtol"):
+            if key in entry and (not isinstance(entry[key], (int, float)) or entry[key] < 0):
+                fail(at + (key,), "must be a non-negative number")
+        for key in ("calibration", "tolerances"):
+            if key in entry:
+                if not isinstance(entry[key], str) or not (base / entry[key]).is_file():
+                    fail(at + (key,), f"{entry[key]}: no such file")
+                entry[key] = str((base / entry[key]).resolve())
+        targets_at = at + ("targets",) if "targets" in raw else ("targets",)
+        targets = raw.get("targets", data.get("targets"))
+        if not isinstance(targets, list) or not targets:
+            fail(targets_at, "a non-empty list of {to: framework, hw: hardware or [hardware...]} is required")
+        entry = {k: v for k, v in entry.items() if k != "targets"}
+        for j, t in enumerate(targets):
+            t_at = targets_at + (j,)
+            if not isinstance(t, dict) or "to" not in t or "hw" not in t:
+                fail(t_at, "each target needs 'to' and 'hw'")
+            hws = t["hw"] if isinstance(t["hw"], list) else [t["hw"]]
+            for hw in hws:
+                if not isinstance(hw, str):
+                    fail(t_at + ("hw",), "hardware names are strings")
+                jobs.append(Job(name, model_path, str(t["to"]), hw, entry))
+    output = data.get("output", "batch-out")
+    if not isinstance(output, str):
+        fail(("output",), "must be a directory path")
+    _validate_targets(jobs, fail)
+    return Manifest(path, (base / output).resolve(), jobs)
+
+
+def _check_shapes(shapes, at, fail) -> None:
+    if shapes is None:
+        return
+    if not isinstance(shapes, dict):
+        fail(at, "a mapping of input name to a list of positive integers")
+    for name, dims in shapes.items():
+        if not isinstance(dims, list) or not dims or not all(isinstance(d, int) and d > 0 for d in dims):
+            fail(at + (name,), "a list of positive integers, e.g. [1, 3, 224, 224]")
+
+
+def _validate_targets(jobs: list[Job], fail) -> None:
+    """Resolve hardware words now, so a typo fails the manifest rather than one job later."""
+    from .. import targets as target_registry  # noqa: PLC0415
+    from ..matrix import load_matrix  # noqa: PLC0415
+
+    matrix = load_matrix()
+    resolved = []
+    for job in jobs:
+        if job.target not in target_registry.names():
+            fail(("targets",), f"unknown framework '{job.target}'; choose one of: {', '.join(target_registry.names())}")
+        try:
+            hw = matrix.resolve_hw(job.target, job.hw)
+        except BadInput as err:
+            fail(("targets",), str(err))
+        resolved.append(Job(job.model_name, job.model_path, job.target, hw, job.entry))
+    jobs[:] = resolved

@@ -1,0 +1,89 @@
+"""The body of ``edgeconv port``: pick framework × hardware combinations, run, summarize."""
+
+from __future__ import annotations
+
+import dataclasses
+import json
+import sys
+from pathlib import Path
+
+from ..errors import EXIT_OK, EXIT_UNSUPPORTED, BadInput, EdgeconvError
+
+
+def combinations(base, to: str, hw: str) -> list[tuple[str, str]]:
+    """``--to``/``--hw`` (each possibly ``all``) -> [(framework, resolved hardware)]."""
+    from .. import targets  # noqa: PLC0415
+    from ..matrix import load_matrix  # noqa: PLC0415
+
+    matrix = load_matrix(base.matrix, base.matrix_overlays)
+    frameworks = targets.names() if to == "all" else [to]
+    for fw in frameworks:
+        if fw not in targets.names():
+            raise BadInput(f"unknown framework '{fw}' for --to; choose one of: {', '.join(targets.names())}, all")
+    combos = []
+    for fw in frameworks:
+        if hw == "all":
+            combos += [(fw, h) for h in matrix.hardware(fw)]
+        elif to == "all":
+            try:
+                combos.append((fw, matrix.resolve_hw(fw, hw)))
+            except BadInput:
+                continue  # this framework has no such hardware: not a combination to try
+        else:
+            combos.append((fw, matrix.resolve_hw(fw, hw)))
+    if not combos:
+        raise BadInput(f"no framework has hardware '{hw}'")
+    return combos
+
+
+def run_ports(model: str, base, combos, preloaded, json_out: bool) -> int:
+    from rich.console import Console  # noqa: PLC0415
+
+    from ..pipeline import port  # noqa: PLC0415
+
+    console = Console(stderr=True)
+    many = len(combos) > 1
+    results, failures = [], []
+    for fw, hw in combos:
+        out_dir = Path(base.out_dir) / f"{fw}-{hw}" if many else Path(base.out_dir)
+        opts = dataclasses.replace(base, target=fw, hw=hw, out_dir=out_dir)
+        with console.status(f"[bold]{fw}/{hw}[/]: starting") as status:
+            def progress(stage, fw=fw, hw=hw, status=status):
+                status.update(f"[bold]{fw}/{hw}[/]: {stage}")
+            try:
+                results.append(port(model, opts, progress, preloaded))
+            except EdgeconvError as err:
+                if not many:
+                    raise
+                failures.append((fw, hw, err))
+            except Exception as err:  # noqa: BLE001 - one broken combination must not hide the others
+                if not many:
+                    raise
+                failures.append((fw, hw, _internal(err)))
+    if json_out:
+        print(json.dumps({"results": [_result_json(r) for r in results],
+                          "errors": [{"target": f, "hw": h, "error": str(e), "exit_code": e.exit_code}
+                                     for f, h, e in failures]}, indent=2, sort_keys=True))
+    else:
+        from .port_summary import print_many, print_one  # noqa: PLC0415
+
+        # Piped output (CI logs) gets a wide fixed width instead of rich's 80 columns.
+        out = Console(file=sys.stdout, width=None if sys.stdout.isatty() else 160)
+        if many:
+            print_many(out, results, failures)
+        else:
+            print_one(out, results[0])
+    if not many:
+        return results[0].exit_code
+    # "Where can my model run?": success if it runs somewhere.
+    return EXIT_OK if any(r.status == "ok" for r in results) else EXIT_UNSUPPORTED
+
+
+def _internal(err: Exception) -> EdgeconvError:
+    wrapped = EdgeconvError(f"internal error: {type(err).__name__}: {err}")
+    return wrapped
+
+
+def _result_json(r) -> dict:
+    return {"target": r.target, "hw": r.hw, "status": r.status, "exit_code": r.exit_code, "reason": r.reason,
+            "out_dir": str(r.out_dir), "files": r.files, "timings": r.timings}

@@ -1,0 +1,59 @@
+"""Rich tables that close ``edgeconv port``: what changed, what was written, whether it matches."""
+
+from __future__ import annotations
+
+from collections import Counter
+
+_STATUS_STYLE = {"ok": "green", "unsupported": "yellow", "verify_failed": "red"}
+
+
+def print_one(console, result) -> None:
+    from rich.table import Table  # noqa: PLC0415
+
+    rep = result.report
+    title = f"{rep['model']} → {result.target}/{result.hw}"
+    table = Table(title=title, show_header=False)
+    table.add_column("", style="bold")
+    table.add_column("")
+    before, after = rep.get("ops_before", {}), rep.get("ops_after", {})
+    table.add_row("ops before", _hist(before))
+    table.add_row("ops after", _hist(after))
+    remedies = Counter(e.get("remedy") for e in rep.get("plan", {}).get("entries", []))
+    remedies.pop("supported", None)
+    table.add_row("remedies", ", ".join(f"{k}: {v}" for k, v in sorted(remedies.items())) or "none needed")
+    rules = Counter(a["rule"] for a in rep.get("applied_rules", []))
+    if rules:
+        table.add_row("rules applied", ", ".join(f"{k} ×{v}" for k, v in sorted(rules.items())))
+    table.add_row("files", "\n".join(result.files))
+    table.add_row("timings", ", ".join(f"{k} {v:.2f}s" for k, v in result.timings.items()))
+    style = _STATUS_STYLE.get(result.status, "red")
+    table.add_row("result", f"[{style}]{result.status}[/]" + (f": {result.reason}" if result.reason else ""))
+    console.print(table)
+    if result.verification is not None:
+        from ..verify.report import print_report  # noqa: PLC0415
+
+        print_report(result.verification, console)
+
+
+def print_many(console, results, failures) -> None:
+    from rich.table import Table  # noqa: PLC0415
+
+    table = Table(title="Where can this model run?")
+    for col in ("framework", "hardware", "result", "remedies", "why not"):
+        table.add_column(col)
+    for r in results:
+        remedies = Counter(e.get("remedy") for e in r.report.get("plan", {}).get("entries", []))
+        remedies.pop("supported", None)
+        style = _STATUS_STYLE.get(r.status, "red")
+        table.add_row(r.target, r.hw, f"[{style}]{r.status}[/]",
+                      ", ".join(f"{k}: {v}" for k, v in sorted(remedies.items())) or "-", r.reason[:120])
+    for fw, hw, err in failures:
+        table.add_row(fw, hw, "[red]error[/]", "-", str(err)[:120])
+    console.print(table)
+    ok = sum(r.status == "ok" for r in results)
+    console.print(f"{ok} of {len(results) + len(failures)} framework × hardware combinations work.")
+
+
+def _hist(hist: dict) -> str:
+    total = sum(hist.values())
+    return f"{total} nodes: " + ", ".join(f"{op} {n}" for op, n in sorted(hist.items(), key=lambda kv: (-kv[1], kv[0])))

@@ -1,0 +1,226 @@
+"""``port``: load → normalize → check → plan/legalize → split → export → verify → report.
+
+The Python API behind ``edgeconv port`` and every batch job.  Each stage is one call into its
+own module; this file only sequences them, times them, and decides the outcome:
+
+* ``ok``             exit 0  — files written and verified (or nothing to verify against),
+* ``unsupported``    exit 3  — some node has no remedy on this framework × hardware,
+* ``verify_failed``  exit 4  — files written, but outputs differ beyond tolerance,
+* bad input / missing extra / internal errors propagate as :mod:`converter.errors` exceptions.
+
+Everything lands in ``out_dir`` atomically: files are produced in a temp directory and moved in
+only when the port finished (successfully or with a complete, failing verification report).
+"""
+
+from __future__ import annotations
+
+import json
+import time
+from contextlib import contextmanager
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+from . import __version__
+from .errors import EXIT_OK, EXIT_UNSUPPORTED, EXIT_VERIFY_FAILED, BadInput
+from .fsutil import atomic_output_dir, atomic_write_text, sha256_file
+
+STATUS_EXIT = {"ok": EXIT_OK, "unsupported": EXIT_UNSUPPORTED, "verify_failed": EXIT_VERIFY_FAILED}
+
+
+@dataclass
+class PortOptions:
+    target: str
+    hw: str
+    out_dir: Path
+    input_shapes: dict[str, tuple[int, ...]] = field(default_factory=dict)
+    trust_pickle: bool = False
+    matrix: str | None = None
+    matrix_overlays: tuple[str, ...] = ()
+    fp16_weights: bool = False
+    keep_nchw_io: bool = False
+    retrain_hook: str | None = None
+    custom_ops: tuple[str, ...] = ()
+    inputs_npz: str | None = None
+    atol: float | None = None
+    rtol: float | None = None
+    tolerances: str | None = None
+    seed: int = 0
+    verify: bool = True
+    command_line: str = ""
+
+
+@dataclass
+class PortResult:
+    target: str
+    hw: str
+    status: str
+    reason: str
+    out_dir: Path
+    files: list[str]
+    timings: dict[str, float]
+    report: dict[str, Any]
+    #: The verify package's report object (tables, HTML chart), when verification ran.
+    verification: Any = None
+
+    @property
+    def exit_code(self) -> int:
+        return STATUS_EXIT[self.status]
+
+
+class _Timer:
+    def __init__(self, progress=None):
+        self.timings: dict[str, float] = {}
+        self.progress = progress
+
+    @contextmanager
+    def stage(self, name: str):
+        if self.progress:
+            self.progress(name)
+        start = time.perf_counter()
+        try:
+            yield
+        finally:
+            self.timings[name] = round(time.perf_counter() - start, 4)
+
+
+def load_stage(model_path: str, opts: PortOptions):
+    """Load and normalize; returns (original ONNX, normalized ONNX)."""
+    from .load import load_model  # noqa: PLC0415
+    from .normalize import dynamic_inputs, normalize  # noqa: PLC0415
+
+    shapes = dict(opts.input_shapes)
+    original = load_model(model_path, shapes, opts.trust_pickle)
+    if "" in shapes:
+        shapes[original.graph.input[0].name] = shapes.pop("")
+    normalized = normalize(original, shapes or None)
+    problems = dynamic_inputs(normalized)
+    if problems:
+        raise BadInput(problems[0])
+    return original, normalized
+
+
+def port(model_path: str, opts: PortOptions, progress=None, preloaded=None) -> PortResult:
+    """Port one model to one framework × hardware.  ``preloaded`` = (original, normalized)."""
+    from . import targets  # noqa: PLC0415
+    from .check import check_model  # noqa: PLC0415
+    from .legalize import legalize  # noqa: PLC0415
+    from .load import save_onnx  # noqa: PLC0415
+    from .matrix import load_matrix  # noqa: PLC0415
+    from .targets.base import ExportOptions  # noqa: PLC0415
+
+    timer = _Timer(progress)
+    matrix = load_matrix(opts.matrix, opts.matrix_overlays)
+    hw = matrix.resolve_hw(opts.target, opts.hw)
+    target = targets.get(opts.target)
+    report: dict[str, Any] = {
+        "edgeconv_version": __version__,
+        "command_line": opts.command_line,
+        "model": str(model_path),
+        "target": opts.target,
+        "hw": hw,
+    }
+    if Path(model_path).is_file():
+        report["model_sha256"] = sha256_file(model_path)
+    out_dir = Path(opts.out_dir)
+    with atomic_output_dir(out_dir) as tmp:
+        with timer.stage("load+normalize"):
+            original, model = preloaded if preloaded else load_stage(model_path, opts)
+        report["ops_before"] = _histogram(model)
+        with timer.stage("check"):
+            checked = check_model(model, opts.target, hw, matrix)
+        report["check"] = checked.to_json()
+        with timer.stage("legalize"):
+            legal = legalize(model, opts.target, hw, matrix, retrain_hook=opts.retrain_hook,
+                             custom_ops=opts.custom_ops)
+        report["plan"] = legal.plan.to_json()
+        report["applied_rules"] = [{"rule": r, "node": n} for r, n in legal.applied]
+        final, postprocess = legal.model, None
+        status, reason = "ok", ""
+        if legal.custom_nodes:
+            from .rewrites.custom import write_custom_layers  # noqa: PLC0415
+
+            with timer.stage("custom"):
+                report["custom_layers"] = write_custom_layers(final, legal.custom_nodes, opts.target, tmp / "custom")
+        if legal.unresolved:
+            status = "unsupported"
+            reason = "; ".join(legal.unresolved)
+        if status == "ok" and legal.postprocess_nodes:
+            from .postproc import split  # noqa: PLC0415
+
+            with timer.stage("split"):
+                max_outputs = matrix.properties(opts.target, hw).get("max_outputs")
+                cut = split(final, set(legal.postprocess_nodes), max_outputs=max_outputs, out_dir=tmp / "postproc")
+            final, postprocess = cut.model, cut
+            report["postprocess"] = cut.manifest
+        save_onnx(model, tmp / "normalized.onnx")
+        save_onnx(final, tmp / "legalized.onnx")
+        report["ops_after"] = _histogram(final)
+        artifact = None
+        if status == "ok":
+            with timer.stage("export"):
+                artifact = target.export(final, tmp, hw, ExportOptions(
+                    fp16_weights=opts.fp16_weights, keep_nchw_io=opts.keep_nchw_io,
+                    extra={"name": _model_name(model_path)}))
+            report["artifact"] = {"runtime": artifact.runtime, "meta": _jsonable(artifact.meta),
+                                  "files": sorted(str(Path(f).relative_to(tmp)) for f in artifact.files)}
+        verdict = None
+        if status == "ok" and opts.verify:
+            with timer.stage("verify"):
+                verdict = _verify(original, model, final, postprocess, target, artifact, opts, tmp)
+            from .verify.report import to_json  # noqa: PLC0415
+
+            report["verification"] = to_json(verdict)
+            if not verdict.ok:
+                status, reason = "verify_failed", verdict.summary()
+        report["status"], report["reason"] = status, reason
+        report["timings"] = timer.timings
+        atomic_write_text(tmp / "report.json", json.dumps(report, indent=2, sort_keys=True, default=str))
+        from .report.port_page import write_port_page  # noqa: PLC0415
+
+        write_port_page(report, model, matrix, tmp / "report.html", verdict)
+        files = sorted(str(p.relative_to(tmp)) for p in tmp.rglob("*") if p.is_file())
+    return PortResult(opts.target, hw, status, reason, out_dir, files, timer.timings, report, verdict)
+
+
+def _verify(original, normalized, final, postprocess, target, artifact, opts: PortOptions, out: Path):
+    """Original vs normalized vs legalized(+post-processing) vs the target's runtime."""
+    from .verify.pipeline import choose_inputs, verify_port  # noqa: PLC0415
+    from .verify.metrics import Tolerance  # noqa: PLC0415
+    from .verify.stages import Tolerances, load_tolerances  # noqa: PLC0415
+
+    tolerances = load_tolerances(opts.tolerances, opts.atol, opts.rtol)
+    target_tolerances = None
+    suggested = (artifact.meta or {}).get("suggested_tolerance") if artifact is not None else None
+    if suggested and opts.tolerances is None and opts.atol is None and opts.rtol is None:
+        # A reduced-precision target (CoreML on the Neural Engine computes in fp16) is judged by
+        # the tolerance its exporter documents, never looser than the report-wide one.
+        target_tolerances = Tolerances(
+            default=Tolerance(atol=max(suggested["atol"], tolerances.default.atol),
+                              rtol=max(suggested["rtol"], tolerances.default.rtol)),
+            layer_rmse=tolerances.layer_rmse)
+    inputs = choose_inputs(normalized, opts.inputs_npz)[0] if opts.inputs_npz else None
+    return verify_port(
+        original, normalized, final,
+        postprocess=postprocess.postprocess if postprocess is not None else None,
+        target=target, artifact=artifact, inputs=inputs, seed=opts.seed, tolerances=tolerances,
+        out_dir=out / "verify", replay_files=(out / "normalized.onnx", out / "legalized.onnx"),
+        target_tolerances=target_tolerances,
+    )
+
+
+def _model_name(model_path: str) -> str:
+    import re  # noqa: PLC0415
+
+    stem = Path(model_path).name.split(".")[0] or "model"
+    return re.sub(r"[^A-Za-z0-9_]", "_", stem)
+
+
+def _histogram(model) -> dict[str, int]:
+    from .graph import op_histogram  # noqa: PLC0415
+
+    return op_histogram(model)
+
+
+def _jsonable(value):
+    return json.loads(json.dumps(value, default=str))
