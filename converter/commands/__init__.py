@@ -7,6 +7,7 @@ COMMAND_MODULES = (
     "inspect",
     "normalize",
     "check",
+    "plan",
     "report",
     "split",
     "verify",

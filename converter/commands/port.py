@@ -22,7 +22,7 @@ def register(app: typer.Typer) -> None:
         matrix_overlay: Optional[List[str]] = MatrixOverlay,
         fp16_weights: bool = typer.Option(False, "--fp16-weights", help="Store weights as float16."),
         keep_nchw_io: bool = typer.Option(False, "--keep-nchw-io", help="TFLite: keep NCHW model inputs/outputs."),
-        retrain_hook: Optional[str] = typer.Option(None, "--retrain-hook", help="pkg.module:function called with the patched torch model."),
+        retrain_hook: Optional[str] = typer.Option(None, "--retrain-hook", help="pkg.module:function that fine-tunes architecture changes: called with the replacement blocks (an nn.ModuleDict) and returns them fitted."),
         custom_op: Optional[List[str]] = typer.Option(None, "--custom-op", help="Force an op type to become a custom layer (repeatable)."),
         inputs: Optional[str] = typer.Option(None, "--inputs", help="Verification inputs (.npz, several samples)."),
         atol: Optional[float] = typer.Option(None, "--atol", help="Absolute tolerance for verification."),

@@ -1,0 +1,222 @@
+"""The planner: a remedy for every node the matrix rejects, and the reason for it.
+
+For an unsupported node, the planner searches the cheapest chain of rules whose emitted ops the
+matrix accepts (an emitted op that is itself unsupported is expanded by the rules for that op,
+never revisiting an op already on the chain: the search always ends).  The chain's first rule is
+checked against the real node (its conditions); later links only against the op, so the
+legalizer re-checks every node it creates and rewrites again until a fixpoint.  A chain with a
+``retrain`` rule gives remedy ``retrain``; no chain: ``postprocess`` when the node can move into
+generated post-processing code (:func:`converter.postproc.cut.find_cut`), else ``custom``.
+"""
+
+from __future__ import annotations
+
+from dataclasses import asdict, dataclass, field
+
+import onnx
+
+from .graph import to_graph, to_model
+from .rewrites import REGISTRY, RETRAIN, apply_rule_to_graph, rules_for
+from .rewrites.base import infer
+
+REMEDIES = ("supported", "rewrite", "retrain", "postprocess", "custom")
+MAX_CHAIN_DEPTH = 4
+
+
+@dataclass
+class PlanEntry:
+    node: str
+    op: str
+    verdict: str          # the matrix status: supported | unverified | unsupported
+    remedy: str           # one of REMEDIES
+    rules: list[str]      # the chosen chain, first rule applied to this node
+    reason: str
+
+    def to_dict(self) -> dict:
+        return asdict(self)
+
+
+@dataclass
+class Plan:
+    framework: str
+    hw: str
+    entries: list[PlanEntry] = field(default_factory=list)
+
+    @property
+    def ok(self) -> bool:
+        """Every node either runs or has a rewrite (no post-processing, no custom layer)."""
+        return all(e.remedy in ("supported", "rewrite", "retrain") for e in self.entries)
+
+    def by_remedy(self, remedy: str) -> list[PlanEntry]:
+        return [e for e in self.entries if e.remedy == remedy]
+
+    def to_json(self) -> dict:
+        counts = {r: len(self.by_remedy(r)) for r in REMEDIES}
+        return {"framework": self.framework, "hw": self.hw, "ok": self.ok, "counts": counts,
+                "entries": [e.to_dict() for e in self.entries]}
+
+
+class ChainSearch:
+    """Cheapest rule chains for one framework × hardware (memoized per op)."""
+
+    def __init__(self, matrix, framework: str, hw: str):
+        self.matrix, self.framework, self.hw = matrix, framework, hw
+        self._op_cache: dict[tuple[str, frozenset], tuple[int, list[str]] | None] = {}
+        self._trials: dict[tuple[str, str], tuple[int, list[str]] | None] = {}
+
+    def supports(self, op: str) -> bool:
+        return self.matrix.supports_op(self.framework, self.hw, op)
+
+    def for_node(self, node, graph, depth: int = 0) -> tuple[int, list[str]] | None:
+        """(cost, chain) for a real node.
+
+        Candidates are ranked by the op-level search; each is then tried on a copy of the
+        graph, shapes re-inferred, and every node it emits checked by the matrix with its real
+        attributes and shapes (a 6-D Reshape fails a rank-4 delegate even though Reshape is
+        supported): an emitted node that is rejected needs its own chain, else the next
+        candidate is tried.
+        """
+        ranked = []
+        for r in rules_for(node.op):
+            if not r.matches(node, graph):
+                continue
+            found = self._emitted(r, frozenset({node.op}), 1)
+            if found is not None:
+                ranked.append(found)
+        for cost, chain in sorted(ranked, key=lambda c: (c[0], c[1])):
+            tried = self._trial(node, graph, REGISTRY[chain[0]], depth)
+            if tried is not None:
+                return cost + tried[0], [chain[0]] + tried[1]
+        return None
+
+    def _trial(self, node, graph, r, depth):
+        key = (node.name, r.name)
+        if key in self._trials:
+            return self._trials[key]
+        self._trials[key] = None  # guards against re-entry while this trial runs
+        copy = graph.copy()
+        twin = next(n for n in copy.nodes if n.name == node.name)
+        emitted = {n.name for n in apply_rule_to_graph(copy, r, twin)}
+        rewritten = to_graph(infer(to_model(copy)))
+        extra_cost, extra_chain = 0, []
+        for new in rewritten.nodes:
+            if new.name not in emitted or self.matrix.check_node(new, self.framework, self.hw).supported:
+                continue
+            sub = self.for_node(new, rewritten, depth + 1) if depth < MAX_CHAIN_DEPTH else None
+            if sub is None:
+                return None
+            extra_cost += sub[0]
+            extra_chain += [n for n in sub[1] if n not in extra_chain]
+        self._trials[key] = (extra_cost, extra_chain)
+        return self._trials[key]
+
+    def why_no_rule(self, node, graph) -> str:
+        rules = rules_for(node.op)
+        usable = [r for r in rules if r.matches(node, graph)]
+        if usable:
+            missing = []
+            for r in usable:
+                lacking = [op for op in dict.fromkeys(r.emits) if not self.supports(op)]
+                missing.append(f"{r.name} needs {', '.join(lacking)}" if lacking
+                               else f"{r.name} emits nodes {self.framework}/{self.hw} rejects")
+            return "no rule chain is legal here (" + "; ".join(missing) + ")"
+        reasons = [f"{r.name}: {r.why_not(node, graph)}" for r in rules]
+        return "no rewrite rule for " + node.op + (f" ({'; '.join(reasons)})" if reasons else "")
+
+    def _emitted(self, r, visiting: frozenset, depth: int) -> tuple[int, list[str]] | None:
+        cost, chain = r.cost, [r.name]
+        for op in dict.fromkeys(r.emits):
+            if self.supports(op):
+                continue
+            sub = self.for_op(op, visiting, depth)
+            if sub is None:
+                return None
+            cost += sub[0]
+            chain += sub[1]
+        return cost, chain
+
+    def for_op(self, op: str, visiting: frozenset = frozenset(), depth: int = 0):
+        """(cost, chain) that removes ``op`` assuming its rules' conditions hold; None if none."""
+        if op in visiting or depth >= MAX_CHAIN_DEPTH:
+            return None
+        key = (op, visiting)
+        if key not in self._op_cache:
+            best = None
+            for r in rules_for(op):
+                found = self._emitted(r, visiting | {op}, depth + 1)
+                if found is not None and (best is None or found[0] < best[0]):
+                    best = found
+            self._op_cache[key] = best
+        return self._op_cache[key]
+
+
+def _kind_of(chain: list[str]) -> str:
+    return "retrain" if any(REGISTRY[n].kind == RETRAIN for n in chain) else "rewrite"
+
+
+def _describe(chain: list[str]) -> str:
+    parts = []
+    for name in chain:
+        r = REGISTRY[name]
+        tag = "" if r.kind == "exact" else (f" [approximate, ≤{r.error_bound:g}]" if r.kind == "approximate"
+                                            else " [retrain: weights must be fitted]")
+        parts.append(f"{name}{tag}: {r.summary}")
+    return "; then ".join(parts)
+
+
+def plan_model(model: onnx.ModelProto, framework: str, hw: str, matrix=None, *, custom_ops=()) -> Plan:
+    """A :class:`Plan` with one entry per node, in graph order.
+
+    ``custom_ops``: op types the user implements as custom layers: never rewritten or moved.
+    """
+    from .matrix import load_matrix  # noqa: PLC0415
+
+    matrix = matrix or load_matrix()
+    hw = matrix.resolve_hw(framework, hw) if hasattr(matrix, "resolve_hw") else hw
+    graph = to_graph(model)
+    search = ChainSearch(matrix, framework, hw)
+    plan = Plan(framework, hw)
+    stuck = []
+    for node in graph.nodes:
+        verdict = matrix.check_node(node, framework, hw)
+        if node.op in custom_ops:
+            plan.entries.append(PlanEntry(node.name, node.op, verdict.status, "custom", [],
+                                          f"{verdict.reason}; --custom-op {node.op}: custom layer"))
+            continue
+        if verdict.supported:
+            plan.entries.append(PlanEntry(node.name, node.op, verdict.status, "supported", [], verdict.reason))
+            continue
+        found = search.for_node(node, graph)
+        if found is not None:
+            _, chain = found
+            plan.entries.append(PlanEntry(node.name, node.op, verdict.status, _kind_of(chain), chain,
+                                          f"{verdict.reason}; {_describe(chain)}"))
+            continue
+        entry = PlanEntry(node.name, node.op, verdict.status, "custom", [],
+                          f"{verdict.reason}; {search.why_no_rule(node, graph)}")
+        plan.entries.append(entry)
+        stuck.append(entry)
+    _assign_postprocess(model, stuck)
+    return plan
+
+
+def _assign_postprocess(model: onnx.ModelProto, stuck: list[PlanEntry]) -> None:
+    """Move stuck nodes to post-processing where the trailing cut allows, greedily in graph order."""
+    if not stuck:
+        return
+    try:
+        from .postproc.cut import find_cut  # noqa: PLC0415
+    except ImportError:  # the post-processing split is optional; then everything is custom
+        for e in stuck:
+            e.reason += "; post-processing split unavailable: custom layer"
+        return
+    graph = to_graph(model)
+    moved: set[str] = set()
+    for e in stuck:
+        cut = find_cut(graph, moved | {e.node})
+        if cut.ok:
+            moved |= {e.node}
+            e.remedy = "postprocess"
+            e.reason += "; trailing: runs in generated post-processing"
+        else:
+            e.reason += f"; not trailing ({cut.reason}): custom layer scaffold"

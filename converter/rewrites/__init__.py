@@ -1,0 +1,13 @@
+"""Rewrite rules, one module per family; importing this package registers them all.
+
+    from converter.rewrites import REGISTRY, rules_for, apply_rule
+"""
+
+from __future__ import annotations
+
+from . import arithmetic, cleanup, convtranspose, crop, decompose, fold, linear  # noqa: F401  (register)
+from .base import (APPROXIMATE, EXACT, KINDS, REGISTRY, RETRAIN, Rule, apply_rule,
+                   apply_rule_to_graph, rules_for)
+
+__all__ = ["APPROXIMATE", "EXACT", "KINDS", "REGISTRY", "RETRAIN", "Rule", "apply_rule",
+           "apply_rule_to_graph", "rules_for"]
