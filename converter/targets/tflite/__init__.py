@@ -1,0 +1,175 @@
+"""TFLite target: a legalized ONNX model -> one ``.tflite`` flatbuffer, run with LiteRT.
+
+No TensorFlow: the file is written with the ``flatbuffers`` package and bindings generated from
+LiteRT's schema (``schema_generated.py``).  Builtin ops only (no Flex), lowest sufficient op
+versions, deduplicated constant buffers, activations fused, NCHW graphs stored NHWC with
+Transposes only where the model's own semantics need them (``layout.py``).
+
+Interface layout (``ExportOptions.keep_nchw_io``):
+* default — image tensors are NHWC (what TFLite users feed a camera frame as): a rank-4 input
+  that reaches a convolution/pool/resize through element-wise ops only, and a rank-4 output that
+  leaves the network in NHWC.  Other tensors keep their ONNX layout;
+* ``keep_nchw_io=True`` — every input/output keeps its ONNX layout (a conversion at each end).  ``artifact.meta["inputs"/"outputs"]`` record each
+tensor's ``perm`` (stored = onnx.transpose(perm)); :meth:`TFLiteTarget.run` applies it, so callers
+always pass and get ONNX-layout arrays.
+
+Options: ``fp16_weights`` stores float weights as float16 (+ DEQUANTIZE);
+``extra["name"]`` names the file (default: the ONNX graph name); ``extra["num_threads"]``
+sets LiteRT's thread count in :meth:`run`.  Hardware (``cpu``, ``gpu``, ``nnapi``, ``edgetpu``)
+is the matrix column the planner legalized for; the float32 file itself is the same for all
+(int8 for the Edge TPU is a later issue).
+"""
+
+from __future__ import annotations
+
+import re
+from pathlib import Path
+
+import numpy as np
+import onnx
+
+from ...errors import BadInput, EdgeconvError, MissingExtra, Unsupported
+from ...fsutil import atomic_write_bytes, sha256_bytes
+from ...graph import to_graph
+from ..base import Artifact, ExportOptions
+from . import fuse
+from . import layout as L
+from .lower import Lowering
+from .ops import HANDLERS
+from .writer import ModelWriter
+
+
+class TFLiteTarget:
+    name = "tflite"
+    hardware = ("cpu", "gpu", "nnapi", "edgetpu")
+
+    def export(self, model: onnx.ModelProto, out_dir: Path, hw: str = "cpu",
+               options: ExportOptions | None = None) -> Artifact:
+        options = options or ExportOptions()
+        if hw not in self.hardware:
+            raise BadInput(f"tflite: unknown hardware '{hw}'; choose one of: {', '.join(self.hardware)}")
+        data, meta = convert(model, options)
+        name = _file_stem(options.extra.get("name") or model.graph.name or "model")
+        out_dir = Path(out_dir)
+        path = atomic_write_bytes(out_dir / f"{name}.tflite", data)
+        meta.update(sha256=sha256_bytes(data), size=len(data), hw=hw,
+                    num_threads=options.extra.get("num_threads"))
+        return Artifact(target=self.name, hw=hw, files=[path], out_dir=out_dir, meta=meta, runtime="litert")
+
+    def run(self, artifact: Artifact, inputs: dict[str, np.ndarray]) -> dict[str, np.ndarray]:
+        try:
+            from ai_edge_litert.interpreter import Interpreter  # noqa: PLC0415
+        except ImportError:  # pragma: no cover - depends on the environment
+            raise MissingExtra("tflite", "running a .tflite file") from None
+        path = next(p for p in artifact.files if str(p).endswith(".tflite"))
+        interpreter = Interpreter(model_path=str(path), num_threads=artifact.meta.get("num_threads"))
+        interpreter.allocate_tensors()
+        by_name = {d["name"]: d for d in interpreter.get_input_details()}
+        for spec in artifact.meta["inputs"]:
+            if spec["name"] not in inputs:
+                raise BadInput(f"tflite: missing input '{spec['name']}'")
+            value = np.asarray(inputs[spec["name"]], dtype=np.dtype(spec["dtype"]))
+            if tuple(value.shape) != tuple(spec["shape"]):
+                raise BadInput(f"tflite: input '{spec['name']}' has shape {tuple(value.shape)}, "
+                               f"the model wants {tuple(spec['shape'])}")
+            interpreter.set_tensor(by_name[spec["name"]]["index"], np.ascontiguousarray(value.transpose(spec["perm"])))
+        interpreter.invoke()
+        out_by_name = {d["name"]: d for d in interpreter.get_output_details()}
+        results = {}
+        for spec in artifact.meta["outputs"]:
+            stored = interpreter.get_tensor(out_by_name[spec["name"]]["index"])
+            results[spec["name"]] = np.ascontiguousarray(stored.transpose(np.argsort(spec["perm"])))
+        return results
+
+
+def convert(model: onnx.ModelProto, options: ExportOptions) -> tuple[bytes, dict]:
+    """The ``.tflite`` bytes for ``model`` and the interface description for ``run``."""
+    graph = to_graph(model)
+    fuse.fuse_gelu(graph)
+    fuse.fold_crd_into_conv(graph)
+    graph.cleanup(remove_unused_graph_inputs=False).toposort()
+
+    writer = ModelWriter(fp16_weights=options.fp16_weights)
+    lowering = Lowering(writer)
+    inputs, in_meta = [], []
+    for t in graph.inputs:
+        shape = lowering.shape(t)
+        perm = L.NHWC if len(shape) == 4 and not options.keep_nchw_io and _feeds_nhwc_op(t) else L.identity(len(shape))
+        inputs.append(lowering.define(t, perm))
+        in_meta.append(_io_meta(t.name, shape, perm, writer.tensors[inputs[-1]].dtype))
+        if perm != L.NHWC and len(shape) == 4 and _feeds_nhwc_op(t):
+            # Convert an NCHW interface right at the input, not after the element-wise ops that
+            # precede the first convolution (e.g. mean/std normalization).
+            lowering.get(t, L.NHWC)
+            lowering.set_home(t, L.NHWC)
+
+    for node in graph.nodes:
+        lowering.node = node
+        if node.op == "Constant":
+            continue
+        handler = HANDLERS.get(node.op) if (node.domain or "") in ("", "ai.onnx") or node.op == "Gelu" else None
+        if handler is None:
+            raise lowering.unsupported("no TFLite builtin mapping (only builtin ops are written; no Flex)")
+        try:
+            handler(lowering, node)
+        except EdgeconvError:
+            raise
+        except (KeyError, IndexError, TypeError, ValueError) as err:
+            raise lowering.unsupported(f"cannot be mapped ({type(err).__name__}: {err})") from err
+    lowering.node = None
+
+    outputs, out_meta = [], []
+    for t in graph.outputs:
+        shape = lowering.shape(t)
+        nhwc = len(shape) == 4 and not options.keep_nchw_io and lowering.home(t) == L.NHWC
+        perm = L.NHWC if nhwc else L.identity(len(shape))
+        index = lowering.get(t, perm)
+        if index in inputs or index in outputs or writer.value(index) is not None:
+            raise Unsupported(f"tflite: output '{t.name}' is a graph input, another output or a constant")
+        writer.rename(index, t.name)
+        outputs.append(index)
+        out_meta.append(_io_meta(t.name, shape, perm, writer.tensors[index].dtype))
+
+    keep = set(outputs)
+    folded = fuse.fold_bias_add(writer, keep)
+    fused = fuse.fuse_activations(writer, keep)
+    fuse.prune_dead_ops(writer, keep)
+    data = writer.serialize(inputs, outputs, description="edgeconv")
+    ops: dict[str, int] = {}
+    for op in writer.ops:
+        ops[op.builtin] = ops.get(op.builtin, 0) + 1
+    meta = {"inputs": in_meta, "outputs": out_meta, "ops": dict(sorted(ops.items())),
+            "fused_activations": fused, "folded_bias_adds": folded, "fp16_weights": options.fp16_weights,
+            "interface": "nchw" if options.keep_nchw_io else "nhwc"}
+    return data, meta
+
+
+#: Ops that run in NHWC, and ops that pass any layout through unchanged.
+_NHWC_OPS = {"Conv", "ConvTranspose", "MaxPool", "AveragePool", "Resize", "DepthToSpace", "SpaceToDepth"}
+_LAYOUT_FREE_OPS = {"Add", "Sub", "Mul", "Div", "Relu", "Clip", "PRelu", "Sigmoid", "Tanh", "Pow", "Sqrt",
+                    "Exp", "Log", "Abs", "Neg", "LeakyRelu", "HardSwish", "BatchNormalization", "Identity"}
+
+
+def _feeds_nhwc_op(t, depth: int = 8) -> bool:
+    """Does ``t`` reach an NHWC op through layout-free ops only (within ``depth`` steps)?"""
+    for node in t.outputs:
+        if node.op in _NHWC_OPS and node.inputs[0] is t:
+            return True
+        if depth and node.op in _LAYOUT_FREE_OPS and any(_feeds_nhwc_op(o, depth - 1) for o in node.outputs):
+            return True
+    return False
+
+
+def _io_meta(name: str, shape, perm, dtype) -> dict:
+    layout = "NHWC" if tuple(perm) == L.NHWC else ("NCHW" if len(perm) == 4 else "as-onnx")
+    return {"name": name, "shape": [int(d) for d in shape], "perm": list(perm),
+            "stored_shape": [int(d) for d in L.stored_shape(shape, perm)], "layout": layout,
+            "dtype": np.dtype(dtype).name}
+
+
+def _file_stem(name: str) -> str:
+    stem = re.sub(r"[^A-Za-z0-9_.-]+", "_", str(name)).strip("._")
+    return stem or "model"
+
+
+TARGET = TFLiteTarget()

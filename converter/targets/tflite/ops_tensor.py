@@ -1,0 +1,395 @@
+"""ONNX element-wise, reduction and shape ops -> TFLite builtins, in whatever layout the data has.
+
+Each ``lower_*`` takes the :class:`~.lower.Lowering` and one ``gs.Node``.  None of these ops needs
+a particular layout: axes are renumbered to memory positions (``layout.position``) and the
+output inherits the input's layout, so NHWC data flowing out of a convolution stays NHWC.
+"""
+
+from __future__ import annotations
+
+import numpy as np
+
+from ...graph import attr
+from . import layout as L
+from . import schema_generated as fb
+
+
+def _axis(axis: int, rank: int) -> int:
+    return axis + rank if axis < 0 else axis
+
+
+def _layout_of(Lw, inputs, rank: int) -> tuple[int, ...]:
+    """The layout an n-ary op works in: that of its first non-constant input of full rank."""
+    for t in inputs:
+        if Lw.const(t) is None and Lw.rank(t) == rank and Lw.home(t) is not None:
+            return Lw.home(t)
+    return L.identity(rank)
+
+
+def _input_for(Lw, t, rank: int, perm) -> int:
+    if Lw.const(t) is None and L.is_identity(perm) and Lw.home(t) is not None and L.is_identity(Lw.home(t)):
+        return Lw.get(t)  # TFLite broadcasts lower ranks numpy-style by itself
+    return Lw.broadcast_input(t, rank, perm)
+
+
+def _options(cls_name: str, **fields):
+    opts = getattr(fb, cls_name + "T")()
+    for k, v in fields.items():
+        setattr(opts, k, v)
+    return opts
+
+
+# -- element-wise -----------------------------------------------------------------------------
+def binary(builtin: str, options: str | None = None):
+    def lower(Lw, node):
+        out_t = node.outputs[0]
+        rank = Lw.rank(out_t)
+        perm = _layout_of(Lw, node.inputs[:2], rank)
+        a = _input_for(Lw, node.inputs[0], rank, perm)
+        b = _input_for(Lw, node.inputs[1], rank, perm)
+        Lw.emit(builtin, [a, b], [Lw.define(out_t, perm)], _options(options) if options else None)
+
+    lower.__doc__ = f"ONNX {builtin.title()} -> {builtin} (numpy broadcasting, any layout)."
+    return lower
+
+
+def unary(builtin: str, options: str | None = None, **fields):
+    def lower(Lw, node):
+        x = node.inputs[0]
+        perm = Lw.home(x) or L.identity(Lw.rank(x))
+        out = Lw.define(node.outputs[0], perm)
+        Lw.emit(builtin, [Lw.get(x, perm)], [out], _options(options, **fields) if options else None)
+
+    return lower
+
+
+def lower_pow(Lw, node):
+    """x ** 2 -> MUL(x, x) (exact, XNNPACK-friendly); x ** 0.5 -> SQRT; else POW."""
+    exponent = Lw.const(node.inputs[1])
+    if exponent is not None and np.asarray(exponent).size == 1:
+        e = float(np.asarray(exponent).reshape(()))
+        x = node.inputs[0]
+        perm = Lw.home(x) or L.identity(Lw.rank(x))
+        if e == 2.0 and Lw.rank(node.outputs[0]) == Lw.rank(x):
+            xi = Lw.get(x, perm)
+            Lw.emit("MUL", [xi, xi], [Lw.define(node.outputs[0], perm)], _options("MulOptions"))
+            return
+        if e == 0.5 and Lw.rank(node.outputs[0]) == Lw.rank(x):
+            Lw.emit("SQRT", [Lw.get(x, perm)], [Lw.define(node.outputs[0], perm)])
+            return
+    binary("POW", "PowOptions")(Lw, node)
+
+
+def lower_clip(Lw, node):
+    """Clip(0, 6) -> RELU6, Clip(0, inf) -> RELU, Clip(-1, 1) -> RELU_N1_TO_1, else MAXIMUM/MINIMUM."""
+    lo = Lw.const(node.inputs[1]) if len(node.inputs) > 1 else attr(node, "min")
+    hi = Lw.const(node.inputs[2]) if len(node.inputs) > 2 else attr(node, "max")
+    lo = None if lo is None else float(np.asarray(lo).reshape(()))
+    hi = None if hi is None else float(np.asarray(hi).reshape(()))
+    x = node.inputs[0]
+    perm = Lw.home(x) or L.identity(Lw.rank(x))
+    src = Lw.get(x, perm)
+    out = Lw.define(node.outputs[0], perm)
+    named = {(0.0, 6.0): "RELU6", (0.0, None): "RELU", (-1.0, 1.0): "RELU_N1_TO_1"}
+    if (lo, hi) in named:
+        Lw.emit(named[(lo, hi)], [src], [out])
+        return
+    dtype = Lw.w.tensors[src].dtype
+    stored = Lw.w.tensors[out].shape
+    if lo is not None and hi is not None:
+        mid = Lw.temp(f"{node.outputs[0].name}/max", stored, dtype)
+        Lw.emit("MAXIMUM", [src, Lw.constant(f"{node.name}/min", np.array(lo, dtype))], [mid])
+        Lw.emit("MINIMUM", [mid, Lw.constant(f"{node.name}/max", np.array(hi, dtype))], [out])
+    elif lo is not None:
+        Lw.emit("MAXIMUM", [src, Lw.constant(f"{node.name}/min", np.array(lo, dtype))], [out])
+    elif hi is not None:
+        Lw.emit("MINIMUM", [src, Lw.constant(f"{node.name}/max", np.array(hi, dtype))], [out])
+    else:
+        Lw.bind(node.outputs[0], perm, src)
+
+
+def lower_prelu(Lw, node):
+    """PRelu(x, slope) -> PRELU with the slope broadcast and laid out like x."""
+    x, slope = node.inputs[:2]
+    rank = Lw.rank(x)
+    perm = Lw.home(x) or L.identity(rank)
+    Lw.emit("PRELU", [Lw.get(x, perm), Lw.broadcast_input(slope, rank, perm)],
+            [Lw.define(node.outputs[0], perm)])
+
+
+def lower_identity(Lw, node):
+    x = node.inputs[0]
+    perm = Lw.home(x) or L.identity(Lw.rank(x))
+    Lw.bind(node.outputs[0], perm, Lw.get(x, perm), Lw.shape(x))
+
+
+def lower_erf(Lw, node):
+    """Erf without a builtin: Abramowitz & Stegun 7.1.26 (|error| <= 1.5e-7), builtins only.
+
+        erf(x) = sign(x) * (1 - t*(a1 + t*(a2 + t*(a3 + t*(a4 + t*a5)))) * exp(-x*x)),
+        t = 1 / (1 + p*|x|)
+
+    A GELU pattern never gets here: ``fuse.fuse_gelu`` turns it into one GELU op first.
+    """
+    p, coeffs = 0.3275911, (0.254829592, -0.284496736, 1.421413741, -1.453152027, 1.061405429)
+    x = node.inputs[0]
+    perm = Lw.home(x) or L.identity(Lw.rank(x))
+    xi = Lw.get(x, perm)
+    stored = Lw.w.tensors[xi].shape
+    name = node.outputs[0].name
+
+    def t_(tag):
+        return Lw.temp(f"{name}/{tag}", stored)
+
+    def c(tag, v):
+        return Lw.constant(f"{name}/{tag}", np.array(v, np.float32))
+
+    ax, px, den, t, sq, nsq, e, sign = (t_(k) for k in ("abs", "px", "den", "t", "sq", "nsq", "exp", "sign"))
+    Lw.emit("ABS", [xi], [ax])
+    Lw.emit("MUL", [ax, c("p", p)], [px], _options("MulOptions"))
+    Lw.emit("ADD", [px, c("one", 1.0)], [den], _options("AddOptions"))
+    Lw.emit("DIV", [c("one", 1.0), den], [t], _options("DivOptions"))
+    acc = c("a5", coeffs[4])
+    for k in (3, 2, 1, 0):
+        prod, nxt = t_(f"h{k}m"), t_(f"h{k}")
+        Lw.emit("MUL", [acc, t], [prod], _options("MulOptions"))
+        Lw.emit("ADD", [prod, c(f"a{k + 1}", coeffs[k])], [nxt], _options("AddOptions"))
+        acc = nxt
+    poly = t_("poly")
+    Lw.emit("MUL", [acc, t], [poly], _options("MulOptions"))
+    Lw.emit("MUL", [xi, xi], [sq], _options("MulOptions"))
+    Lw.emit("NEG", [sq], [nsq])
+    Lw.emit("EXP", [nsq], [e])
+    pe, y = t_("pe"), t_("y")
+    Lw.emit("MUL", [poly, e], [pe], _options("MulOptions"))
+    Lw.emit("SUB", [c("one", 1.0), pe], [y], _options("SubOptions"))
+    Lw.emit("SIGN", [xi], [sign])
+    Lw.emit("MUL", [sign, y], [Lw.define(node.outputs[0], perm)], _options("MulOptions"))
+
+
+def lower_gelu(Lw, node):
+    """Gelu (made by ``fuse.fuse_gelu`` from Erf-GELU) -> builtin GELU."""
+    approximate = attr(node, "approximate", "none") == "tanh"
+    unary("GELU", "GeluOptions", approximate=approximate)(Lw, node)
+
+
+# -- softmax and reductions ---------------------------------------------------------------
+def lower_softmax(Lw, node, builtin="SOFTMAX"):
+    """Softmax over any axis: SOFTMAX works on the innermost axis, so the layout is chosen to put
+    ``axis`` there (free when it already is, e.g. NHWC channels; else one TRANSPOSE)."""
+    x = node.inputs[0]
+    rank = Lw.rank(x)
+    axis = _axis(attr(node, "axis", -1), rank)
+    perm = Lw.home(x) or L.identity(rank)
+    if perm[-1] != axis:
+        perm = L.axis_last(perm, axis)
+    opts = _options("SoftmaxOptions", beta=1.0) if builtin == "SOFTMAX" else _options("LogSoftmaxOptions")
+    Lw.emit(builtin, [Lw.get(x, perm)], [Lw.define(node.outputs[0], perm)], opts)
+
+
+def lower_log_softmax(Lw, node):
+    lower_softmax(Lw, node, "LOG_SOFTMAX")
+
+
+_REDUCERS = {"ReduceMean": "MEAN", "ReduceMax": "REDUCE_MAX", "ReduceMin": "REDUCE_MIN",
+             "ReduceSum": "SUM", "ReduceProd": "REDUCE_PROD",
+             "GlobalAveragePool": "MEAN", "GlobalMaxPool": "REDUCE_MAX"}
+
+
+def lower_reduce(Lw, node):
+    """Reduce* / Global*Pool -> MEAN, SUM, REDUCE_MAX, ... over the memory positions of the axes."""
+    x = node.inputs[0]
+    rank = Lw.rank(x)
+    if node.op.startswith("Global"):
+        axes, keep = list(range(2, rank)), True
+    else:
+        axes = attr(node, "axes")
+        if axes is None and len(node.inputs) > 1:
+            axes = Lw.const(node.inputs[1])
+            if axes is None and node.inputs[1].name:
+                raise Lw.unsupported("axes must be a constant")
+        axes = [] if axes is None else [int(a) for a in np.asarray(axes).reshape(-1)]
+        if not axes:
+            if attr(node, "noop_with_empty_axes", 0):
+                lower_identity(Lw, node)
+                return
+            axes = list(range(rank))
+        keep = bool(attr(node, "keepdims", 1))
+    axes = sorted({_axis(a, rank) for a in axes})
+    perm = Lw.home(x) or L.identity(rank)
+    out_perm = perm if keep else L.drop_axes(perm, axes)
+    positions = sorted(L.position(perm, a) for a in axes)
+    Lw.emit(_REDUCERS[node.op], [Lw.get(x, perm), Lw.int32(f"{node.name}/axes", positions)],
+            [Lw.define(node.outputs[0], out_perm)], _options("ReducerOptions", keepDims=keep))
+
+
+# -- shape ops ---------------------------------------------------------------------------------
+def lower_reshape(Lw, node):
+    """Reshape / Flatten / Squeeze / Unsqueeze -> RESHAPE, keeping the layout when the merged or
+    split axes are contiguous in memory (``layout.reshape_layout``), else via identity layout."""
+    x, out_t = node.inputs[0], node.outputs[0]
+    in_shape, out_shape = Lw.shape(x), Lw.shape(out_t)
+    perm = Lw.home(x) or L.identity(len(in_shape))
+    out_perm = L.reshape_layout(in_shape, perm, out_shape)
+    if out_perm is None:
+        perm = L.identity(len(in_shape))
+        out_perm = L.identity(len(out_shape))
+    src = Lw.get(x, perm)
+    out = Lw.define(out_t, out_perm)
+    Lw.reshape_to(src, out, Lw.w.tensors[out].shape)
+
+
+def lower_transpose(Lw, node):
+    """Transpose costs nothing: the output is the input's bytes with relabelled axes."""
+    x = node.inputs[0]
+    rank = Lw.rank(x)
+    onnx_perm = attr(node, "perm") or list(reversed(range(rank)))
+    perm = Lw.home(x) or L.identity(rank)
+    Lw.bind(node.outputs[0], L.relabel(perm, onnx_perm), Lw.get(x, perm))
+
+
+def lower_concat(Lw, node):
+    out_t = node.outputs[0]
+    rank = Lw.rank(out_t)
+    axis = _axis(attr(node, "axis"), rank)
+    perm = _layout_of(Lw, node.inputs, rank)
+    inputs = [Lw.get(t, perm) for t in node.inputs]
+    Lw.emit("CONCATENATION", inputs, [Lw.define(out_t, perm)],
+            _options("ConcatenationOptions", axis=L.position(perm, axis)))
+
+
+def lower_split(Lw, node):
+    x = node.inputs[0]
+    rank = Lw.rank(x)
+    axis = _axis(attr(node, "axis", 0), rank)
+    perm = Lw.home(x) or L.identity(rank)
+    pos = L.position(perm, axis)
+    sizes = [Lw.shape(t)[axis] for t in node.outputs]
+    outs = [Lw.define(t, perm) for t in node.outputs]
+    src = Lw.get(x, perm)
+    if len(set(sizes)) == 1:
+        Lw.emit("SPLIT", [Lw.int32(f"{node.name}/axis", pos), src], outs,
+                _options("SplitOptions", numSplits=len(outs)))
+    else:
+        Lw.emit("SPLIT_V", [src, Lw.int32(f"{node.name}/sizes", sizes), Lw.int32(f"{node.name}/axis", pos)],
+                outs, _options("SplitVOptions", numSplits=len(outs)))
+
+
+def lower_slice(Lw, node):
+    """Slice with constant starts/ends/axes/steps -> STRIDED_SLICE on the stored axes."""
+    x = node.inputs[0]
+    shape = Lw.shape(x)
+    rank = len(shape)
+    vals = [Lw.const(t) if i < len(node.inputs) else None for i, t in enumerate(node.inputs[1:5], 1)]
+    vals += [None] * (4 - len(vals))
+    starts, ends, axes, steps = vals
+    if starts is None or ends is None or (len(node.inputs) > 3 and node.inputs[3].name and axes is None) \
+            or (len(node.inputs) > 4 and node.inputs[4].name and steps is None):
+        raise Lw.unsupported("Slice needs constant starts/ends/axes/steps")
+    starts = [int(v) for v in np.asarray(starts).reshape(-1)]
+    ends = [int(v) for v in np.asarray(ends).reshape(-1)]
+    axes = list(range(len(starts))) if axes is None else [_axis(int(a), rank) for a in np.asarray(axes).reshape(-1)]
+    steps = [1] * len(starts) if steps is None else [int(s) for s in np.asarray(steps).reshape(-1)]
+    perm = Lw.home(x) or L.identity(rank)
+    begin = [0] * rank
+    end = [int(shape[a]) for a in perm]
+    stride = [1] * rank
+    end_mask = 0
+    for s, e, a, st in zip(starts, ends, axes, steps):
+        dim, pos = shape[a], L.position(perm, a)
+        s = s + dim if s < 0 else s
+        e = e + dim if e < 0 else e
+        if st > 0:
+            s, e = min(max(s, 0), dim), min(max(e, 0), dim)
+        else:
+            s, e = min(max(s, 0), dim - 1), min(max(e, -1), dim - 1)
+            if e == -1:
+                end_mask |= 1 << pos
+                e = 0
+        begin[pos], end[pos], stride[pos] = s, e, st
+    name = node.name
+    Lw.emit("STRIDED_SLICE", [Lw.get(x, perm), Lw.int32(f"{name}/begin", begin), Lw.int32(f"{name}/end", end),
+                              Lw.int32(f"{name}/strides", stride)],
+            [Lw.define(node.outputs[0], perm)], _options("StridedSliceOptions", endMask=end_mask))
+
+
+def lower_gather(Lw, node):
+    x, indices = node.inputs[:2]
+    rank = Lw.rank(x)
+    axis = _axis(attr(node, "axis", 0), rank)
+    perm = Lw.home(x) or L.identity(rank)
+    value = Lw.const(indices)
+    if value is not None:
+        value = np.asarray(value).astype(np.int64)
+        value = np.where(value < 0, value + Lw.shape(x)[axis], value).astype(np.int32)
+        idx = Lw.constant(f"{node.name}/indices", value)
+        index_rank = value.ndim
+    else:
+        idx = Lw.get(indices, L.identity(Lw.rank(indices)))
+        index_rank = Lw.rank(indices)
+    out_perm = L.gather_layout(perm, axis, index_rank)
+    Lw.emit("GATHER", [Lw.get(x, perm), idx], [Lw.define(node.outputs[0], out_perm)],
+            _options("GatherOptions", axis=L.position(perm, axis)))
+
+
+def lower_pad(Lw, node):
+    x = node.inputs[0]
+    rank = Lw.rank(x)
+    pads = Lw.const(node.inputs[1]) if len(node.inputs) > 1 else attr(node, "pads")
+    if pads is None:
+        raise Lw.unsupported("pads must be constant")
+    pads = [int(p) for p in np.asarray(pads).reshape(-1)]
+    axes = Lw.const(node.inputs[3]) if len(node.inputs) > 3 and node.inputs[3].name else None
+    axes = list(range(rank)) if axes is None else [_axis(int(a), rank) for a in np.asarray(axes).reshape(-1)]
+    n = len(axes)
+    begin_end = {a: (pads[i], pads[i + n]) for i, a in enumerate(axes)}
+    if any(p < 0 for p in pads):
+        raise Lw.unsupported("negative pads (cropping) are not mapped")
+    perm = Lw.home(x) or L.identity(rank)
+    paddings = [begin_end.get(a, (0, 0)) for a in perm]
+    mode = attr(node, "mode", "constant")
+    mode = mode.decode() if isinstance(mode, bytes) else mode
+    src, out = Lw.get(x, perm), Lw.define(node.outputs[0], perm)
+    pad_const = Lw.int32(f"{node.name}/paddings", paddings)
+    if mode == "constant":
+        value = Lw.const(node.inputs[2]) if len(node.inputs) > 2 and node.inputs[2].name else None
+        value = 0.0 if value is None else float(np.asarray(value).reshape(()))
+        if value == 0.0:
+            Lw.emit("PAD", [src, pad_const], [out], _options("PadOptions"))
+        else:
+            fill = Lw.constant(f"{node.name}/value", np.array(value, Lw.w.tensors[src].dtype))
+            Lw.emit("PADV2", [src, pad_const, fill], [out], _options("PadV2Options"))
+    elif mode == "reflect":
+        Lw.emit("MIRROR_PAD", [src, pad_const], [out],
+                _options("MirrorPadOptions", mode=fb.MirrorPadMode.REFLECT))
+    else:
+        raise Lw.unsupported(f"Pad mode '{mode}' has no TFLite builtin")
+
+
+def lower_expand(Lw, node):
+    out_t = node.outputs[0]
+    rank = Lw.rank(out_t)
+    x = node.inputs[0]
+    perm = _layout_of(Lw, [x], rank)
+    out = Lw.define(out_t, perm)
+    Lw.emit("BROADCAST_TO", [Lw.broadcast_input(x, rank, perm),
+                             Lw.int32(f"{node.name}/shape", Lw.w.tensors[out].shape)], [out])
+
+
+def lower_tile(Lw, node):
+    x = node.inputs[0]
+    reps = Lw.const(node.inputs[1])
+    if reps is None:
+        raise Lw.unsupported("repeats must be constant")
+    reps = [int(r) for r in np.asarray(reps).reshape(-1)]
+    perm = Lw.home(x) or L.identity(Lw.rank(x))
+    Lw.emit("TILE", [Lw.get(x, perm), Lw.int32(f"{node.name}/multiples", [reps[a] for a in perm])],
+            [Lw.define(node.outputs[0], perm)])
+
+
+def lower_reciprocal(Lw, node):
+    """Reciprocal(x) -> DIV(1, x)."""
+    x = node.inputs[0]
+    perm = Lw.home(x) or L.identity(Lw.rank(x))
+    one = Lw.constant(f"{node.name}/one", np.array(1.0, np.float32))
+    Lw.emit("DIV", [one, Lw.get(x, perm)], [Lw.define(node.outputs[0], perm)], _options("DivOptions"))

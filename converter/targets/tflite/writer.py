@@ -1,0 +1,256 @@
+"""Collect TFLite tensors, constant buffers and builtin ops, then serialize one flatbuffer.
+
+This is the output format's builder, not a graph IR: graph decisions are made on the ONNX graph
+(onnx-graphsurgeon) in ``lower.py``; this module only records what to write and writes it:
+
+* constant buffers are deduplicated by content (two equal weight arrays share one buffer),
+* ``--fp16-weights`` stores float constants as FLOAT16 plus a DEQUANTIZE op, as TensorFlow's
+  float16 post-training quantization does,
+* unreferenced tensors (left behind by activation fusion) are dropped before writing,
+* buffer data is 16-byte aligned like TensorFlow's converter does (schema: ``force_align: 16``),
+* every op gets the lowest builtin version that its inputs and options need (``versions.py``).
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from typing import Any
+
+import flatbuffers
+import numpy as np
+
+from . import schema_generated as fb
+from .versions import builtin_version
+
+#: numpy dtype -> schema TensorType.
+TENSOR_TYPES = {
+    np.dtype(np.float32): fb.TensorType.FLOAT32,
+    np.dtype(np.float16): fb.TensorType.FLOAT16,
+    np.dtype(np.int32): fb.TensorType.INT32,
+    np.dtype(np.int64): fb.TensorType.INT64,
+    np.dtype(np.bool_): fb.TensorType.BOOL,
+    np.dtype(np.int8): fb.TensorType.INT8,
+    np.dtype(np.uint8): fb.TensorType.UINT8,
+}
+
+#: Float constants smaller than this stay float32 under --fp16-weights (scalars such as an
+#: epsilon lose meaning in fp16 and a DEQUANTIZE per scalar costs more than it saves).
+FP16_MIN_ELEMENTS = 16
+
+#: Builtin codes above 127 do not fit the deprecated int8 field: it holds this placeholder.
+_PLACEHOLDER_FOR_GREATER_OP_CODES = 127
+
+
+@dataclass
+class Tensor:
+    name: str
+    shape: tuple[int, ...]
+    dtype: np.dtype
+    buffer: int = 0  # 0 = no data (the schema's empty sentinel buffer)
+
+
+@dataclass
+class Op:
+    builtin: str  # schema BuiltinOperator name, e.g. "CONV_2D"
+    inputs: list[int]
+    outputs: list[int]
+    options: Any = None  # a schema ...OptionsT object, or None
+    options_type: int = 0  # schema BuiltinOptions value
+    extra: dict = field(default_factory=dict)  # facts versions.py needs (e.g. grouped conv)
+
+
+class ModelWriter:
+    def __init__(self, fp16_weights: bool = False):
+        self.fp16_weights = fp16_weights
+        self.tensors: list[Tensor] = []
+        self.ops: list[Op] = []
+        self._buffers: list[bytes] = [b""]
+        self._buffer_of: dict[bytes, int] = {}
+        self._constant_of: dict[tuple, int] = {}
+        self._names: set[str] = set()
+        self._values: dict[int, np.ndarray] = {}  # constant tensor index -> float32/int value
+
+    # -- tensors -------------------------------------------------------------------------
+    def _unique(self, name: str) -> str:
+        candidate, k = name, 1
+        while candidate in self._names:
+            candidate = f"{name}_{k}"
+            k += 1
+        self._names.add(candidate)
+        return candidate
+
+    def tensor(self, name: str, shape, dtype=np.float32) -> int:
+        self.tensors.append(Tensor(self._unique(name), tuple(int(d) for d in shape), np.dtype(dtype)))
+        return len(self.tensors) - 1
+
+    def rename(self, index: int, name: str) -> None:
+        """Give tensor ``index`` the exact ``name``; whoever had it gets a suffixed one."""
+        for other in self.tensors:
+            if other.name == name and other is not self.tensors[index]:
+                self._names.discard(name)
+                other.name = self._unique(f"{name}/internal")
+        self._names.discard(self.tensors[index].name)
+        self.tensors[index].name = name
+        self._names.add(name)
+
+    def constant(self, name: str, value: np.ndarray) -> int:
+        """A constant tensor; equal constants share one tensor and one buffer."""
+        value = np.asarray(value)
+        value = value if value.flags.c_contiguous else value.copy(order="C")  # keeps 0-d arrays 0-d
+        if value.dtype == np.float64:
+            value = value.astype(np.float32)
+        if value.dtype not in TENSOR_TYPES:
+            raise TypeError(f"constant {name}: dtype {value.dtype} has no TFLite tensor type")
+        if self.fp16_weights and value.dtype == np.float32 and value.size >= FP16_MIN_ELEMENTS:
+            return self._fp16_constant(name, value)
+        return self._stored_constant(name, value)
+
+    def _stored_constant(self, name: str, value: np.ndarray) -> int:
+        data = value.tobytes()
+        key = (value.dtype.str, value.shape, data)
+        if key in self._constant_of:
+            return self._constant_of[key]
+        index = self.tensor(name, value.shape, value.dtype)
+        if data not in self._buffer_of:
+            self._buffers.append(data)
+            self._buffer_of[data] = len(self._buffers) - 1
+        self.tensors[index].buffer = self._buffer_of[data]
+        self._constant_of[key] = index
+        self._values[index] = value
+        return index
+
+    def _fp16_constant(self, name: str, value: np.ndarray) -> int:
+        key = ("fp16->fp32", value.shape, value.tobytes())
+        if key in self._constant_of:
+            return self._constant_of[key]
+        half = self._stored_constant(f"{name}/fp16", value.astype(np.float16))
+        index = self.tensor(name, value.shape, np.float32)
+        self.op("DEQUANTIZE", [half], [index])
+        self._constant_of[key] = index
+        self._values[index] = value
+        return index
+
+    def value(self, index: int) -> np.ndarray | None:
+        """The value of a constant tensor (also one made by an fp16 DEQUANTIZE), else None."""
+        return self._values.get(index)
+
+    # -- ops -----------------------------------------------------------------------------
+    def op(self, builtin: str, inputs, outputs, options=None, **extra) -> Op:
+        options_type = 0
+        if options is not None:
+            options_type = getattr(fb.BuiltinOptions, type(options).__name__[:-1])
+        op = Op(builtin, list(inputs), list(outputs), options, options_type, dict(extra))
+        self.ops.append(op)
+        return op
+
+    # -- serialization -------------------------------------------------------------------
+    def serialize(self, inputs: list[int], outputs: list[int], description: str = "edgeconv") -> bytes:
+        used = _referenced(self.ops, inputs, outputs)
+        new_index = {old: new for new, old in enumerate(used)}
+        buffer_index: dict[int, int] = {0: 0}
+        buffers = [_AlignedBuffer(b"")]
+        tensors = []
+        for old in used:
+            t = self.tensors[old]
+            if t.buffer not in buffer_index:
+                buffer_index[t.buffer] = len(buffers)
+                buffers.append(_AlignedBuffer(self._buffers[t.buffer]))
+            tt = fb.TensorT()
+            tt.name = t.name
+            tt.shape = list(t.shape)
+            tt.type = TENSOR_TYPES[t.dtype]
+            tt.buffer = buffer_index[t.buffer]
+            tensors.append(tt)
+
+        codes: dict[tuple[str, int], int] = {}
+        code_list = []
+        operators = []
+        for op in self.ops:
+            version = builtin_version(op, self.tensors)
+            custom_code = op.extra.get("custom_code") if op.builtin == "CUSTOM" else None
+            key = (op.builtin, version, custom_code)
+            if key not in codes:
+                code = getattr(fb.BuiltinOperator, op.builtin)
+                oc = fb.OperatorCodeT()
+                oc.customCode = custom_code  # CUSTOM ops only (custom-layer remedy, see custom.py)
+                oc.builtinCode = code
+                oc.deprecatedBuiltinCode = min(code, _PLACEHOLDER_FOR_GREATER_OP_CODES)
+                oc.version = version
+                codes[key] = len(code_list)
+                code_list.append(oc)
+            ot = fb.OperatorT()
+            ot.opcodeIndex = codes[key]
+            ot.inputs = [new_index[i] if i >= 0 else -1 for i in op.inputs]
+            ot.outputs = [new_index[i] for i in op.outputs]
+            ot.builtinOptionsType = op.options_type
+            ot.builtinOptions = op.options
+            if op.extra.get("custom_options") is not None:
+                ot.customOptions = list(op.extra["custom_options"])
+                ot.customOptionsFormat = fb.CustomOptionsFormat.FLEXBUFFERS
+            operators.append(ot)
+
+        subgraph = fb.SubGraphT()
+        subgraph.tensors = tensors
+        subgraph.inputs = [new_index[i] for i in inputs]
+        subgraph.outputs = [new_index[i] for i in outputs]
+        subgraph.operators = operators
+        subgraph.name = "main"
+
+        signature = fb.SignatureDefT()
+        signature.signatureKey = "serving_default"
+        signature.subgraphIndex = 0
+        signature.inputs = [_tensor_map(self.tensors[i].name, new_index[i]) for i in inputs]
+        signature.outputs = [_tensor_map(self.tensors[i].name, new_index[i]) for i in outputs]
+
+        model = fb.ModelT()
+        model.version = 3
+        model.description = description
+        model.operatorCodes = code_list
+        model.subgraphs = [subgraph]
+        model.buffers = buffers
+        model.signatureDefs = [signature]
+
+        builder = flatbuffers.Builder(1024 + sum(len(b.data) + 16 for b in buffers))
+        builder.Finish(model.Pack(builder), file_identifier=b"TFL3")
+        return bytes(builder.Output())
+
+
+def _tensor_map(name: str, index: int):
+    tm = fb.TensorMapT()
+    tm.name = name
+    tm.tensorIndex = index
+    return tm
+
+
+def _referenced(ops: list[Op], inputs: list[int], outputs: list[int]) -> list[int]:
+    """Indices of tensors the written model needs, in first-use order (graph inputs first)."""
+    seen: dict[int, None] = {}
+    for i in inputs:
+        seen.setdefault(i)
+    for op in ops:
+        for i in op.inputs + op.outputs:
+            if i >= 0:
+                seen.setdefault(i)
+    for i in outputs:
+        seen.setdefault(i)
+    return list(seen)
+
+
+class _AlignedBuffer:
+    """Packs like ``fb.BufferT`` but honours the schema's ``force_align: 16`` on ``data``."""
+
+    def __init__(self, data: bytes):
+        self.data = data
+
+    def Pack(self, builder):  # noqa: N802 (the generated object API's method name)
+        vector = None
+        if self.data:
+            n = len(self.data)
+            builder.StartVector(1, n, 16)
+            builder.head = builder.head - n
+            builder.Bytes[builder.head : builder.head + n] = self.data
+            vector = builder.EndVector()
+        fb.BufferStart(builder)
+        if vector is not None:
+            fb.BufferAddData(builder, vector)
+        return fb.BufferEnd(builder)
