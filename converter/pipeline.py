@@ -22,7 +22,7 @@ from pathlib import Path
 from typing import Any
 
 from . import __version__
-from .errors import EXIT_OK, EXIT_UNSUPPORTED, EXIT_VERIFY_FAILED, BadInput
+from .errors import EXIT_OK, EXIT_UNSUPPORTED, EXIT_VERIFY_FAILED, BadInput, Unsupported
 from .fsutil import atomic_output_dir, atomic_write_text, sha256_file
 
 STATUS_EXIT = {"ok": EXIT_OK, "unsupported": EXIT_UNSUPPORTED, "verify_failed": EXIT_VERIFY_FAILED}
@@ -141,7 +141,9 @@ def port(model_path: str, opts: PortOptions, progress=None, preloaded=None) -> P
             from .rewrites.custom import write_custom_layers  # noqa: PLC0415
 
             with timer.stage("custom"):
-                report["custom_layers"] = write_custom_layers(final, legal.custom_nodes, opts.target, tmp / "custom")
+                report["custom_layers"] = write_custom_layers(
+                    final, legal.custom_nodes, opts.target, tmp / "custom",
+                    reasons={e.node: e.reason for e in legal.plan.entries}, seed=opts.seed)
         if legal.unresolved:
             status = "unsupported"
             reason = "; ".join(legal.unresolved)
@@ -158,10 +160,16 @@ def port(model_path: str, opts: PortOptions, progress=None, preloaded=None) -> P
         report["ops_after"] = _histogram(final)
         artifact = None
         if status == "ok":
-            with timer.stage("export"):
-                artifact = target.export(final, tmp, hw, ExportOptions(
-                    fp16_weights=opts.fp16_weights, keep_nchw_io=opts.keep_nchw_io,
-                    extra={"name": _model_name(model_path)}))
+            try:
+                with timer.stage("export"):
+                    artifact = target.export(final, tmp, hw, ExportOptions(
+                        fp16_weights=opts.fp16_weights, keep_nchw_io=opts.keep_nchw_io,
+                        extra={"name": _model_name(model_path)}))
+            except Unsupported as err:
+                # The matrix allowed the op but the exporter cannot express this instance of it
+                # (e.g. a rank MACE's kernels lack): no remedy was planned for that, so say so.
+                status, reason = "unsupported", f"export: {err}"
+        if artifact is not None:
             report["artifact"] = {"runtime": artifact.runtime, "meta": _jsonable(artifact.meta),
                                   "files": sorted(str(Path(f).relative_to(tmp)) for f in artifact.files)}
         verdict = None

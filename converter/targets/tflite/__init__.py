@@ -103,9 +103,16 @@ def convert(model: onnx.ModelProto, options: ExportOptions) -> tuple[bytes, dict
             lowering.get(t, L.NHWC)
             lowering.set_home(t, L.NHWC)
 
+    from ...custom import custom_nodes_of  # noqa: PLC0415
+    from .custom import finish_custom, lower_custom  # noqa: PLC0415
+
+    marks, customs = custom_nodes_of(model), {}
     for node in graph.nodes:
         lowering.node = node
         if node.op == "Constant":
+            continue
+        if node.name in marks:  # remedy (4): a CUSTOM op the app registers with its resolver
+            customs.update(lower_custom(lowering, node, marks[node.name]["layer"], marks[node.name]["attrs"]))
             continue
         handler = HANDLERS.get(node.op) if (node.domain or "") in ("", "ai.onnx") or node.op == "Gelu" else None
         if handler is None:
@@ -134,7 +141,7 @@ def convert(model: onnx.ModelProto, options: ExportOptions) -> tuple[bytes, dict
     folded = fuse.fold_bias_add(writer, keep)
     fused = fuse.fuse_activations(writer, keep)
     fuse.prune_dead_ops(writer, keep)
-    data = writer.serialize(inputs, outputs, description="edgeconv")
+    data = finish_custom(writer.serialize(inputs, outputs, description="edgeconv"), customs)
     ops: dict[str, int] = {}
     for op in writer.ops:
         ops[op.builtin] = ops.get(op.builtin, 0) + 1

@@ -1,0 +1,134 @@
+"""`edgeconv port` end to end: every zoo model × every framework × hardware."""
+
+from __future__ import annotations
+
+import json
+import os
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+from converter import zoo
+from converter.pipeline import PortOptions, port
+
+ROOT = Path(__file__).resolve().parents[1]
+
+#: Combinations that must port and verify for every zoo model (the CPUs of each framework).
+MUST_WORK = [("tflite", "cpu"), ("tnn", "arm"), ("coreml", "cpu"), ("coreml", "ane")]
+
+
+def _combos():
+    from converter.matrix import load_matrix
+
+    m = load_matrix()
+    return [(fw, hw) for fw in m.frameworks for hw in m.hardware(fw)]
+
+
+@pytest.mark.parametrize("name", zoo.NAMES)
+def test_every_zoo_model_on_every_target(name, zoo_onnx_path, zoo_model, tmp_path):
+    from converter.load import load_model
+
+    path = str(zoo_onnx_path(name))
+    preloaded = (load_model(path), zoo_model(name))
+    outcomes = {}
+    for fw, hw in _combos():
+        out = tmp_path / f"{fw}-{hw}"
+        result = port(path, PortOptions(target=fw, hw=hw, out_dir=out), preloaded=preloaded)
+        outcomes[(fw, hw)] = result.status
+        report = json.loads((out / "report.json").read_text())
+        assert report["status"] == result.status and report["target"] == fw and report["hw"] == hw
+        html = (out / "report.html").read_text()
+        assert html.startswith("<!doctype html>")
+        assert not any(f'{attr}="http' in html for attr in ("src", "href")) and "url(http" not in html
+        remedies = {e["remedy"] for e in report["plan"]["entries"]}
+        if result.status == "ok":
+            stages = report["verification"]["stages"]
+            assert report["verification"]["ok"] is True
+            assert {s["name"] for s in stages} >= {"normalized", "legalized", f"target:{fw}"}
+            assert all(s["status"] in ("pass", "skipped") for s in stages)
+            for f in report["artifact"]["files"]:
+                assert (out / f).exists(), f
+            assert "Verification" in html
+        elif result.status == "verify_failed":
+            # Only an architecture change (a `retrain` rewrite) may leave a numerical difference.
+            assert "retrain" in remedies, (fw, hw, result.reason)
+            assert (out / "verify" / "inputs.npz").exists() or list((out / "verify").glob("*.npz"))
+        else:
+            assert result.status == "unsupported" and result.reason
+    for combo in MUST_WORK:
+        assert outcomes[combo] == "ok", (combo, outcomes[combo])
+
+
+def _cli(*args, cwd=None):
+    return subprocess.run([sys.executable, "-m", "converter", *args], capture_output=True, text=True,
+                          cwd=cwd, env={**os.environ, "PYTHONPATH": str(ROOT)})
+
+
+def test_port_cli_from_torchscript_with_npu_word(tmp_path):
+    """The paper's own example: `edgeconv port model.pt --to tnn --hw npu`."""
+    import torch
+
+    net = zoo.build("normalized_input")
+    pt = tmp_path / "model.pt"
+    torch.jit.save(torch.jit.trace(net, torch.zeros(1, 3, 32, 32)), str(pt))
+    res = _cli("port", str(pt), "--to", "tnn", "--hw", "npu", "-s", "1x3x32x32", "-o", str(tmp_path / "o"))
+    assert res.returncode == 2
+    assert res.stderr.strip() == ("edgeconv: error: 'npu' is ambiguous for tnn; choose one of: "
+                                  "huawei_npu, rknpu, apple_npu")
+    assert not (tmp_path / "o").exists()
+    res = _cli("port", str(pt), "--to", "tnn", "--hw", "huawei_npu", "-s", "1x3x32x32", "-o", str(tmp_path / "o"))
+    assert res.returncode == 0, res.stderr
+    files = sorted(p.name for p in (tmp_path / "o").iterdir())
+    assert {"model.tnnproto", "model.tnnmodel", "legalized.onnx", "normalized.onnx", "report.json",
+            "report.html"} <= set(files)
+    report = json.loads((tmp_path / "o" / "report.json").read_text())
+    assert report["command_line"].startswith("edgeconv port ") and report["hw"] == "huawei_npu"
+    assert "verification passed" in res.stdout
+
+
+def test_port_detector_without_softmax_uses_postprocessing(tmp_path, zoo_onnx_path):
+    """MACE's CPU softmax cannot take the detector's rank-5 axis-2 softmax: the trailing ops
+    move to generated post-processing, and the combined outputs equal the original's."""
+    out = tmp_path / "det"
+    res = _cli("port", str(zoo_onnx_path("detector")), "--to", "mace", "--hw", "cpu", "-o", str(out), "--json")
+    assert res.returncode == 0, res.stderr
+    report = json.loads((out / "report.json").read_text())
+    assert "postprocess" in {e["remedy"] for e in report["plan"]["entries"]}
+    assert (out / "postproc" / "postprocess.py").exists() and (out / "postproc" / "postprocess.hpp").exists()
+    assert "Softmax" not in report["ops_after"]
+    stages = {s["name"]: s for s in report["verification"]["stages"]}
+    assert stages["legalized"]["status"] == "pass" and stages["target:mace"]["status"] == "pass"
+    worst = max(o["metrics"]["max_abs"] for s in stages.values() for o in s["outputs"])
+    assert worst <= 1e-5
+
+
+def test_port_exit_codes_and_determinism(tmp_path, zoo_onnx_path):
+    path = str(zoo_onnx_path("resnet"))
+    a, b = tmp_path / "a", tmp_path / "b"
+    assert _cli("port", path, "--to", "tflite", "--hw", "cpu", "-o", str(a)).returncode == 0
+    assert _cli("port", path, "--to", "tflite", "--hw", "cpu", "-o", str(b)).returncode == 0
+    for name in ("resnet.tflite", "legalized.onnx", "normalized.onnx", "report.html"):
+        if name == "report.html":
+            continue  # holds timings
+        assert (a / name).read_bytes() == (b / name).read_bytes(), name
+    # A matrix overlay that removes every Conv remedy: unsupported and no remedy -> exit 3.
+    overlay = tmp_path / "no_conv.yaml"
+    overlay.write_text("frameworks:\n  tflite:\n    ops:\n      Conv:\n        supported: []\n")
+    res = _cli("port", path, "--to", "tflite", "--hw", "cpu", "-o", str(tmp_path / "c"), "--matrix-overlay", str(overlay))
+    assert res.returncode == 3, res.stderr + res.stdout
+    # Tolerance too strict to meet: verification failed -> exit 4, with replay inputs written.
+    res = _cli("port", path, "--to", "coreml", "--hw", "ane", "-o", str(tmp_path / "d"), "--atol", "0", "--rtol", "0")
+    assert res.returncode == 4, res.stderr
+    assert list((tmp_path / "d" / "verify").glob("*.npz"))
+
+
+def test_port_all_all_where_can_it_run(tmp_path, zoo_onnx_path):
+    res = _cli("port", str(zoo_onnx_path("mobilenetv2")), "--to", "all", "--hw", "all", "-o", str(tmp_path), "--json")
+    assert res.returncode == 0, res.stderr
+    data = json.loads(res.stdout)
+    combos = {(r["target"], r["hw"]): r["status"] for r in data["results"]}
+    assert len(combos) + len(data["errors"]) == len(_combos())
+    assert not [e for e in data["errors"] if e["exit_code"] == 70]
+    assert combos[("tflite", "cpu")] == "ok" and combos[("tnn", "arm")] == "ok"
