@@ -296,8 +296,12 @@ def test_softmax_axes(tmp_path):
     net = _roundtrip(_model("Softmax", [[1, 4, 3, 3]], [1, 4, 3, 3], axis=1), tmp_path / "a")
     assert _args(net.op[0])["axis"] == 1
     _roundtrip(_model("LogSoftmax", [[2, 3, 7]], [2, 3, 7], axis=-1), tmp_path / "b")
-    with pytest.raises(Unsupported, match="axis 1 of a rank-3"):
-        TARGET.export(_model("Softmax", [[2, 3, 7]], [2, 3, 7], axis=1), tmp_path / "c", "cpu")
+    # Any other axis (rank <= 4) is moved last with Transpose (transpose.cc), normalized, moved back.
+    net = _roundtrip(_model("Softmax", [[2, 3, 7]], [2, 3, 7], axis=1), tmp_path / "c")
+    assert [op.type for op in net.op] == ["Transpose", "Softmax", "Transpose"]
+    assert [_args(op).get("dims") for op in net.op] == [[0, 2, 1], None, [0, 2, 1]]
+    with pytest.raises(Unsupported, match="axis 1 of a rank-5"):
+        TARGET.export(_model("Softmax", [[1, 2, 3, 2, 2]], [1, 2, 3, 2, 2], axis=1), tmp_path / "d", "cpu")
 
 
 def test_matmul_gemm_transpose_and_bias(tmp_path):
@@ -333,3 +337,119 @@ def test_batch_norm_folded(tmp_path):
              ("m", RNG.standard_normal(3).astype(np.float32)), ("v", RNG.random(3).astype(np.float32) + 0.5)]
     net = _roundtrip(_model("BatchNormalization", [[1, 3, 4, 4]], [1, 3, 4, 4], stats), tmp_path)
     assert net.op[0].type == "BatchNorm" and len(net.op[0].input) == 3
+
+
+# ------------------------------------------------------------ layers added for matrix coverage
+
+def test_strided_slice_masks_from_source(tmp_path):
+    """strided_slice.cc:193-231: begin/end += dim when negative, clamp to [-1, dim-1] for a
+    negative stride, so an end of -1 would mean dim-1: a slice to the front needs end_mask."""
+    x = RNG.standard_normal((5, 6)).astype(np.float32)
+    net = _roundtrip(_model("Slice", [[5, 6]], [3, 6], [("s", np.array([-1], np.int64)), ("e", np.array([-100], np.int64)),
+                                                        ("a", np.array([0], np.int64)), ("p", np.array([-2], np.int64))]),
+                     tmp_path / "w", feeds={"x0": x})
+    args = _args(net.op[0])
+    assert net.op[0].type == "StridedSlice" and args["end_mask"] == 1 and args["begin_mask"] == 0
+    begin, end, strides = (np.frombuffer((tmp_path / "w/m.data").read_bytes()[t.offset:t.offset + 4 * t.data_size],
+                                         "<i4").tolist() for t in net.tensors)
+    assert (begin, end, strides) == ([4, 0], [0, 6], [-2, 1])
+    # Numpy transcription of the kernel's 2-D loop for begin 4, end_mask -> end -1, stride -2.
+    want = np.stack([x[i, 0:6] for i in range(4, -1, -2)])
+    pb, data = _mace_net([("StridedSlice", ["x", "b", "e", "s"], {"end_mask": 1}, 2)],
+                         {}, [("x", [5, 6])], [3, 6])
+    multi = mace_pb2.MultiNetDef()
+    multi.ParseFromString(pb)
+    blob = bytearray()
+    for name, value in (("b", [4, 0]), ("e", [-1, 6]), ("s", [-2, 1])):  # -1 with end_mask: ignored
+        multi.net_def[0].tensors.add(name=name, dims=[2], data_type=4, offset=len(blob), data_size=2)
+        blob += np.array(value, "<i4").tobytes()
+    np.testing.assert_array_equal(_run_mace(tmp_path, multi.SerializeToString(), bytes(blob), {"x": x}), want)
+
+
+def test_argmax_tie_rule_from_source(tmp_path):
+    """argmax.cc: partial_sort of (value, index) with std::greater -> ties pick the LAST index;
+    ONNX ArgMax (select_last_index=0) picks the first, so the writer negates and uses argmin."""
+    x = np.array([[1.0, 3.0, 3.0, 0.0]], np.float32)
+    pb, data = _mace_net([("ArgMax", ["x"], {"axis": 1, "keepdims": 0, "framework_type": 2}, 1)], {},
+                         [("x", [1, 4])], [1])
+    multi = mace_pb2.MultiNetDef()
+    multi.ParseFromString(pb)
+    multi.net_def[0].output_info[0].data_type = 4  # ArgMax writes int32
+    assert _run_mace(tmp_path, multi.SerializeToString(), data, {"x": x}).tolist() == [2]
+    model = _model("ArgMax", [[1, 4]], [1], out_dtype=TensorProto.INT64, axis=1, keepdims=0)
+    art = TARGET.export(model, tmp_path / "w", "cpu", ExportOptions(extra={"name": "m"}))
+    assert TARGET.run(art, {"x0": x})["y"].tolist() == [1]
+    assert art.meta["ops"] == ["Eltwise", "ArgMax"]
+
+
+def test_depthwise_deconv2d_group_filter_from_source(tmp_path):
+    """ref/depthwise_deconv_2d.cc GroupDeconv2d: out channel g*out_g + p accumulates
+    x[g*in_g + q] * filter[(p*group + g)*in_g + q]; CalcDeconvShape_Caffe: C_out = filter.dim(0)*group."""
+    x = RNG.standard_normal((1, 4, 3, 3)).astype(np.float32)
+    filt = RNG.standard_normal((3, 4, 2, 2)).astype(np.float32)  # [out_g, C_in, kh, kw], group 2
+    group, in_g, out_g = 2, 2, 3
+    want = np.zeros((1, 6, 4, 4), np.float32)
+    for g in range(group):
+        for p in range(out_g):
+            for q in range(in_g):
+                for i in range(3):
+                    for j in range(3):
+                        want[0, g * out_g + p, i:i + 2, j:j + 2] += x[0, g * in_g + q, i, j] * \
+                            filt.reshape(-1, 2, 2)[(p * group + g) * in_g + q]
+    pb, data = _mace_net([("DepthwiseDeconv2d", ["x", "w"], {"strides": [1, 1], "padding_values": [0, 0],
+                                                             "group": 2, "framework_type": 2}, 4)],
+                         {"w": filt}, [("x", [1, 4, 3, 3])], [1, 6, 4, 4])
+    np.testing.assert_allclose(_run_mace(tmp_path, pb, data, {"x": x}), want, atol=1e-5)
+
+
+def test_resize_nearest_half_pixel_from_source(tmp_path):
+    """resize_nearest_neighbor.cc ResizeImageNCHW: HALF_PIXEL source = floor((y + 0.5) * in/out)
+    with no -0.5 (ONNX tf_half_pixel_for_nn); the writer maps it back the same way."""
+    x = RNG.standard_normal((1, 1, 3, 5)).astype(np.float32)
+    rows = [min(int(np.floor((y + 0.5) * 3 / 7)), 2) for y in range(7)]
+    cols = [min(int(np.floor((c + 0.5) * 5 / 4)), 4) for c in range(4)]
+    want = x[:, :, rows][:, :, :, cols]
+    pb, data = _mace_net([("ResizeNearestNeighbor", ["x"], {"size": [7, 4], "coordinate_transformation_mode": 1}, 4)],
+                         {}, [("x", [1, 1, 3, 5])], [1, 1, 7, 4])
+    np.testing.assert_array_equal(_run_mace(tmp_path, pb, data, {"x": x}), want)
+    model = _model("Resize", [[1, 1, 3, 5]], [1, 1, 7, 4], [("roi", np.zeros(0, np.float32)),
+                                                            ("sc", np.zeros(0, np.float32)),
+                                                            ("sz", np.array([1, 1, 7, 4], np.int64))],
+                   mode="nearest", coordinate_transformation_mode="tf_half_pixel_for_nn", nearest_mode="floor")
+    net = _roundtrip(model, tmp_path / "w", feeds={"x0": x})
+    args = _args(net.op[0])
+    assert args["size"] == [7, 4] and args["coordinate_transformation_mode"] == 1 and args["nearest_mode"] == "floor"
+
+
+def test_lpnorm_spans_axis_to_end_from_source(tmp_path):
+    """lpnorm.cc: inner_loop = prod(shape[axis:]) and norm += 1e-6, so axis 1 of [2,3,4]
+    normalizes 12 values together; the writer therefore refuses a non-last ONNX axis."""
+    x = RNG.standard_normal((2, 3, 4)).astype(np.float32)
+    want = x / (np.sqrt((x * x).sum(axis=(1, 2), keepdims=True)) + 1e-6)
+    pb, data = _mace_net([("LpNorm", ["x"], {"axis": 1, "p": 2}, 3)], {}, [("x", [2, 3, 4])], [2, 3, 4])
+    np.testing.assert_allclose(_run_mace(tmp_path, pb, data, {"x": x}), want, atol=1e-6)
+    with pytest.raises(Unsupported, match="spans axis..end"):
+        TARGET.export(_model("LpNormalization", [[2, 3, 4]], [2, 3, 4], axis=1), tmp_path / "r", "cpu")
+
+
+def test_lrn_alpha_and_radius_from_source(tmp_path):
+    """local_response_norm.cc: x * (bias + alpha * sum_{|c'-c|<=r} x^2)^-beta; ONNX size 5 ->
+    depth_radius 2 and alpha/size."""
+    net = _roundtrip(_model("LRN", [[1, 7, 2, 3]], [1, 7, 2, 3], size=5, alpha=0.5, beta=0.7, bias=2.0), tmp_path)
+    args = _args(net.op[0])
+    assert args["depth_radius"] == 2 and args["alpha"] == pytest.approx(0.1) and args["beta"] == pytest.approx(0.7)
+    with pytest.raises(Unsupported, match="even LRN size"):
+        TARGET.export(_model("LRN", [[1, 7, 2, 3]], [1, 7, 2, 3], size=4), tmp_path / "e", "cpu")
+
+
+def test_split_instance_norm_equal_args(tmp_path):
+    """split.cc:36-49 axis NHWC-ordered with has_data_format, int32 sizes as input 1;
+    instance_norm.cc epsilon default 1e-4 (always written) and affine; eltwise.cc EQUAL -> int32."""
+    model = _model("Split", [[1, 6, 2, 2]], [1, 2, 2, 2], [("sp", np.array([2, 4], np.int64))], axis=1)
+    model.graph.node[0].output.append("y1")
+    model.graph.output.append(helper.make_tensor_value_info("y1", TensorProto.FLOAT, [1, 4, 2, 2]))
+    net = _roundtrip(model, tmp_path / "s")
+    assert _args(net.op[0])["axis"] == 3 and _args(net.op[0])["has_data_format"] == 1 and len(net.op[0].input) == 2
+    stats = [("s", RNG.random(3).astype(np.float32)), ("b", RNG.standard_normal(3).astype(np.float32))]
+    net = _roundtrip(_model("InstanceNormalization", [[1, 3, 4, 4]], [1, 3, 4, 4], stats), tmp_path / "i")
+    assert _args(net.op[0])["epsilon"] == pytest.approx(1e-5) and _args(net.op[0])["affine"] == 1

@@ -57,6 +57,8 @@ class MaceTarget:
             value = np.asarray(inputs[info["name"]])
             if info["data_format"] == 1:
                 value = value.transpose(0, 2, 3, 1)
+            if info["dtype"] == "int32" and value.size and (value.min() < -2**31 or value.max() >= 2**31):
+                raise BadInput(f"input '{info['name']}' has values outside MACE's int32")
             feeds[info["name"]] = np.ascontiguousarray(value, dtype=info["dtype"])
         options = ort.SessionOptions()
         options.intra_op_num_threads = 1
@@ -64,7 +66,9 @@ class MaceTarget:
         results = session.run(None, feeds)
         outs = {}
         for info, value in zip(artifact.meta["outputs"], results):
-            outs[info["name"]] = value.transpose(0, 3, 1, 2) if info["data_format"] == 1 else value
+            value = value.transpose(0, 3, 1, 2) if info["data_format"] == 1 else value
+            # int64 / bool ONNX outputs are int32 in MACE; hand them back in the ONNX dtype.
+            outs[info["name"]] = value.astype(info.get("onnx_dtype") or value.dtype, copy=False)
         artifact.runtime = "mace-reader+onnxruntime"
         return outs
 

@@ -35,9 +35,10 @@ _RESERVED_SUFFIXES = ("_const_used_by_cpu", "_mem_type_")
 class IoInfo:
     name: str
     shape: list[int]  # as ONNX (NCHW) shape
-    dtype: str
+    dtype: str  # as MACE carries it: float32 or int32
     mace_dims: list[int]  # as written into input_info/output_info
     data_format: int  # DF_NHWC for 4-D, else DF_NONE
+    onnx_dtype: str = ""  # the ONNX dtype (int64 / bool are carried as int32)
 
 
 @dataclass
@@ -52,6 +53,8 @@ class Emitter:
     used_names: set[str] = field(default_factory=set)
     #: ONNX constant names: a weight may take such a name once, as itself.
     onnx_consts: set[str] = field(default_factory=set)
+    #: names of the ONNX graph outputs (a folded Constant that is an output still needs an op).
+    graph_outputs: set[str] = field(default_factory=set)
 
     def shape(self, tensor) -> list[int]:
         name = tensor if isinstance(tensor, str) else tensor.name
@@ -63,7 +66,20 @@ class Emitter:
         return self.shapes[name]
 
     def dtype(self, tensor) -> str:
-        return self.dtypes.get(tensor.name, "float32")
+        """The ONNX dtype name of a tensor (float32 when unknown)."""
+        value = None if isinstance(tensor, str) else constant_value(tensor)
+        if value is not None:
+            return value.dtype.name
+        return self.dtypes.get(tensor if isinstance(tensor, str) else tensor.name, "float32")
+
+    def mace_dtype(self, tensor) -> int:
+        """The MACE DataType a tensor is carried as: int64/bool/int become DT_INT32."""
+        name = self.dtype(tensor)
+        if name.startswith("float"):
+            return DT_FLOAT
+        if name.startswith(("int", "uint")) or name == "bool":
+            return DT_INT32
+        raise Unsupported(f"MACE has no {name} tensors ('{getattr(tensor, 'name', tensor)}')")
 
     def name_of(self, tensor) -> str:
         if constant_value(tensor) is not None:
@@ -149,13 +165,16 @@ def _io_info(tensor) -> IoInfo:
     shape = static_shape(tensor)
     if shape is None:
         raise BadInput(f"MACE needs static shapes: '{tensor.name}' has shape {tensor.shape}; pass input shapes")
-    dtype = dtype_name(tensor) or "float32"
-    if dtype not in ("float32", "int32"):
-        raise Unsupported(f"MACE model inputs/outputs are float32 or int32; '{tensor.name}' is {dtype}")
+    onnx_dtype = dtype_name(tensor) or "float32"
+    # MACE has no int64/bool tensors: they are carried as int32 (ops/eltwise.cc:990-992).
+    dtype = {"float32": "float32", "int32": "int32", "int64": "int32", "bool": "int32"}.get(onnx_dtype)
+    if dtype is None:
+        raise Unsupported(f"MACE model inputs/outputs are float32 or int32 (int64/bool carried as "
+                          f"int32); '{tensor.name}' is {onnx_dtype}")
     # convert.py:175-193 writes 4-D NCHW interfaces as NHWC dims with data_format NHWC.
     if len(shape) == 4:
-        return IoInfo(tensor.name, list(shape), dtype, _nhwc(list(shape)), DF_NHWC)
-    return IoInfo(tensor.name, list(shape), dtype, list(shape), DF_NONE)
+        return IoInfo(tensor.name, list(shape), dtype, _nhwc(list(shape)), DF_NHWC, onnx_dtype)
+    return IoInfo(tensor.name, list(shape), dtype, list(shape), DF_NONE, onnx_dtype)
 
 
 def _check_names(names) -> None:
@@ -176,7 +195,8 @@ def build(model: onnx.ModelProto, hw: str, name: str, fp16_weights: bool = False
     shapes = {n: list(s) for n, t in tensors.items() if (s := static_shape(t)) is not None}
     dtypes = {n: d for n, t in tensors.items() if (d := dtype_name(t))}
     consts = {n for n, t in tensors.items() if constant_value(t) is not None}
-    em = Emitter(shapes=shapes, dtypes=dtypes, fp16=fp16_weights, used_names=set(tensors), onnx_consts=consts)
+    em = Emitter(shapes=shapes, dtypes=dtypes, fp16=fp16_weights, used_names=set(tensors), onnx_consts=consts,
+                 graph_outputs={t.name for t in graph.outputs})
     inputs = [_io_info(t) for t in graph.inputs if constant_value(t) is None]
     outputs = [_io_info(t) for t in graph.outputs]
     for node in graph.nodes:

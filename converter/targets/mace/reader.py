@@ -19,6 +19,7 @@ import onnx
 import onnx_graphsurgeon as gs
 
 from . import mace_pb2
+from .reader_extra_ops import HANDLERS as EXTRA_HANDLERS
 
 _NP = {1: np.float32, 3: np.float16, 4: np.int32, 2: np.uint8}
 _ONNX_DTYPE = {1: np.float32, 4: np.int32}
@@ -197,11 +198,14 @@ def _deconv2d(b, op, args, ins):
     if args.i("framework_type", 0) == 0:
         # deconv_2d.cc:74-82: TF form, input 2 is an output shape and input 3 the bias.
         raise ValueError(f"Deconv2D '{op.name}' has framework_type TENSORFLOW; TF form not modelled")
-    if args.i("group", 1) != 1:
+    group = args.i("group", 1)
+    if op.type == "Deconv2D" and group != 1:
         raise ValueError("grouped Deconv2D not modelled")
-    filt = ins[1].values  # [O, I, kh, kw] -> ONNX [I, O, kh, kw]
+    # Deconv2D filter [O, I, kh, kw]; DepthwiseDeconv2d [O/group, I, kh, kw], element
+    # [p, g*I/group + q] (ref/depthwise_deconv_2d.cc GroupDeconv2d k_offset); both -> ONNX [I, O/group, ...].
+    filt = ins[1].values
     weight = b.const(filt.transpose(1, 0, 2, 3), "deconv_w")
-    y = b.node("ConvTranspose", [ins[0], weight] + ins[2:3], strides=args.ints("strides"),
+    y = b.node("ConvTranspose", [ins[0], weight] + ins[2:3], strides=args.ints("strides"), group=group,
                pads=_total_to_pads(_need_padding_values(op, args)), kernel_shape=list(filt.shape[2:]))
     return [_fused_activation(b, args, y)]
 
@@ -222,7 +226,9 @@ def _eltwise(b, op, args, ins):
         return [b.node("Neg", [ins[0]])]
     if kind == 7:
         return [b.node("Abs", [ins[0]])]
-    if kind not in _ELTWISE_BINARY:
+    if kind == 13:  # SIGN: (0 < x) - (x < 0), eltwise.h:27-29
+        return [b.node("Sign", [ins[0]])]
+    if kind not in _ELTWISE_BINARY and kind != 10:
         raise ValueError(f"Eltwise type {kind} not modelled")
     if coeff:
         raise ValueError("Eltwise with coeff not modelled")
@@ -236,6 +242,8 @@ def _eltwise(b, op, args, ins):
         # eltwise.cc:1064-1075: a 1-D operand of a 4-D input broadcasts per channel.
         operands = [b.node("Reshape", [t, b.const(np.array([-1, 1, 1], np.int64))]) if r == 1 else t
                     for t, r in zip(operands, shapes)]
+    if kind == 10:  # EQUAL writes int32 0/1 (eltwise.cc:990-992, no bool tensors)
+        return [b.node("Cast", [b.node("Equal", operands)], to=onnx.TensorProto.INT32)]
     return [b.node(_ELTWISE_BINARY[kind], operands)]
 
 
@@ -369,4 +377,6 @@ _HANDLERS = {
     "Activation": _activation, "Eltwise": _eltwise, "Pooling": _pooling, "Reduce": _reduce,
     "MatMul": _matmul, "Reshape": _reshape, "Transpose": _transpose, "Concat": _concat,
     "Softmax": _softmax, "Pad": _pad, "Slice": _slice, "Cast": _cast, "BatchNorm": _batch_norm,
+    "DepthwiseDeconv2d": _deconv2d, **EXTRA_HANDLERS,
 }
+
