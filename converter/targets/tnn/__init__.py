@@ -68,11 +68,15 @@ class TnnTarget:
 
         model = load_as_onnx(artifact.files[0], artifact.files[1])
         session = ort.InferenceSession(model.SerializeToString(), providers=["CPUExecutionProvider"])
+        # The blob types the .tnnproto declares (int64 -> int32, bool -> int8), as TNN's
+        # caller would have to convert its data before Instance::SetInputMat.
+        declared = {i.name: onnx.helper.tensor_dtype_to_np_dtype(i.type.tensor_type.elem_type)
+                    for i in model.graph.input}
         feeds = {}
         for spec in artifact.meta["inputs"]:
             if spec["name"] not in inputs:
                 raise BadInput(f"missing input '{spec['name']}' for the TNN model")
-            feeds[spec["tnn_name"]] = np.asarray(inputs[spec["name"]])
+            feeds[spec["tnn_name"]] = np.asarray(inputs[spec["name"]]).astype(declared[spec["tnn_name"]], copy=False)
         names = [o["tnn_name"] for o in artifact.meta["outputs"]]
         values = session.run(names, feeds)
         artifact.runtime = RUNTIME

@@ -18,7 +18,7 @@ import onnx_graphsurgeon as gs
 
 from ...errors import BadInput, Unsupported
 from ...graph import constant_value, static_shape, to_graph
-from .layer_types import DATA_FLOAT, DATA_INT32, DATA_INT64
+from .layer_types import DATA_FLOAT, DATA_INT8, DATA_INT32, DATA_UINT32
 from .net import RawBuffer, TnnInput, TnnLayer, TnnNet
 
 Converter = Callable[[gs.Node, "ExportContext"], None]
@@ -129,18 +129,30 @@ class ExportContext:
         self.layers.append(layer)
         return layer
 
+    def tnn_dtype(self, tensor: gs.Tensor) -> int:
+        """The TNN DataType of the blob holding ``tensor`` (see ``TNN_DTYPES``)."""
+        value = self.const(tensor)
+        dtype = np.dtype(value.dtype if value is not None else (tensor.dtype or np.float32))
+        if dtype not in TNN_DTYPES:
+            raise self.unsupported(f"tensor '{tensor.name}' has dtype {dtype}, which TNN blobs cannot hold")
+        return TNN_DTYPES[dtype]
+
     def positive_axis(self, axis: int, rank: int) -> int:
         if not -rank <= axis < rank:
             raise self.unsupported(f"axis {axis} out of range for rank {rank}")
         return axis % rank
 
 
-_DTYPES = {np.dtype(np.float32): DATA_FLOAT, np.dtype(np.int32): DATA_INT32, np.dtype(np.int64): DATA_INT64}
+#: ONNX dtype -> TNN DataType of a blob.  TNN computes integers in int32 (Shape/Size/NonZero
+#: write DATA_TYPE_INT32; GatherND, ScatterND, OneHot, RoiAlign read indices as ``int *``), so
+#: int64 tensors become int32 blobs; booleans are int8 (equal_layer.cc writes DATA_TYPE_INT8).
+TNN_DTYPES = {np.dtype(np.float32): DATA_FLOAT, np.dtype(np.int32): DATA_INT32, np.dtype(np.int64): DATA_INT32,
+              np.dtype(np.bool_): DATA_INT8, np.dtype(np.int8): DATA_INT8, np.dtype(np.uint32): DATA_UINT32}
 
 
 def build_net(model: onnx.ModelProto, fp16_weights: bool = False) -> tuple[TnnNet, dict[str, str]]:
     """The TNN network for ``model`` and the map original tensor name -> TNN blob name."""
-    from . import layers, layers_nn, layers_shape  # noqa: F401  (fill CONVERTERS)
+    from . import layers, layers_extra, layers_nn, layers_shape  # noqa: F401  (fill CONVERTERS)
 
     graph = to_graph(model)
     graph.toposort()
@@ -150,9 +162,10 @@ def build_net(model: onnx.ModelProto, fp16_weights: bool = False) -> tuple[TnnNe
         if ctx.const(tensor) is not None:
             continue
         dtype = np.dtype(tensor.dtype) if tensor.dtype is not None else np.dtype(np.float32)
-        if dtype not in _DTYPES:
-            raise Unsupported(f"TNN input '{tensor.name}' has dtype {dtype}, TNN inputs are float32/int32/int64")
-        inputs.append(TnnInput(ctx.blob(tensor), ctx.shape(tensor), _DTYPES[dtype]))
+        if dtype not in TNN_DTYPES:
+            raise Unsupported(f"TNN input '{tensor.name}' has dtype {dtype}, TNN inputs are float32, "
+                              "int32/int64 (as int32), bool/int8 (as int8) or uint32")
+        inputs.append(TnnInput(ctx.blob(tensor), ctx.shape(tensor), TNN_DTYPES[dtype]))
     if not inputs:
         raise BadInput("the model has no inputs; TNN needs at least one input blob")
     for node in graph.nodes:

@@ -87,13 +87,33 @@ LAYER_TYPE = {
     "Softsign": 320,
     "LayerNorm": 326,
     "LogSoftmax": 330,
+    # Layers added for the op-support matrix (layers_extra.py / reader_extra.py).
+    "LRN": 12,
+    "Shape": 72,
+    "Cast": 103,
+    "Reorg": 131,
+    "ScatterND": 305,
+    "ConstantOfShape": 308,
+    "NonZero": 309,
+    "Range": 311,
+    "Size": 312,
+    "BitShift": 313,
+    "GatherND": 315,
+    "RoiAlign": 317,
+    "Einsum": 321,
+    "GridSample": 323,
+    "Equal": 324,
+    "Where": 325,
 }
 
 #: LayerType values that have a layer interpreter (REGISTER_*_LAYER_INTERPRETER).
 HAS_INTERPRETER = frozenset(
     {1, 2, 4, 8, 9, 10, 19, 21, 22, 23, 32, 35, 38, 42, 43, 44, 69, 70, 104, 105, 108, 118, 132, 133,
      137, 140, 149, 153, 164, 169, 171, 172, 173, 174, 175, 177, 178, 179, 180, 181, 182, 183, 184,
-     185, 186, 187, 188, 189, 190, 191, 192, 193, 194, 195, 148, 199, 304, 306, 307, 316, 320, 326, 330}
+     185, 186, 187, 188, 189, 190, 191, 192, 193, 194, 195, 148, 199, 304, 306, 307, 316, 320, 326, 330,
+     # lrn, shape, cast, reorg, scatter_nd, constantofshape, range, size, bitshift, gathernd, roialign,
+     # einsum, gridsample _layer_interpreter.cc.  Equal (324), Where (325) and NonZero (309) have none.
+     12, 72, 103, 131, 305, 308, 311, 312, 313, 315, 317, 321, 323}
 )
 
 #: DataType enum (include/tnn/core/common.h:34-48).

@@ -42,6 +42,8 @@ def _item(kind: str, value) -> bytes:
         return _string(value)
     if kind == "int":
         return _int(value)
+    if kind == "bool":  # Serializer::PutBool writes one byte (objseri.h put_basic_t<bool>)
+        return struct.pack("<?", bool(value))
     if kind == "raw":
         return _raw(value)
     raise ValueError(f"unknown resource item {kind!r}")

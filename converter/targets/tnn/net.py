@@ -10,20 +10,20 @@ from dataclasses import dataclass, field
 
 import numpy as np
 
-from .layer_types import DATA_FLOAT, DATA_HALF, DATA_INT32, DATA_INT64
+from .layer_types import DATA_FLOAT, DATA_HALF, DATA_INT8, DATA_INT32, DATA_INT64, DATA_UINT32
 
 
 @dataclass(frozen=True)
 class RawBuffer:
     """One ``RawBuffer`` as ``Serializer::PutRaw`` writes it (objseri.h:49-77)."""
 
-    data: np.ndarray  # already in the stored dtype (float32 / float16 / int32 / int64)
+    data: np.ndarray  # already in the stored dtype (float32 / float16 / int8 / int32 / int64 / uint32)
     dims: tuple[int, ...]
 
     @property
     def data_type(self) -> int:
-        return {np.float32: DATA_FLOAT, np.float16: DATA_HALF, np.int32: DATA_INT32,
-                np.int64: DATA_INT64}[self.data.dtype.type]
+        return {np.float32: DATA_FLOAT, np.float16: DATA_HALF, np.int8: DATA_INT8, np.int32: DATA_INT32,
+                np.int64: DATA_INT64, np.uint32: DATA_UINT32}[self.data.dtype.type]
 
     @classmethod
     def of(cls, value: np.ndarray, *, half: bool = False, dims: tuple[int, ...] | None = None) -> "RawBuffer":
@@ -34,12 +34,14 @@ class RawBuffer:
             # TNN's integer resources (Gather indices, shapes) are int32.
             value = value.astype(np.int32)
         elif value.dtype == np.bool_:
-            value = value.astype(np.int32)
+            # TNN holds booleans as int8 0/1 (equal_layer.cc InferOutputDataType: DATA_TYPE_INT8;
+            # cpu_where_layer_acc.cc reads the condition as char).
+            value = value.astype(np.int8)
         shape = tuple(int(d) for d in (value.shape if dims is None else dims))
         return cls(np.ascontiguousarray(value).reshape(-1), shape)
 
 
-#: A resource payload item: ("str", text) | ("int", value) | ("raw", RawBuffer).
+#: A resource payload item: ("str", text) | ("int", value) | ("bool", value) | ("raw", RawBuffer).
 Item = tuple[str, object]
 
 

@@ -21,6 +21,8 @@ def format_param(value) -> str:
         return str(int(value))
     if isinstance(value, (int, np.integer)):
         return str(int(value))
+    if isinstance(value, str):  # e.g. Einsum's equation, already free of ' ', ',' and '"'
+        return value
     return f"{float(np.float32(value)):.9g}"
 
 

@@ -18,7 +18,7 @@ from pathlib import Path
 import numpy as np
 
 from ...errors import BadInput
-from .layer_types import (DATA_FLOAT, DATA_HALF, DATA_INT8, DATA_INT32, DATA_INT64, HAS_INTERPRETER,
+from .layer_types import (DATA_FLOAT, DATA_HALF, DATA_INT8, DATA_INT32, DATA_INT64, DATA_UINT32, HAS_INTERPRETER,
                           LAYER_TYPE, MAGIC_V1, MAGIC_V2)
 
 
@@ -54,6 +54,9 @@ class Fields:
 
     def ints(self, n: int, default: int | None = None) -> list[int]:
         return [self.int(default) for _ in range(n)]
+
+    def text(self, default: str | None = None) -> str:
+        return self._next(default, str)
 
     def rest_ints(self) -> list[int]:
         out = [atoi(t) for t in self.tokens[self.index:]]
@@ -141,6 +144,12 @@ class Deserializer:
             raise BadInput("TNN model: unexpected end of file")
         return struct.unpack("<i", chunk)[0]
 
+    def bool(self) -> bool:
+        chunk = self.stream.read(1)  # objseri.h get_basic_t<bool>: one byte
+        if len(chunk) < 1:
+            raise BadInput("TNN model: unexpected end of file")
+        return chunk != b"\x00"
+
     def string(self) -> str:
         length = self.int()
         return self.stream.read(length).decode("utf-8")
@@ -158,7 +167,7 @@ class Deserializer:
         dims = [self.int() for _ in range(self.int())] if magic == MAGIC_V2 else []
         data = self.stream.read(length)
         dtype = {DATA_FLOAT: "<f4", DATA_HALF: "<f2", DATA_INT8: "i1", DATA_INT32: "<i4",
-                 DATA_INT64: "<i8"}.get(data_type)
+                 DATA_INT64: "<i8", DATA_UINT32: "<u4"}.get(data_type)
         if dtype is None:
             raise BadInput(f"TNN model: unsupported RawBuffer data type {data_type}")
         array = np.frombuffer(data, dtype)
@@ -206,7 +215,21 @@ def _gather_resource(d: Deserializer) -> dict:
     return res
 
 
+def _value_resource(d: Deserializer) -> dict:
+    return {"value": d.raw()}  # constantofshape_layer_interpreter.cc GET_BUFFER_FOR_ATTR(value)
+
+
+def _scatter_nd_resource(d: Deserializer) -> dict:
+    res = {}
+    if d.bool():  # scatter_nd_layer_interpreter.cc: bool has_indices ; [Raw] ; bool has_update ; [Raw]
+        res["indices"] = d.raw()
+    if d.bool():
+        res["updates"] = d.raw()
+    return res
+
+
 _RESOURCE_READERS = {
+    308: _value_resource, 305: _scatter_nd_resource,
     1: _conv_resource, 22: _conv_resource, 19: _inner_product_resource,
     38: _element_resource, 108: _element_resource, 42: _element_resource, 175: _element_resource,
     137: _element_resource, 140: _element_resource, 105: _matmul_resource,

@@ -8,10 +8,11 @@ import onnx_graphsurgeon as gs
 
 from ...errors import BadInput
 from ...graph import CANONICAL_OPSET
-from .layer_types import DATA_FLOAT, DATA_HALF, DATA_INT32, DATA_INT64
+from .layer_types import DATA_FLOAT, DATA_HALF, DATA_INT8, DATA_INT32, DATA_INT64, DATA_UINT32
 from .reader import ParsedNet, ProtoLayer
 
-NP_TYPES = {DATA_FLOAT: np.float32, DATA_HALF: np.float16, DATA_INT32: np.int32, DATA_INT64: np.int64}
+NP_TYPES = {DATA_FLOAT: np.float32, DATA_HALF: np.float16, DATA_INT8: np.int8, DATA_INT32: np.int32,
+            DATA_INT64: np.int64, DATA_UINT32: np.uint32}
 
 
 class Builder:

@@ -19,6 +19,7 @@ from ...errors import BadInput
 from ...graph import CANONICAL_OPSET
 from .reader import ParsedNet, ProtoLayer
 from .reader_builder import NP_TYPES, Builder, as_float, resource_of
+from .reader_extra import LAYERS as _EXTRA_LAYERS
 from .reader_shape import (_layer_arg_max_or_min, _layer_concat, _layer_expand, _layer_flatten, _layer_gather,
                            _layer_pad, _layer_padv2, _layer_permute, _layer_reshape, _layer_splitv, _layer_squeeze,
                            _layer_strided_slice_v2, _layer_tile, _layer_upsample)
@@ -327,7 +328,7 @@ _LAYERS = {
     44: _layer_pad, 316: _layer_padv2, 149: _layer_upsample, 2: _layer_batch_norm, 43: _layer_instance_norm,
     326: _layer_layer_norm, 199: _layer_arg_max_or_min, 148: _layer_tile, 304: _layer_expand,
     **{t: _layer_binary for t in _BINARY_OPS}, **{t: _layer_unary for t in _UNARY_OPS},
-    **{t: _layer_reduce for t in _REDUCE_OPS},
+    **{t: _layer_reduce for t in _REDUCE_OPS}, **_EXTRA_LAYERS,
 }
 
 
