@@ -147,6 +147,10 @@ def port(model_path: str, opts: PortOptions, progress=None, preloaded=None) -> P
         if legal.unresolved:
             status = "unsupported"
             reason = "; ".join(legal.unresolved)
+        elif legal.custom_nodes and not getattr(target, "custom_layers", True):
+            status = "unsupported"
+            reason = (f"{opts.target} has no custom layers for ML Programs; nodes needing one: "
+                      f"{', '.join(sorted(legal.custom_nodes))} (see custom/ for the composite-op path)")
         if status == "ok" and legal.postprocess_nodes:
             from .postproc import split  # noqa: PLC0415
 
@@ -175,7 +179,8 @@ def port(model_path: str, opts: PortOptions, progress=None, preloaded=None) -> P
         verdict = None
         if status == "ok" and opts.verify:
             with timer.stage("verify"):
-                verdict = _verify(original, model, final, postprocess, target, artifact, opts, tmp)
+                verdict = _verify(original, model, final, postprocess, target, artifact, opts, tmp,
+                                  sorted(legal.custom_nodes))
             from .verify.report import to_json  # noqa: PLC0415
 
             report["verification"] = to_json(verdict)
@@ -191,8 +196,12 @@ def port(model_path: str, opts: PortOptions, progress=None, preloaded=None) -> P
     return PortResult(opts.target, hw, status, reason, out_dir, files, timer.timings, report, verdict)
 
 
-def _verify(original, normalized, final, postprocess, target, artifact, opts: PortOptions, out: Path):
-    """Original vs normalized vs legalized(+post-processing) vs the target's runtime."""
+def _verify(original, normalized, final, postprocess, target, artifact, opts: PortOptions, out: Path,
+            custom_nodes=()):
+    """Original vs normalized vs legalized(+post-processing) vs the target's runtime.
+
+    A file carrying custom layers cannot run until the app registers their kernels, so its
+    target stage is reported as skipped (the custom/ harnesses prove each kernel instead)."""
     from .verify.pipeline import choose_inputs, verify_port  # noqa: PLC0415
     from .verify.metrics import Tolerance  # noqa: PLC0415
     from .verify.stages import Tolerances, load_tolerances  # noqa: PLC0415
@@ -208,6 +217,8 @@ def _verify(original, normalized, final, postprocess, target, artifact, opts: Po
                               rtol=max(suggested["rtol"], tolerances.default.rtol)),
             layer_rmse=tolerances.layer_rmse)
     inputs = choose_inputs(normalized, opts.inputs_npz)[0] if opts.inputs_npz else None
+    if custom_nodes:
+        target = _NeedsCustomKernels(target, custom_nodes)
     return verify_port(
         original, normalized, final,
         postprocess=postprocess.postprocess if postprocess is not None else None,
@@ -215,6 +226,17 @@ def _verify(original, normalized, final, postprocess, target, artifact, opts: Po
         out_dir=out / "verify", replay_files=(out / "normalized.onnx", out / "legalized.onnx"),
         target_tolerances=target_tolerances,
     )
+
+
+class _NeedsCustomKernels:
+    def __init__(self, target, nodes):
+        self.name, self.nodes = target.name, nodes
+
+    def run(self, artifact, inputs):
+        from .errors import RuntimeUnavailable  # noqa: PLC0415
+
+        raise RuntimeUnavailable(f"the file carries custom layer(s) {', '.join(self.nodes)}: register their "
+                                 "kernels (see custom/) to run it; each harness checks its kernel")
 
 
 def _model_name(model_path: str) -> str:

@@ -113,11 +113,21 @@ def test_port_exit_codes_and_determinism(tmp_path, zoo_onnx_path):
         if name == "report.html":
             continue  # holds timings
         assert (a / name).read_bytes() == (b / name).read_bytes(), name
-    # A matrix overlay that removes every Conv remedy: unsupported and no remedy -> exit 3.
+    # Without Conv, CoreML's only remedy would be a custom layer, which ML Programs lack: exit 3.
     overlay = tmp_path / "no_conv.yaml"
-    overlay.write_text("frameworks:\n  tflite:\n    ops:\n      Conv:\n        supported: []\n")
-    res = _cli("port", path, "--to", "tflite", "--hw", "cpu", "-o", str(tmp_path / "c"), "--matrix-overlay", str(overlay))
+    overlay.write_text("frameworks:\n  coreml:\n    ops:\n      Conv:\n        supported: []\n")
+    res = _cli("port", path, "--to", "coreml", "--hw", "cpu", "-o", str(tmp_path / "c"), "--matrix-overlay", str(overlay))
     assert res.returncode == 3, res.stderr + res.stdout
+    assert "no custom layers" in json.loads((tmp_path / "c" / "report.json").read_text())["reason"]
+    # The same for TFLite: every Conv becomes a custom layer with a scaffold, and the file carries
+    # CUSTOM ops that LiteRT runs only once the app registers them (so that stage is skipped).
+    overlay.write_text("frameworks:\n  tflite:\n    ops:\n      Conv:\n        supported: []\n")
+    res = _cli("port", path, "--to", "tflite", "--hw", "cpu", "-o", str(tmp_path / "t"), "--matrix-overlay", str(overlay))
+    assert res.returncode == 0, res.stderr + res.stdout
+    report = json.loads((tmp_path / "t" / "report.json").read_text())
+    assert [c["op"] for c in report["custom_layers"]] == ["Conv"] * 9 or len(report["custom_layers"]) >= 1
+    stages = {s["name"]: s["status"] for s in report["verification"]["stages"]}
+    assert stages == {"normalized": "pass", "legalized": "pass", "target:tflite": "skipped"}
     # Tolerance too strict to meet: verification failed -> exit 4, with replay inputs written.
     res = _cli("port", path, "--to", "coreml", "--hw", "ane", "-o", str(tmp_path / "d"), "--atol", "0", "--rtol", "0")
     assert res.returncode == 4, res.stderr

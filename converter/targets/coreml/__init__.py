@@ -57,6 +57,9 @@ def _precision(hw: str, options: ExportOptions) -> str:
 class CoreMLTarget:
     name = "coreml"
     hardware = ("cpu", "gpu", "ane")
+    #: ML Programs have no custom layers (Apple supports them only in the older NeuralNetwork
+    #: format); the custom/ scaffold explains the composite-op path instead.
+    custom_layers = False
 
     def export(self, model: onnx.ModelProto, out_dir: Path, hw: str,
                options: ExportOptions | None = None) -> Artifact:

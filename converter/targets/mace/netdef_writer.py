@@ -199,7 +199,14 @@ def build(model: onnx.ModelProto, hw: str, name: str, fp16_weights: bool = False
                  graph_outputs={t.name for t in graph.outputs})
     inputs = [_io_info(t) for t in graph.inputs if constant_value(t) is None]
     outputs = [_io_info(t) for t in graph.outputs]
+    from ...custom import custom_nodes_of  # noqa: PLC0415
+    from .custom import convert_custom  # noqa: PLC0415
+
+    marks = custom_nodes_of(model)
     for node in graph.nodes:
+        if node.name in marks:  # remedy (4): an op of its own type, registered by the app
+            convert_custom(em, node, marks[node.name]["layer"], marks[node.name]["attrs"])
+            continue
         convert = CONVERTERS.get(node.op)
         if convert is None:
             raise Unsupported(f"MACE has no mapping for node '{node.name}' ({node.op})")

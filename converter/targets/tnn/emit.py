@@ -168,8 +168,15 @@ def build_net(model: onnx.ModelProto, fp16_weights: bool = False) -> tuple[TnnNe
         inputs.append(TnnInput(ctx.blob(tensor), ctx.shape(tensor), TNN_DTYPES[dtype]))
     if not inputs:
         raise BadInput("the model has no inputs; TNN needs at least one input blob")
+    from ...custom import custom_nodes_of  # noqa: PLC0415
+    from .custom import convert_custom  # noqa: PLC0415
+
+    marks = custom_nodes_of(model)
     for node in graph.nodes:
         ctx.node = node
+        if node.name in marks:  # remedy (4): a layer type registered by the app's TNN plugin
+            convert_custom(node, ctx, marks[node.name]["layer"], marks[node.name]["attrs"])
+            continue
         convert = CONVERTERS.get(node.op)
         if convert is None or (node.domain or "") not in ("", "ai.onnx"):
             raise Unsupported(f"TNN has no layer for node '{node.name}' (op {node.op})")
