@@ -90,24 +90,69 @@ def load_onnx(path: Path) -> onnx.ModelProto:
     if not model.graph.node and not model.graph.output:
         raise BadInput(f"{path}: not a valid ONNX model (empty or truncated graph)")
     try:
-        onnx.checker.check_model(model if model.ByteSize() < onnx.checker.MAXIMUM_PROTOBUF else str(path))
+        onnx.checker.check_model(str(path) if _too_large_to_serialize(model) else model)
     except Exception as err:
         raise BadInput(f"{path}: invalid ONNX model: {_one_line(err)}") from None
     return model
 
 
 def save_onnx(model: onnx.ModelProto, path: str | os.PathLike) -> Path:
-    """Write atomically; models over protobuf's 2 GB limit get their weights in ``<name>.data``."""
+    """Write atomically; models over protobuf's 2 GB limit get their big weights in
+    ``<name>.data`` beside the ``.onnx`` (ONNX external data).  ``model`` is not modified."""
     path = Path(path)
-    try:
-        data = model.SerializeToString()
-    except ValueError:
-        data = None
-    if data is not None and len(data) < onnx.checker.MAXIMUM_PROTOBUF:
-        return atomic_write_bytes(path, data)
+    if not _too_large_to_serialize(model):
+        return atomic_write_bytes(path, model.SerializeToString())
     with atomic_output_dir(path.parent) as tmp:
-        onnx.save_model(model, str(tmp / path.name), save_as_external_data=True,
-                        all_tensors_to_one_file=True, location=path.name + ".data")
+        write_with_external_weights(model, tmp / path.name)
+    return path
+
+
+#: Tensors at least this big go to the external data file of a large model.
+_EXTERNAL_MIN_BYTES = 1 << 20
+
+
+def _too_large_to_serialize(model: onnx.ModelProto) -> bool:
+    # Initializers dominate a model's size; keep a margin under protobuf's hard limit.
+    return sum(len(t.raw_data) for t in model.graph.initializer) > onnx.checker.MAXIMUM_PROTOBUF - (64 << 20)
+
+
+@contextlib.contextmanager
+def external_references(model: onnx.ModelProto, reference, min_bytes: int = _EXTERNAL_MIN_BYTES):
+    """While inside, every initializer of at least ``min_bytes`` holds an external-data reference
+    instead of its bytes: ``reference(index, raw_bytes) -> {"location": ..., "offset": ...}``.
+
+    ``onnx.save_model(save_as_external_data=True)`` rewrites the model it is given for good;
+    this puts the bytes back on exit, so callers can serialize a large model and keep it."""
+    held = [t for t in model.graph.initializer if len(t.raw_data) >= min_bytes]
+    originals = [t.raw_data for t in held]
+    try:
+        for index, (tensor, raw) in enumerate(zip(held, originals)):
+            entries = reference(index, raw)
+            tensor.ClearField("raw_data")
+            tensor.data_location = onnx.TensorProto.EXTERNAL
+            del tensor.external_data[:]
+            for key, value in entries.items():
+                tensor.external_data.add(key=key, value=str(value))
+        yield model
+    finally:
+        for tensor, raw in zip(held, originals):
+            del tensor.external_data[:]
+            tensor.data_location = onnx.TensorProto.DEFAULT
+            tensor.raw_data = raw
+
+
+def write_with_external_weights(model: onnx.ModelProto, path: Path) -> Path:
+    """Write ``path`` + ``path.name + '.data'`` (ONNX external data, 64-byte aligned offsets)."""
+    location = path.name + ".data"
+    with open(path.parent / location, "wb") as data:
+        def append(_index, raw):
+            offset = (data.tell() + 63) // 64 * 64
+            data.write(b"\0" * (offset - data.tell()))
+            data.write(raw)
+            return {"location": location, "offset": offset, "length": len(raw)}
+
+        with external_references(model, append):
+            path.write_bytes(model.SerializeToString())
     return path
 
 

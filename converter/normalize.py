@@ -10,7 +10,10 @@ their names: they are the model's interface.
 
 from __future__ import annotations
 
+import os
+import tempfile
 from collections import Counter
+from pathlib import Path
 
 import numpy as np
 import onnx
@@ -24,6 +27,60 @@ _UNSAFE = str.maketrans({c: "_" for c in ' ,":;/\\()[]{}<>\'#'})
 
 
 def normalize(model: onnx.ModelProto, input_shapes: dict[str, tuple[int, ...]] | None = None) -> onnx.ModelProto:
+    stash = _stash_large_weights(model)
+    if stash:
+        model = onnx.ModelProto.FromString(_light_copy(model))
+    # The checker follows external-data references to files; stash references have none.
+    model = _normalize(model, input_shapes, check=not stash)
+    _restore_large_weights(model, stash)
+    return model
+
+
+# Models over protobuf's 2 GB limit cannot be serialized, and every pass below (version
+# conversion, shape inference, the checker, constant folding in onnxruntime) serializes.  None
+# of them needs the values of big weights, only their shapes and types, so big initializers are
+# held aside as numbered "external data" references while the passes run (graphsurgeon carries
+# such references through renames untouched) and put back afterwards.
+LARGE_MODEL_BYTES = 1 << 30
+_STASH_MIN_BYTES = 1 << 20
+_STASH_LOCATION = "edgeconv-stash"
+
+
+def _stash_large_weights(model: onnx.ModelProto) -> list[bytes]:
+    """The raw bytes of the big initializers (in order), when the model is large at all."""
+    if not is_large(model):
+        return []
+    return [t.raw_data for t in model.graph.initializer if len(t.raw_data) >= _STASH_MIN_BYTES]
+
+
+def _light_copy(model: onnx.ModelProto) -> bytes:
+    """``model`` serialized with each big initializer replaced by a numbered stash reference."""
+    from .load import external_references  # noqa: PLC0415
+
+    stash_ref = lambda index, _raw: {"location": _STASH_LOCATION, "offset": index}  # noqa: E731
+    with external_references(model, stash_ref, _STASH_MIN_BYTES):
+        return model.SerializeToString()
+
+
+def _restore_large_weights(model: onnx.ModelProto, stash: list[bytes]) -> None:
+    if not stash:
+        return
+    for tensor in model.graph.initializer:
+        if tensor.data_location != onnx.TensorProto.EXTERNAL:
+            continue
+        info = {e.key: e.value for e in tensor.external_data}
+        if info.get("location") != _STASH_LOCATION:
+            continue
+        tensor.raw_data = stash[int(info["offset"])]
+        tensor.data_location = onnx.TensorProto.DEFAULT
+        del tensor.external_data[:]
+
+
+def is_large(model: onnx.ModelProto) -> bool:
+    return sum(len(t.raw_data) for t in model.graph.initializer) >= LARGE_MODEL_BYTES
+
+
+def _normalize(model: onnx.ModelProto, input_shapes, check: bool = True) -> onnx.ModelProto:
     model = _to_canonical_opset(model)
     graph = to_graph(model)
     _check_acyclic(graph)
@@ -41,7 +98,8 @@ def normalize(model: onnx.ModelProto, input_shapes: dict[str, tuple[int, ...]] |
     graph.cleanup(remove_unused_graph_inputs=False).toposort()
     _rename(graph)
     model = _infer(to_model(graph, CANONICAL_OPSET))
-    onnx.checker.check_model(model)
+    if check:
+        onnx.checker.check_model(model)
     return model
 
 
@@ -249,9 +307,18 @@ def check_equivalent(original: onnx.ModelProto, normalized: onnx.ModelProto,
     opts.graph_optimization_level = ort.GraphOptimizationLevel.ORT_DISABLE_ALL
     opts.log_severity_level = 3
 
+    def session(m, tmp):
+        if not is_large(m):
+            return ort.InferenceSession(m.SerializeToString(), opts, providers=["CPUExecutionProvider"])
+        from .load import write_with_external_weights  # noqa: PLC0415
+
+        path = write_with_external_weights(m, Path(tmp) / f"model{len(os.listdir(tmp))}.onnx")
+        return ort.InferenceSession(str(path), opts, providers=["CPUExecutionProvider"])
+
     def run(m):
         try:
-            sess = ort.InferenceSession(m.SerializeToString(), opts, providers=["CPUExecutionProvider"])
+            with tempfile.TemporaryDirectory() as tmp:
+                sess = session(m, tmp)
         except Exception as err:
             raise BadInput(f"onnxruntime cannot run the model: {str(err).strip().splitlines()[0][:300]}") from None
         names = [o.name for o in sess.get_outputs()]
