@@ -152,6 +152,16 @@ def attr(node: gs.Node, name: str, default: Any = None) -> Any:
     return node.attrs.get(name, default)
 
 
+def unique_name(base: str, used: set[str]) -> str:
+    """``base``, or ``base_1``, ``base_2``, ... whichever is not in ``used``; claims it."""
+    name, k = base, 1
+    while name in used:
+        name = f"{base}_{k}"
+        k += 1
+    used.add(name)
+    return name
+
+
 class NameAllocator:
     """Unique, deterministic names for the tensors and nodes a rewrite creates."""
 
@@ -160,12 +170,7 @@ class NameAllocator:
         self._used = set(tensors) | {n.name for n in graph.nodes if n.name}
 
     def __call__(self, base: str) -> str:
-        name, k = base, 1
-        while name in self._used:
-            name = f"{base}_{k}"
-            k += 1
-        self._used.add(name)
-        return name
+        return unique_name(base, self._used)
 
 
 def make_constant(names: NameAllocator, base: str, value: np.ndarray) -> gs.Constant:

@@ -20,7 +20,7 @@ import onnx
 import onnx_graphsurgeon as gs
 
 from .errors import BadInput
-from .graph import CANONICAL_OPSET, model_opset, to_graph, to_model
+from .graph import CANONICAL_OPSET, model_opset, to_graph, to_model, unique_name
 
 # Characters the edge formats cannot carry in a name (TNN splits on ',', '"', ' ' and ':').
 _UNSAFE = str.maketrans({c: "_" for c in ' ,":;/\\()[]{}<>\'#'})
@@ -230,12 +230,7 @@ def _rename(graph: gs.Graph) -> None:
     renamed: set[int] = set()
 
     def claim(base: str) -> str:
-        name, k = base, 1
-        while name in used:
-            name = f"{base}_{k}"
-            k += 1
-        used.add(name)
-        return name
+        return unique_name(base, used)
 
     for node in graph.nodes:
         base = f"{node.op.lower()}_{counts[node.op]}"

@@ -18,6 +18,7 @@ import re
 
 import numpy as np
 
+from .codegen_py import wrapped_items
 from .cpp_runtime import INCLUDES, RUNTIME
 from .ops_cpp import kernels_for
 from .program import Step
@@ -78,27 +79,13 @@ def _int_list(values) -> str:
     return "std::vector<int64_t>{" + ", ".join(scalar_literal(v, "int64") for v in (values or [])) + "}"
 
 
-def _wrapped(items: list[str], indent: str) -> str:
-    lines, line = [], ""
-    for item in items:
-        piece = item + ","
-        if line and len(indent) + len(line) + 1 + len(piece) > _WIDTH:
-            lines.append(indent + line)
-            line = piece
-        else:
-            line = f"{line} {piece}" if line else piece
-    if line:
-        lines.append(indent + line)
-    return "\n".join(lines)
-
-
 def _constant(ident: str, value: np.ndarray) -> str:
     value = np.asarray(value)
     dtype = value.dtype.name
     ctype = CPP_TYPES[dtype]
     shape = ", ".join(scalar_literal(d, "int64") for d in value.shape)
     items = [scalar_literal(v, dtype) for v in value.reshape(-1).tolist()]
-    data = "{\n" + _wrapped(items, "    ") + "\n  }" if items else "{}"
+    data = "{\n" + wrapped_items(items, "    ") + "\n  }" if items else "{}"
     return f"inline const Tensor<{ctype}> {ident}{{\n  {{{shape}}},\n  {data}}};"
 
 

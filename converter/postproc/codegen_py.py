@@ -58,7 +58,8 @@ def _literal(value) -> str:
     raise TypeError(f"no literal for {value!r}")
 
 
-def _wrapped(items: list[str], indent: str) -> str:
+def wrapped_items(items: list[str], indent: str) -> str:
+    """Comma-separated ``items`` filled into lines of at most ``_WIDTH`` characters."""
     lines, line = [], ""
     for item in items:
         piece = item + ","
@@ -76,7 +77,7 @@ def constant_source(ident: str, value: np.ndarray) -> str:
     value = np.asarray(value)
     items = [_literal(v) for v in value.reshape(-1).tolist()]
     shape = tuple(int(d) for d in value.shape)
-    body = _wrapped(items, "    ")
+    body = wrapped_items(items, "    ")
     array = f"np.array([\n{body}\n], dtype={value.dtype.name!r})" if items else f"np.array([], dtype={value.dtype.name!r})"
     return f"{ident} = {array}.reshape({shape!r})"
 

@@ -19,6 +19,7 @@ from typing import Any
 import flatbuffers
 import numpy as np
 
+from ...graph import unique_name
 from . import schema_generated as fb
 from .versions import builtin_version
 
@@ -72,12 +73,7 @@ class ModelWriter:
 
     # -- tensors -------------------------------------------------------------------------
     def _unique(self, name: str) -> str:
-        candidate, k = name, 1
-        while candidate in self._names:
-            candidate = f"{name}_{k}"
-            k += 1
-        self._names.add(candidate)
-        return candidate
+        return unique_name(name, self._names)
 
     def tensor(self, name: str, shape, dtype=np.float32) -> int:
         self.tensors.append(Tensor(self._unique(name), tuple(int(d) for d in shape), np.dtype(dtype)))

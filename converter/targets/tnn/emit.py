@@ -17,7 +17,7 @@ import onnx
 import onnx_graphsurgeon as gs
 
 from ...errors import BadInput, Unsupported
-from ...graph import constant_value, static_shape, to_graph
+from ...graph import constant_value, static_shape, to_graph, unique_name
 from .layer_types import DATA_FLOAT, DATA_INT8, DATA_INT32, DATA_UINT32
 from .net import RawBuffer, TnnInput, TnnLayer, TnnNet
 
@@ -55,12 +55,7 @@ class _Names:
         return self.by_original[original]
 
     def fresh(self, base: str) -> str:
-        name, k = base, 1
-        while name in self.used:
-            name = f"{base}_{k}"
-            k += 1
-        self.used.add(name)
-        return name
+        return unique_name(base, self.used)
 
 
 class ExportContext:
