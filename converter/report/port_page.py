@@ -41,9 +41,7 @@ def build_port_page(report: dict, model, matrix, verification=None) -> str:
         _check_table(report),
     ]
     if report.get("postprocess"):
-        parts.append("<h2>Post-processing</h2><p>Trailing ops moved out of the model into generated code "
-                     "(<code>postproc/postprocess.py</code>, <code>postproc/postprocess.hpp</code>):</p>"
-                     f"<pre>{esc(json.dumps(report['postprocess'], indent=2, sort_keys=True, default=str))}</pre>")
+        parts.append(_postprocess_section(report["postprocess"]))
     if report.get("custom_layers"):
         parts.append("<h2>Custom layers</h2>" + _rows(
             ["node", "op", "why", "files"],
@@ -57,6 +55,22 @@ def build_port_page(report: dict, model, matrix, verification=None) -> str:
     return "\n".join(parts)
 
 
+def _postprocess_section(manifest: dict) -> str:
+    esc = html.escape
+    moved = ", ".join(f"{m['name']} ({m['op']})" for m in manifest.get("moved_nodes", []))
+    boundary = _rows(["boundary tensor", "shape", "dtype", "passes straight through"],
+                     [[b.get("name"), "x".join(map(str, b.get("shape", []))), b.get("dtype"),
+                       "yes" if b.get("passthrough") else ""] for b in manifest.get("boundary", [])])
+    merged = manifest.get("merged")
+    merged_text = (f"<p>The boundary tensors are merged into one output <code>{esc(str(merged.get('name')))}</code>; "
+                   "the layout is in <code>postproc/manifest.json</code>.</p>") if isinstance(merged, dict) else ""
+    return ("<h2>Post-processing</h2><p>Trailing ops moved out of the model into generated code "
+            "(<code>postproc/postprocess.py</code>, <code>postproc/postprocess.hpp</code>): "
+            f"{esc(moved)}.</p>{boundary}{merged_text}"
+            "<details><summary>manifest.json</summary>"
+            f"<pre>{esc(json.dumps(manifest, indent=1, sort_keys=True, default=str))}</pre></details>")
+
+
 def _summary(report: dict) -> str:
     rows = [
         ["command", f"<code>{html.escape(report.get('command_line') or '')}</code>"],
@@ -65,7 +79,7 @@ def _summary(report: dict) -> str:
         ["ops before", html.escape(_hist(report.get("ops_before", {})))],
         ["ops after", html.escape(_hist(report.get("ops_after", {})))],
         ["rules applied", html.escape(", ".join(sorted({a["rule"] for a in report.get("applied_rules", [])})) or "none")],
-        ["files", "<br>".join(html.escape(f) for f in report.get("artifact", {}).get("files", []))],
+        ["target files", "<br>".join(html.escape(f) for f in report.get("artifact", {}).get("files", []))],
         ["runtime used to verify", html.escape(report.get("artifact", {}).get("runtime", "") or "")],
         ["time per stage", html.escape(", ".join(f"{k} {v:.2f}s" for k, v in report.get("timings", {}).items()))],
     ]
@@ -79,7 +93,13 @@ def _plan_table(report: dict) -> str:
     rows = [[e.get("node"), e.get("op"), e.get("verdict") if isinstance(e.get("verdict"), str)
              else (e.get("verdict") or {}).get("status"), e.get("remedy"), " → ".join(e.get("rules") or []),
              e.get("reason")] for e in entries]
-    return "<h2>Plan: a remedy per node</h2>" + _rows(["node", "op", "verdict", "remedy", "rules", "why"], rows)
+    header = ["node", "op", "verdict", "remedy", "rules", "why"]
+    needs = [r for r in rows if r[3] != "supported"]
+    fine = [r for r in rows if r[3] == "supported"]
+    body = _rows(header, needs) if needs else "<p>Every node is supported as it is.</p>"
+    if fine:
+        body += f"<details><summary>{len(fine)} supported nodes</summary>{_rows(header, fine)}</details>"
+    return "<h2>Plan: a remedy per node</h2>" + body
 
 
 def _check_table(report: dict) -> str:
