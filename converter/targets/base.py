@@ -10,6 +10,15 @@ A target is one module under ``converter/targets/`` exposing ``TARGET``, an obje
   framework's real runtime, or on the independent reference executor where the runtime cannot
   be installed here; raise :class:`~converter.errors.RuntimeUnavailable` if neither exists.
 
+Optionally (a target may leave it out; :func:`supports_intermediates` tells):
+
+* ``intermediates(artifact, inputs) -> Intermediates`` — run the written files like ``run`` does
+  and return the value of every tensor the file materializes, keyed by the *legalized ONNX tensor
+  name* it computes, converted back to ONNX layout and dtype, with the target layer that computed
+  it (``Intermediates.layer_types`` etc.).  Verification uses it to name the first layer where
+  the target departs from the legalized ONNX (``converter/verify/target_layers.py``).  The map
+  from file tensors to ONNX tensors is recorded at export time in ``artifact.meta``.
+
 Adding a target means adding a module and one line in ``converter/targets/__init__.py``.
 """
 
@@ -43,6 +52,46 @@ class Artifact:
     meta: dict[str, Any] = field(default_factory=dict)
     #: Which executor ``run`` uses: "litert", "onnxruntime-roundtrip", "mil-numpy", "coreml", ...
     runtime: str = ""
+
+
+class Intermediates(dict):
+    """ONNX tensor name -> value of that tensor as the target computed it (ONNX layout/dtype).
+
+    Tensors a target fuses away (e.g. a convolution's output when the file has CONV_2D with a
+    fused ReLU) are simply absent.  For each key the side tables say who computed it.
+    """
+
+    def __init__(self, target: str, layer_count: int = 0):
+        super().__init__()
+        self.target = target
+        #: Layers/ops in the file (for the report's "candidate nodes").
+        self.layer_count = layer_count
+        #: ONNX tensor -> the target's layer/op type ("CONV_2D", "Convolution", "Conv2D", "conv").
+        self.layer_types: dict[str, str] = {}
+        #: ONNX tensor -> the layer's name in the file ("op 5" where ops have no names).
+        self.layer_names: dict[str, str] = {}
+        #: ONNX tensor -> the tensor/blob/var name in the file.
+        self.target_tensors: dict[str, str] = {}
+
+    def add(self, onnx_name: str, value: np.ndarray, layer_type: str, layer_name: str, target_tensor: str,
+            dtype: str | None = None) -> None:
+        """Record ``value``; the first record of a tensor wins (the op that computed it, not a
+        later copy/cast of it).  ``dtype``: the ONNX dtype to hand it back in."""
+        if onnx_name in self:
+            return
+        value = np.asarray(value)
+        try:
+            self[onnx_name] = value.astype(np.dtype(dtype), copy=False) if dtype else value
+        except TypeError:  # a dtype numpy does not know (bfloat16, ...): keep the target's
+            self[onnx_name] = value
+        self.layer_types[onnx_name] = layer_type
+        self.layer_names[onnx_name] = layer_name
+        self.target_tensors[onnx_name] = target_tensor
+
+
+def supports_intermediates(target) -> bool:
+    """Does ``target`` implement the optional ``intermediates`` method?"""
+    return callable(getattr(target, "intermediates", None))
 
 
 class Target(Protocol):

@@ -52,6 +52,9 @@ class LayerResult:
     max_abs: float
     shape: list[int]
     above: bool
+    #: Target stages: other reference nodes the candidate layer computes too (their outputs are
+    #: not in the file, e.g. a Conv whose ReLU the target fused), in topological order.
+    also_computes: list[str] = field(default_factory=list)
 
     def to_dict(self) -> dict:
         return dict(self.__dict__)
@@ -70,6 +73,9 @@ class LayerReport:
     seconds: float = 0.0
     #: Set when localization itself could not run (e.g. onnxruntime cannot load a graph).
     error: str | None = None
+    #: The framework whose exported file was compared (``target_layers.py``); None when the
+    #: candidate is an ONNX graph.
+    target: str | None = None
 
     @property
     def first(self) -> LayerResult | None:
@@ -92,10 +98,12 @@ class LayerReport:
         if first is None:
             return (f"no layer above normalized rMSE {self.tolerance:g} "
                     f"({len(self.layers)} layers compared)")
-        return (f"first diverging layer: {first.node} ({first.op}) -> tensor {first.tensor}, "
+        where = f" in the {self.target} file" if self.target else ""
+        return (f"first diverging layer{where}: {first.node} ({first.op}) -> tensor {first.tensor}, "
                 f"normalized rMSE {first.rmse:.3g} > {self.tolerance:g}, produced by {first.by}"
                 + (f" as {first.candidate_node} ({first.candidate_op})"
-                   if first.candidate_node and first.candidate_node != first.node else ""))
+                   if first.candidate_node and first.candidate_node != first.node else "")
+                + (f", which also computes {', '.join(first.also_computes)}" if first.also_computes else ""))
 
     def to_dict(self) -> dict:
         first = self.first
@@ -109,6 +117,7 @@ class LayerReport:
             "candidate_nodes": self.candidate_nodes,
             # ``seconds`` stays out: the JSON report must be byte-identical on a rerun.
             "error": self.error,
+            "target": self.target,
             "summary": self.summary(),
         }
 

@@ -17,7 +17,9 @@ from .inputs import DEFAULT_FLOAT_RANGE, load_npz, random_inputs
 from .replay import write_replay
 from .report import standalone_html, to_json
 from .runtime import onnx_runner
+from ..targets.base import supports_intermediates
 from .stages import Stage, Tolerances, VerifyReport, compose, target_runner, verify_stages
+from .target_layers import TargetLocalizer
 
 JSON_FILE = "verify.json"
 HTML_FILE = "verify.html"
@@ -116,7 +118,8 @@ def port_stages(
     * ``legalized`` — the rewritten ONNX, or the cut model followed by ``postprocess``
       (localized against the normalized model, whose tensor names the rewrites' provenance uses),
     * ``target:<name>`` — the exported files on the target's runtime (+ ``postprocess``);
-      skipped when the target has no runtime here.
+      skipped when the target has no runtime here; localized inside the file against the
+      legalized model when the target implements ``intermediates``.
     """
     stages = [Stage("normalized", onnx_runner(normalized), model=normalized, reference=original)]
     if legalized is not None:
@@ -125,8 +128,12 @@ def port_stages(
                             model=legalized, reference=normalized))
     if target is not None and artifact is not None:
         run = target_runner(target, artifact)
+        localizer = None
+        if legalized is not None and supports_intermediates(target):
+            # The file is compared with what was exported: the legalized (cut) model.
+            localizer = TargetLocalizer(target, artifact, legalized)
         stages.append(Stage(f"target:{target.name}", compose(run, postprocess) if postprocess else run,
-                            tolerances=target_tolerances))
+                            tolerances=target_tolerances, localizer=localizer))
     return stages
 
 

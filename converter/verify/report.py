@@ -84,11 +84,15 @@ def layer_table(stage: StageResult, around: int = 3):
     hi = min(len(layers.layers), (first.index if first else 0) + around + 1)
     t = Table(title=f"per-layer normalized rMSE, stage '{escape(stage.name)}' (tolerance {layers.tolerance:.3g})",
               title_justify="left")
-    for col in ("#", "node", "op", "tensor", "rMSE", "by"):
+    # A target stage also shows the file's layer that computed each tensor (the target mapping).
+    columns = ("#", "node", "op", "tensor", "rMSE") + ((f"{layers.target} layer",) if layers.target else ()) + ("by",)
+    for col in columns:
         t.add_column(col, justify="right" if col in ("#", "rMSE") else "left")
     for layer in layers.layers[lo:hi]:
         mark = "bold red" if layer is first else ("red" if layer.above else "")
-        cells = [escape(str(c)) for c in (layer.index, layer.node, layer.op, layer.tensor, _fmt(layer.rmse), layer.by)]
+        target_cell = (f"{layer.candidate_node} ({layer.candidate_op})",) if layers.target else ()
+        cells = [escape(str(c)) for c in (layer.index, layer.node, layer.op, layer.tensor, _fmt(layer.rmse),
+                                          *target_cell, layer.by)]
         t.add_row(*[f"[{mark}]{c}[/]" if mark else c for c in cells])
     return t
 
@@ -125,12 +129,14 @@ def rmse_chart_svg(
     title: str = "per-layer normalized rMSE",
     width: int = 760,
     height: int = 260,
+    target: str | None = None,
 ) -> str:
     """An inline SVG bar chart (log scale) of per-layer normalized rMSE.
 
     One ``<rect class="layer ...">`` per layer, in order, each with a ``<title>`` tooltip naming
     the node, its op, its rMSE and the rule or mapping that produced it; layers above
     ``tolerance`` are red, the first of them darker and labelled; the tolerance is a dashed line.
+    With ``target`` (a target stage) the label also names the file's layer type that computed it.
     """
     rows = [_layer_fields(layer) for layer in layers]
     floor_exp = -9
@@ -181,12 +187,15 @@ def rmse_chart_svg(
         x = left + i * step + (step - bar) / 2
         y = min(y_of(value), top + plot_h - 1.0)  # a zero still gets a 1 px bar to hover over
         tip = f"#{i} {row['node']} ({row['op']}) rMSE {_fmt(value)}, by {row.get('by', '')}"
+        if row.get("also_computes"):
+            tip += f" (also computes {', '.join(row['also_computes'])})"
         out.append(f'<rect class="layer {kind}" x="{x:.2f}" y="{y:.2f}" width="{bar:.2f}" '
                    f'height="{top + plot_h - y:.2f}" fill="{color}"><title>{esc(tip)}</title></rect>')
         if kind == "first":
+            mapped = f" -> {target} {row.get('candidate_op')}" if target and row.get("candidate_op") else ""
             out.append(f'<text class="first-label" x="{min(x, left + plot_w - 160):.2f}" y="{max(y - 4, top + 10):.2f}" '
                        f'font-family="sans-serif" font-size="11" fill="#a61c00">first: {esc(row["node"])} '
-                       f'({esc(row["op"])})</text>')
+                       f'({esc(row["op"])}{esc(mapped)})</text>')
         if i % label_every == 0:
             out.append(f'<text x="{x + bar / 2:.2f}" y="{top + plot_h + 12}" text-anchor="middle" '
                        f'font-family="sans-serif" font-size="9">{i}</text>')
@@ -226,10 +235,13 @@ def html_section(report: VerifyReport) -> str:
     parts.append("</table>")
     for stage in report.stages:
         if stage.failed and stage.layers is not None:
-            parts.append(f"<h3>Stage {esc(stage.name)}: per-layer normalized rMSE</h3>")
+            against = (f" of the {esc(stage.layers.target)} file against the legalized model"
+                       if stage.layers.target else "")
+            parts.append(f"<h3>Stage {esc(stage.name)}: per-layer normalized rMSE{against}</h3>")
             parts.append(f"<p>{esc(stage.layers.summary())}</p>")
             parts.append(rmse_chart_svg(stage.layers.layers, stage.layers.tolerance,
-                                        title=f"per-layer normalized rMSE, stage {stage.name}"))
+                                        title=f"per-layer normalized rMSE, stage {stage.name}",
+                                        target=stage.layers.target))
     if report.replay and report.replay.get("command"):
         parts.append(f"<p>Reproduce: <code>{esc(report.replay['command'])}</code></p>")
     parts.append("</section>")

@@ -4,7 +4,9 @@ A stage is a name and a runner, ``runner(inputs) -> {output name: array}``: the 
 legalized ONNX graphs run in onnxruntime (:func:`~converter.verify.runtime.onnx_runner`), a cut
 model followed by its generated post-processing is ``compose(onnx_runner(cut), postprocess)``, and
 a target file runs through ``TARGET.run(artifact, inputs)`` (:func:`target_runner`).  A stage that
-also carries its ONNX ``model`` is localized when it fails: see :mod:`converter.verify.localize`.
+also carries its ONNX ``model`` is localized when it fails: see :mod:`converter.verify.localize`;
+a target stage with a ``localizer`` (the target implements ``intermediates``) is localized inside
+the exported file: see :mod:`converter.verify.target_layers`.
 
 Tolerance profile (YAML; every key optional; per-output entries inherit what they leave out)::
 
@@ -137,6 +139,9 @@ class Stage:
     reference: onnx.ModelProto | Callable[[], onnx.ModelProto] | None = None
     #: This stage's own tolerances (e.g. an fp16 target's), instead of the report-wide ones.
     tolerances: "Tolerances | None" = None
+    #: For stages without an ONNX ``model``: ``localizer(sample, layer_tolerance) -> LayerReport``
+    #: (e.g. :class:`~converter.verify.target_layers.TargetLocalizer`), called when it fails.
+    localizer: Callable[[dict[str, np.ndarray], float], LayerReport] | None = None
 
 
 def compose(runner: Runner, postprocess: Callable[[dict[str, np.ndarray]], dict[str, np.ndarray]]) -> Runner:
@@ -229,7 +234,7 @@ class VerifyReport:
             return f"verification passed: {', '.join(ran) or 'no stage'} match the original"
         detail = failed.reason or next((o.reason for o in failed.outputs if not o.passed), "")
         text = f"stage '{failed.name}' differs from the original: {detail}"
-        if failed.layers is not None and failed.layers.first is not None:
+        if failed.layers is not None and (failed.layers.first is not None or failed.layers.error):
             text += f"; {failed.layers.summary()}"
         return text
 
@@ -292,6 +297,12 @@ def _worst_sample(ref_outs: list[dict], got_outs: list[dict], matched: dict[str,
 def _localization_note(layers: LayerReport) -> str:
     if layers.error is not None or layers.first is not None:
         return ""  # the layer report's own summary says it
+    if layers.target:
+        if not layers.layers:
+            return f"; the {layers.target} file exposes no tensor that maps to the legalized model"
+        return (f"; all {len(layers.layers)} compared tensors of the {layers.target} file are within normalized "
+                f"rMSE {layers.tolerance:g} of the legalized model: the error arises in tensors the file does "
+                "not expose or after them (output conversion, post-processing)")
     if not layers.layers:
         return "; no intermediate tensor of its graph maps to the reference (no shared names or provenance)"
     return (f"; all {len(layers.layers)} compared layers of its ONNX graph are within normalized rMSE "
@@ -345,17 +356,22 @@ def verify_stages(
             reference = stage.reference if stage.reference is not None else reference_model
             if localize_failures and stage.model is not None and callable(reference):
                 reference = reference()
+            worst = result.worst_sample
+            layers = None
             if localize_failures and stage.model is not None and reference is not None:
-                worst = result.worst_sample
                 layers = localize(reference, stage.model, samples[worst], tolerance=tolerances.layer_rmse)
+            elif localize_failures and stage.model is None and stage.localizer is not None:
+                layers = stage.localizer(samples[worst], stage_tol.layer_rmse)
+            if layers is not None:
                 # Outputs can fail an absolute tolerance finer than the per-layer one: then judge
                 # the layers against a tenth of the outputs' own normalized rMSE instead.
                 out_rmse = _output_rmse(ref_outs[worst], got_outs[worst], matched)
-                if layers.error is None and layers.first is None and 0 < out_rmse / 10 < layers.tolerance:
+                layer_tol = layers.tolerance
+                if layers.error is None and layers.first is None and 0 < out_rmse / 10 < layer_tol:
                     layers.retolerance(out_rmse / 10)
                     if layers.first is not None:
                         result.reason += (f"; the outputs' normalized rMSE {out_rmse:.3g} is below the layer "
-                                          f"tolerance {tolerances.layer_rmse:g}, so layers were judged against "
+                                          f"tolerance {layer_tol:g}, so layers were judged against "
                                           f"{layers.tolerance:.3g}")
                 result.layers = layers
                 result.reason += _localization_note(layers)

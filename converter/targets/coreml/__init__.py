@@ -63,6 +63,7 @@ class CoreMLTarget:
 
     def export(self, model: onnx.ModelProto, out_dir: Path, hw: str,
                options: ExportOptions | None = None) -> Artifact:
+        from .intermediates import mil_names
         from .mil_builder import build_program
         from .package_writer import serialize_spec, write_mlpackage
         from .quiet import coremltools, silenced
@@ -123,6 +124,8 @@ class CoreMLTarget:
                 "minimum_deployment_target": MINIMUM_DEPLOYMENT_TARGET,
                 "source_sha256": source_sha,
                 "onnx_ops": built.onnx_ops,
+                # which ONNX tensor each MIL var computes, for per-layer verification
+                "mil_names": mil_names(model, built.tensor_names),
                 # Element-wise |got - ref| <= atol + rtol*|ref| the verifier should use for this
                 # program (fp16 rounds after every op; see tests/test_coreml_target.py).
                 "suggested_tolerance": FP16_TOLERANCE if precision == "fp16" else FP32_TOLERANCE,
@@ -152,6 +155,13 @@ class CoreMLTarget:
             results = run_package(package, feeds)
         return {spec["onnx_name"]: np.asarray(results[spec["name"]], dtype=np.float32)
                 for spec in artifact.meta["outputs"]}
+
+    def intermediates(self, artifact: Artifact, inputs: dict[str, np.ndarray]):
+        """Every MIL var of the saved program, by legalized ONNX name (see ``intermediates.py``).
+        Core ML's predict exposes only outputs, so this always uses the numpy executor."""
+        from .intermediates import intermediates
+
+        return intermediates(artifact, inputs)
 
 
 def _runtime_name() -> str:

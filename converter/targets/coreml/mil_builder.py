@@ -47,6 +47,8 @@ class BuiltProgram:
     outputs: list[IOSpec]
     #: ONNX op type -> count, for reports and tests.
     onnx_ops: dict[str, int] = field(default_factory=dict)
+    #: ONNX tensor name -> the MIL name given to the op output computing it.
+    tensor_names: dict[str, str] = field(default_factory=dict)
 
 
 def sanitize(name: str) -> str:
@@ -180,4 +182,4 @@ def build_program(model: onnx.ModelProto, opset) -> BuiltProgram:
     hist: dict[str, int] = {}
     for node in graph.nodes:
         hist[node.op] = hist.get(node.op, 0) + 1
-    return BuiltProgram(program, inputs, outputs, dict(sorted(hist.items())))
+    return BuiltProgram(program, inputs, outputs, dict(sorted(hist.items())), dict(ctx._names))

@@ -45,25 +45,15 @@ class MaceTarget:
         model's NHWC ``input_info`` (and outputs back), then execute through the reader."""
         import onnxruntime as ort
 
-        from ...errors import BadInput
+        from .intermediates import feeds
         from .reader import read
 
         name = artifact.meta["name"]
         model = read(artifact.out_dir / f"{name}.pb", artifact.out_dir / f"{name}.data")
-        feeds = {}
-        for info in artifact.meta["inputs"]:
-            if info["name"] not in inputs:
-                raise BadInput(f"missing input '{info['name']}'")
-            value = np.asarray(inputs[info["name"]])
-            if info["data_format"] == 1:
-                value = value.transpose(0, 2, 3, 1)
-            if info["dtype"] == "int32" and value.size and (value.min() < -2**31 or value.max() >= 2**31):
-                raise BadInput(f"input '{info['name']}' has values outside MACE's int32")
-            feeds[info["name"]] = np.ascontiguousarray(value, dtype=info["dtype"])
         options = ort.SessionOptions()
         options.intra_op_num_threads = 1
         session = ort.InferenceSession(model.SerializeToString(), options, providers=["CPUExecutionProvider"])
-        results = session.run(None, feeds)
+        results = session.run(None, feeds(artifact, inputs))
         outs = {}
         for info, value in zip(artifact.meta["outputs"], results):
             value = value.transpose(0, 3, 1, 2) if info["data_format"] == 1 else value
@@ -71,6 +61,12 @@ class MaceTarget:
             outs[info["name"]] = value.astype(info.get("onnx_dtype") or value.dtype, copy=False)
         artifact.runtime = "mace-reader+onnxruntime"
         return outs
+
+    def intermediates(self, artifact: Artifact, inputs: dict[str, np.ndarray]):
+        """Every op output the reader computes, by legalized ONNX name (see ``intermediates.py``)."""
+        from .intermediates import intermediates
+
+        return intermediates(artifact, inputs)
 
 
 TARGET = MaceTarget()

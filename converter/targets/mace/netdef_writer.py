@@ -238,5 +238,9 @@ def build(model: onnx.ModelProto, hw: str, name: str, fp16_weights: bool = False
     multi.input_tensor.extend(i.name for i in inputs)
     multi.output_tensor.extend(o.name for o in outputs)
     pb = multi.SerializeToString(deterministic=True)
-    meta = {"ops": [op.type for op in em.ops], "gpu_cpu_fallback_ops": cpu_fallback}
+    from .intermediates import tensor_map  # noqa: PLC0415
+
+    meta = {"ops": [op.type for op in em.ops], "gpu_cpu_fallback_ops": cpu_fallback,
+            # which ONNX tensor each op output holds, for per-layer verification
+            "tensor_map": tensor_map(em.ops, {n: dtypes.get(n, "float32") for n in tensors if n not in consts})}
     return pb, blob, inputs, outputs, meta

@@ -67,7 +67,9 @@ class _Builder:
         return out
 
 
-def read(pb_path: str | Path, data_path: str | Path) -> onnx.ModelProto:
+def read(pb_path: str | Path, data_path: str | Path, tensor_names: dict[str, str] | None = None) -> onnx.ModelProto:
+    """The ONNX rendering of the files; ``tensor_names``, when given, is filled with
+    {MACE op output name: the ONNX tensor holding its value here} (for per-layer verification)."""
     multi = mace_pb2.MultiNetDef()
     multi.ParseFromString(Path(pb_path).read_bytes())
     if len(multi.net_def) != 1:
@@ -112,6 +114,8 @@ def read(pb_path: str | Path, data_path: str | Path) -> onnx.ModelProto:
             if k < len(op.output_shape) and isinstance(value, gs.Variable):
                 value.shape = [f"{name}_d{j}" for j in range(len(op.output_shape[k].dims))]
             b.values[name] = value
+            if tensor_names is not None and isinstance(value, gs.Variable):
+                tensor_names[name] = value.name
     graph_outputs = []
     for info in net.output_info:
         value = b.values[info.name]

@@ -30,7 +30,7 @@ import onnx
 
 from ...errors import BadInput, EdgeconvError, MissingExtra, Unsupported
 from ...fsutil import atomic_write_bytes, sha256_bytes
-from ...graph import to_graph
+from ...graph import dtype_name, to_graph
 from ..base import Artifact, ExportOptions
 from . import fuse
 from . import layout as L
@@ -64,15 +64,7 @@ class TFLiteTarget:
         path = next(p for p in artifact.files if str(p).endswith(".tflite"))
         interpreter = Interpreter(model_path=str(path), num_threads=artifact.meta.get("num_threads"))
         interpreter.allocate_tensors()
-        by_name = {d["name"]: d for d in interpreter.get_input_details()}
-        for spec in artifact.meta["inputs"]:
-            if spec["name"] not in inputs:
-                raise BadInput(f"tflite: missing input '{spec['name']}'")
-            value = np.asarray(inputs[spec["name"]], dtype=np.dtype(spec["dtype"]))
-            if tuple(value.shape) != tuple(spec["shape"]):
-                raise BadInput(f"tflite: input '{spec['name']}' has shape {tuple(value.shape)}, "
-                               f"the model wants {tuple(spec['shape'])}")
-            interpreter.set_tensor(by_name[spec["name"]]["index"], np.ascontiguousarray(value.transpose(spec["perm"])))
+        feed_inputs(interpreter, artifact, inputs)
         interpreter.invoke()
         out_by_name = {d["name"]: d for d in interpreter.get_output_details()}
         results = {}
@@ -80,6 +72,27 @@ class TFLiteTarget:
             stored = interpreter.get_tensor(out_by_name[spec["name"]]["index"])
             results[spec["name"]] = np.ascontiguousarray(stored.transpose(np.argsort(spec["perm"])))
         return results
+
+    def intermediates(self, artifact: Artifact, inputs: dict[str, np.ndarray]):
+        """Every tensor LiteRT computed, by legalized ONNX name (see ``intermediates.py``)."""
+        try:
+            from .intermediates import intermediates  # noqa: PLC0415
+        except ImportError:  # pragma: no cover - depends on the environment
+            raise MissingExtra("tflite", "running a .tflite file") from None
+        return intermediates(artifact, inputs)
+
+
+def feed_inputs(interpreter, artifact: Artifact, inputs: dict[str, np.ndarray]) -> None:
+    """Set the interpreter's inputs from ONNX-layout arrays (transposed as the file stores them)."""
+    by_name = {d["name"]: d for d in interpreter.get_input_details()}
+    for spec in artifact.meta["inputs"]:
+        if spec["name"] not in inputs:
+            raise BadInput(f"tflite: missing input '{spec['name']}'")
+        value = np.asarray(inputs[spec["name"]], dtype=np.dtype(spec["dtype"]))
+        if tuple(value.shape) != tuple(spec["shape"]):
+            raise BadInput(f"tflite: input '{spec['name']}' has shape {tuple(value.shape)}, "
+                           f"the model wants {tuple(spec['shape'])}")
+        interpreter.set_tensor(by_name[spec["name"]]["index"], np.ascontiguousarray(value.transpose(spec["perm"])))
 
 
 def convert(model: onnx.ModelProto, options: ExportOptions) -> tuple[bytes, dict]:
@@ -145,9 +158,14 @@ def convert(model: onnx.ModelProto, options: ExportOptions) -> tuple[bytes, dict
     ops: dict[str, int] = {}
     for op in writer.ops:
         ops[op.builtin] = ops.get(op.builtin, 0) + 1
+    from .intermediates import tensor_map  # noqa: PLC0415
+
+    dtypes = {name: d for name, t in graph.tensors().items() if (d := dtype_name(t))}
     meta = {"inputs": in_meta, "outputs": out_meta, "ops": dict(sorted(ops.items())),
             "fused_activations": fused, "folded_bias_adds": folded, "fp16_weights": options.fp16_weights,
-            "interface": "nchw" if options.keep_nchw_io else "nhwc"}
+            "interface": "nchw" if options.keep_nchw_io else "nhwc",
+            # which ONNX tensor each TFLite tensor holds, for per-layer verification
+            "tensor_map": tensor_map(lowering, writer, inputs, outputs, dtypes)}
     return data, meta
 
 

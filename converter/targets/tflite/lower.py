@@ -50,6 +50,13 @@ class Lowering:
         """The layout ``t`` was written in (None for constants)."""
         return self._home.get(t.name)
 
+    def written(self) -> dict[str, dict[tuple, int]]:
+        """ONNX tensor name -> {layout: TFLite tensor index} of everything written so far."""
+        return self._forms
+
+    def home_layout(self, name: str) -> tuple | None:
+        return self._home.get(name)
+
     def set_home(self, t: gs.Tensor, perm) -> None:
         """Make an already written layout of ``t`` the one later ops start from."""
         assert tuple(perm) in self._forms[t.name]

@@ -33,6 +33,7 @@ class TnnTarget:
 
     def export(self, model: onnx.ModelProto, out_dir: Path, hw: str, options: ExportOptions | None = None) -> Artifact:
         from .emit import build_net, sanitize
+        from .intermediates import blob_map
         from .model_writer import model_bytes
         from .proto_writer import proto_text
 
@@ -58,29 +59,29 @@ class TnnTarget:
             "layer_types": dict(sorted(Counter(layer.type for layer in net.layers).items())),
             "layer_count": len(net.layers),
             "fp16_weights": bool(options.fp16_weights),
+            # which ONNX tensor each blob holds, for per-layer verification
+            "blob_map": blob_map(model, net, blob_names),
         }
         return Artifact(target=self.name, hw=hw, files=files, out_dir=out_dir, meta=meta, runtime=RUNTIME)
 
     def run(self, artifact: Artifact, inputs: dict[str, np.ndarray]) -> dict[str, np.ndarray]:
         import onnxruntime as ort
 
+        from .intermediates import feeds
         from .reader import load_as_onnx
 
         model = load_as_onnx(artifact.files[0], artifact.files[1])
         session = ort.InferenceSession(model.SerializeToString(), providers=["CPUExecutionProvider"])
-        # The blob types the .tnnproto declares (int64 -> int32, bool -> int8), as TNN's
-        # caller would have to convert its data before Instance::SetInputMat.
-        declared = {i.name: onnx.helper.tensor_dtype_to_np_dtype(i.type.tensor_type.elem_type)
-                    for i in model.graph.input}
-        feeds = {}
-        for spec in artifact.meta["inputs"]:
-            if spec["name"] not in inputs:
-                raise BadInput(f"missing input '{spec['name']}' for the TNN model")
-            feeds[spec["tnn_name"]] = np.asarray(inputs[spec["name"]]).astype(declared[spec["tnn_name"]], copy=False)
         names = [o["tnn_name"] for o in artifact.meta["outputs"]]
-        values = session.run(names, feeds)
+        values = session.run(names, feeds(model, artifact, inputs))
         artifact.runtime = RUNTIME
         return {o["name"]: v for o, v in zip(artifact.meta["outputs"], values)}
+
+    def intermediates(self, artifact: Artifact, inputs: dict[str, np.ndarray]):
+        """Every blob the reader computes, by legalized ONNX name (see ``intermediates.py``)."""
+        from .intermediates import intermediates
+
+        return intermediates(artifact, inputs)
 
 
 TARGET = TnnTarget()

@@ -1,0 +1,122 @@
+"""Shape, layout, slicing and casting ONNX ops -> MIL (op specs in coremltools
+``converters/mil/mil/ops/defs/iOS15/{tensor_transformation,tensor_operation,scatter_gather}.py``)."""
+
+from __future__ import annotations
+
+import numpy as np
+import onnx
+
+from ...errors import Unsupported
+from ...graph import attr, static_shape
+from .mil_registry import maps, output_shape
+
+@maps("Reshape", "Flatten")
+def _reshape(ctx, node, out):
+    # The normalized graph has static shapes: use the inferred output shape, which already
+    # resolves ONNX's 0 (copy) and -1 (infer) entries.
+    return ctx.mb.reshape(x=ctx.value(node.inputs[0]), shape=output_shape(node), name=out)
+
+
+@maps("Squeeze")
+def _squeeze(ctx, node, out):
+    axes = ctx.optional_const(node, 1)
+    kwargs = dict(x=ctx.value(node.inputs[0]), name=out)
+    if axes is not None:
+        kwargs["axes"] = [int(a) for a in axes.reshape(-1)]
+    return ctx.mb.squeeze(**kwargs)
+
+
+@maps("Unsqueeze")
+def _unsqueeze(ctx, node, out):
+    axes = ctx.const(node, 1, "axes")
+    return ctx.mb.expand_dims(x=ctx.value(node.inputs[0]), axes=[int(a) for a in axes.reshape(-1)],
+                              name=out)
+
+
+@maps("Transpose")
+def _transpose(ctx, node, out):
+    perm = attr(node, "perm")
+    if perm is None:
+        perm = list(reversed(range(len(output_shape(node)))))
+    return ctx.mb.transpose(x=ctx.value(node.inputs[0]), perm=[int(p) for p in perm], name=out)
+
+
+@maps("Concat")
+def _concat(ctx, node, out):
+    return ctx.mb.concat(values=[ctx.value(t) for t in node.inputs], axis=int(attr(node, "axis")),
+                         name=out)
+
+
+@maps("Split")
+def _split(ctx, node, out):
+    axis = int(attr(node, "axis", 0))
+    sizes = ctx.optional_const(node, 1)
+    kwargs = dict(x=ctx.value(node.inputs[0]), axis=axis, name=out)
+    if sizes is not None:
+        kwargs["split_sizes"] = [int(s) for s in sizes]
+    else:
+        kwargs["num_splits"] = len(node.outputs)
+    return list(ctx.mb.split(**kwargs))
+
+
+@maps("Slice")
+def _slice(ctx, node, out):
+    shape = static_shape(node.inputs[0])
+    if shape is None:
+        raise Unsupported(f"node '{node.name}' (Slice): input shape must be static")
+    starts, ends = ctx.const(node, 1, "starts"), ctx.const(node, 2, "ends")
+    axes = ctx.optional_const(node, 3)
+    steps = ctx.optional_const(node, 4)
+    axes = range(len(starts)) if axes is None else axes
+    steps = [1] * len(starts) if steps is None else steps
+    begin, end, stride = [0] * len(shape), list(shape), [1] * len(shape)
+    for s, e, a, st in zip(starts, ends, axes, steps):
+        # Python slice semantics resolve ONNX's clamping of out-of-range starts/ends.
+        a = int(a) % len(shape)
+        lo, hi, step = slice(int(s), int(e), int(st)).indices(shape[a])
+        if step < 0:
+            raise Unsupported(f"node '{node.name}' (Slice): negative steps are not mapped")
+        begin[a], end[a], stride[a] = lo, max(hi, lo), step
+    return ctx.mb.slice_by_index(x=ctx.value(node.inputs[0]), begin=begin, end=end, stride=stride,
+                                 name=out)
+
+
+@maps("Gather")
+def _gather(ctx, node, out):
+    indices = ctx.const(node, 1, "indices").astype(np.int32)
+    return ctx.mb.gather(x=ctx.value(node.inputs[0]), indices=indices, axis=int(attr(node, "axis", 0)),
+                         name=out)
+
+
+@maps("Pad")
+def _pad(ctx, node, out):
+    mode = attr(node, "mode", "constant")
+    mode = mode.decode() if isinstance(mode, bytes) else mode
+    pads = ctx.const(node, 1, "pads").astype(np.int64)
+    if len(node.inputs) > 3 and node.inputs[3].name:
+        raise Unsupported(f"node '{node.name}' (Pad): the axes input is not mapped")
+    value = ctx.optional_const(node, 2)
+    rank = len(pads) // 2
+    mil_pad = [int(pads[i + j]) for i in range(rank) for j in (0, rank)]
+    return ctx.mb.pad(x=ctx.value(node.inputs[0]), pad=mil_pad, mode=mode,
+                      constant_val=np.float32(0.0 if value is None else value.reshape(())), name=out)
+
+
+@maps("DepthToSpace")
+def _depth_to_space(ctx, node, out):
+    mode = attr(node, "mode", "DCR")
+    mode = mode.decode() if isinstance(mode, bytes) else mode
+    if mode == "DCR":
+        return ctx.mb.depth_to_space(x=ctx.value(node.inputs[0]), block_size=int(attr(node, "blocksize")),
+                                     name=out)
+    return ctx.mb.pixel_shuffle(x=ctx.value(node.inputs[0]), upscale_factor=int(attr(node, "blocksize")),
+                                name=out)
+
+@maps("Cast")
+def _cast(ctx, node, out):
+    to = onnx.helper.tensor_dtype_to_np_dtype(int(attr(node, "to")))
+    dtype = {np.dtype(np.float32): "fp32", np.dtype(np.float16): "fp16", np.dtype(np.int32): "int32",
+             np.dtype(np.int64): "int32", np.dtype(np.bool_): "bool"}.get(np.dtype(to))
+    if dtype is None:
+        raise Unsupported(f"node '{node.name}' (Cast): no MIL dtype for {np.dtype(to).name}")
+    return ctx.mb.cast(x=ctx.value(node.inputs[0]), dtype=dtype, name=out)
