@@ -250,6 +250,18 @@ TNN_COLUMN = {"Naive": "naive", "armv7": "arm", "armv8": "arm", "opencl": "openc
               "RKNPU": "rknpu", "Apple NPU": "apple_npu"}
 
 
+#: Cells where TNN's own kernels (Tencent/TNN f0cb081) contradict its device table; the matrix follows
+#: the kernel.  Each exception is explicit: op -> (devices added, devices removed, the citation the
+#: matrix note for those devices must carry).  Nothing else may differ from the table.
+TNN_TABLE_EXCEPTIONS = {
+    "Split": ({"naive"}, set(), "cpu_splitv_layer_acc.cc:86"),      # REGISTER_CPU_ACC(SplitV, ...)
+    "Squeeze": ({"naive"}, set(), "cpu_squeeze_layer_acc.cc:41"),   # REGISTER_CPU_ACC(Squeeze, ...)
+    # onehot_layer.cc:81 reads the values from input_blobs_[1] (the int32 depth) and fails the float
+    # check at :84-85: a constant-depth OneHot cannot initialize on any device.
+    "OneHot": (set(), {"cuda", "naive"}, "onehot_layer.cc:67-85"),
+}
+
+
 @needs_reference
 def test_tnn_agrees_with_support_table(m):
     header, table = _tnn_table()
@@ -264,6 +276,12 @@ def test_tnn_agrees_with_support_table(m):
         expected = {TNN_COLUMN[d] for d in devices}
         if "arm" in expected:  # both ARM columns must agree for the merged `arm` column
             assert {"armv7", "armv8"} <= devices, name
+        if op in TNN_TABLE_EXCEPTIONS:
+            added, removed, citation = TNN_TABLE_EXCEPTIONS[op]
+            assert not added & expected and removed <= expected, f"{op}: the exception no longer applies"
+            expected = (expected | added) - removed
+            for hw in added | removed:
+                assert citation in (m.op_rule("tnn", hw, op).note or ""), (op, hw)
         actual = {hw for hw in m.hardware("tnn") if _status(m, "tnn", hw, op) == "supported"}
         assert actual == expected, f"{op}: matrix {sorted(actual)} vs TNN table {sorted(expected)}"
         compared += 1
@@ -272,7 +290,8 @@ def test_tnn_agrees_with_support_table(m):
     for op in ("ConvTranspose", "Reshape", "Transpose"):
         assert _status(m, "tnn", "rknpu", op) == "unsupported"
     assert all(_status(m, "tnn", hw, "Dropout") == "unsupported" for hw in m.hardware("tnn"))
-    assert _status(m, "tnn", "naive", "Split") == "unsupported"
+    assert _status(m, "tnn", "naive", "Split") == "supported"  # the table's blank, overruled by the kernel
+    assert _status(m, "tnn", "rknpu", "Split") == "unsupported"
 
 
 @needs_reference
@@ -344,10 +363,16 @@ def test_mace_cpu_only_remarks(m):
     assert {"MATMUL", "TRANSPOSE", "CAST", "SQUEEZE", "STRIDEDSLICE", "ARGMAX"} <= cpu_only
     mace_name = {"MatMul": "MATMUL", "Transpose": "TRANSPOSE", "Cast": "CAST", "Squeeze": "SQUEEZE",
                  "Slice": "STRIDEDSLICE", "ArgMax": "ARGMAX", "Shape": "SHAPE", "Where": "WHERE"}
+    #: op_lists.rst says CPU, but the kernel cannot run an ONNX model's op (see the matrix note).
+    kernel_says_no = {"Where": "where.cc:38"}
     for op, name in mace_name.items():
         assert name in cpu_only
         assert _status(m, "mace", "gpu", op) != "supported", op
-        assert _status(m, "mace", "cpu", op) == "supported", op
+        if op in kernel_says_no:
+            assert _status(m, "mace", "cpu", op) == "unsupported", op
+            assert kernel_says_no[op] in m.op_rule("mace", "cpu", op).note
+        else:
+            assert _status(m, "mace", "cpu", op) == "supported", op
 
 
 @needs_reference
@@ -493,3 +518,168 @@ def test_check_node_is_fast(m, zoo_model):
                 m.check_node(node, fw, hw)
     per_call = (time.perf_counter() - start) / (20 * len(pairs) * len(graph.nodes))
     assert per_call < 100e-6, f"{per_call * 1e6:.1f} us per check_node"
+
+
+# ------------------------------------------------------------------ constraint kinds added for the kernel reviews
+
+
+def _kind_model(op, in_shape, attrs=None, inits=(), out_shape=None):
+    from onnx import TensorProto, helper, numpy_helper
+    import numpy as np
+
+    tensors = [numpy_helper.from_array(np.asarray(v), f"c{i}") for i, v in enumerate(inits)]
+    node = helper.make_node(op, ["x"] + [t.name for t in tensors], ["y"], name="n0", **(attrs or {}))
+    graph = helper.make_graph([node], "g", [helper.make_tensor_value_info("x", TensorProto.FLOAT, in_shape)],
+                              [helper.make_tensor_value_info("y", TensorProto.FLOAT, out_shape or in_shape)], tensors)
+    return helper.make_model(graph, opset_imports=[helper.make_opsetid("", 17)])
+
+
+def _overlay_check(tmp_path, op_yaml: str, model, hw="cpu"):
+    """Verdict of node 0 of ``model`` on tflite/``hw`` with ``op_yaml`` as that op's entry."""
+    from converter.graph import to_graph
+
+    overlay = _write(tmp_path, "frameworks:\n  tflite:\n    ops:\n" + op_yaml, "kinds.yaml")
+    return load_matrix(overlays=[overlay]).check_node(to_graph(model).nodes[0], "tflite", hw)
+
+
+def test_odd_match_and_trailing_ones(tmp_path):
+    lrn = """      LRN:
+        supported: [cpu]
+        constraints: [{attr: size, odd: true}]
+"""
+    assert _overlay_check(tmp_path, lrn, _kind_model("LRN", [1, 6, 3, 3], {"size": 3})).status == "supported"
+    v = _overlay_check(tmp_path, lrn, _kind_model("LRN", [1, 6, 3, 3], {"size": 4}))
+    assert (v.status, v.reason) == ("unsupported", "LRN size=4: cpu supports size odd")
+
+    lp = """      LpNormalization:
+        supported: [cpu]
+        constraints: [{axes: "attr:axis", default: -1, rank_of: 0, trailing_ones: true}]
+"""
+    assert _overlay_check(tmp_path, lp, _kind_model("LpNormalization", [2, 3, 1, 1], {"axis": 1})).supported
+    assert _overlay_check(tmp_path, lp, _kind_model("LpNormalization", [2, 3, 5], {})).supported  # axis -1
+    v = _overlay_check(tmp_path, lp, _kind_model("LpNormalization", [2, 3, 5], {"axis": 1}))
+    assert v.reason == "LpNormalization axis=1 on rank-3 input of shape [2, 3, 5]: cpu supports every dim after the axis == 1"
+
+    einsum = """      Einsum:
+        supported: [cpu]
+        constraints: [{attr: equation, match: "^[a-z,. ]*(->[a-z. ]*)?$"}]
+"""
+    assert _overlay_check(tmp_path, einsum, _kind_model("Einsum", [2, 3], {"equation": "ij->ji"}, out_shape=[3, 2])).supported
+    v = _overlay_check(tmp_path, einsum, _kind_model("Einsum", [2, 3], {"equation": "iJ->Ji"}, out_shape=[3, 2]))
+    assert v.status == "unsupported" and v.reason.startswith("Einsum equation=iJ->Ji: cpu supports equation matching")
+
+
+def test_when_applies_a_constraint_to_matching_nodes_only(tmp_path):
+    import numpy as np
+
+    resize = """      Resize:
+        supported: [cpu]
+        constraints:
+          - {attr: coordinate_transformation_mode, in: [asymmetric], default: half_pixel,
+             when: {attr: mode, in: [nearest], default: nearest}}
+"""
+    scales = [np.zeros(0, np.float32), np.array([1, 1, 2, 2], np.float32)]
+
+    def model(**attrs):
+        return _kind_model("Resize", [1, 2, 3, 3], attrs, scales, [1, 2, 6, 6])
+
+    v = _overlay_check(tmp_path, resize, model())  # nearest by default, half_pixel by default
+    assert v.reason == ("Resize coordinate_transformation_mode=half_pixel: cpu supports coordinate_transformation_mode "
+                        "in ['asymmetric'] when mode in ['nearest']")
+    assert _overlay_check(tmp_path, resize, model(coordinate_transformation_mode="asymmetric")).supported
+    assert _overlay_check(tmp_path, resize, model(mode="linear")).supported  # the condition does not hold
+
+
+@pytest.mark.parametrize("constraint,message", [
+    ("{pattern: gelu_tanh}", "unknown pattern 'gelu_tanh'; known: gelu_erf"),
+    ("{attr: size, odd: false}", "'odd' must be true"),
+    ("{attr: equation, match: '[a-'}", "'match' is not a valid regular expression"),
+    ("{attr: mode, in: [a], when: {attr: x, eq: 1, hw: [cpu]}}", "'when' must be a constraint mapping"),
+    ("{attr: mode, in: [a], when: {python: 'x'}}", "needs exactly one of attr, rank"),
+])
+def test_new_kinds_are_validated_with_lines(tmp_path, constraint, message):
+    overlay = _write(tmp_path, f"frameworks:\n  tflite:\n    ops:\n      Erf:\n        constraints:\n"
+                               f"          - {constraint}\n", "k.yaml")
+    with pytest.raises(BadInput) as err:
+        load_matrix(overlays=[overlay])
+    assert str(err.value).startswith("k.yaml:6: frameworks.tflite.ops.Erf.constraints.0: "), str(err.value)
+    assert message in str(err.value)
+
+
+# ------------------------------------------------------------------ the gelu_erf pattern vs the TFLite fusion
+
+
+def _gelu_variant(name):
+    """An Erf-GELU graph in one of the forms torch / hand-written exporters produce, or a near miss."""
+    import math
+
+    import numpy as np
+    from onnx import TensorProto, helper, numpy_helper
+
+    def c(v, n):
+        return numpy_helper.from_array(np.array(v, np.float32), n)
+
+    div, one, half = (c(math.sqrt(2.0), "k_div"), c(1.0, "k_one"), c(0.5, "k_half"))
+    pre = helper.make_node("Div", ["x", "k_div"], ["u"], name="pre")
+    tail = [helper.make_node("Mul", ["x", "a"], ["m"], name="mul1"), helper.make_node("Mul", ["m", "k_half"], ["y"], name="mul2")]
+    add = helper.make_node("Add", ["e", "k_one"], ["a"], name="add")
+    outputs = ["y"]
+    if name == "mul_by_inverse_and_half_first":
+        div = c(1.0 / math.sqrt(2.0), "k_div")
+        pre = helper.make_node("Mul", ["x", "k_div"], ["u"], name="pre")
+        add = helper.make_node("Add", ["k_one", "e"], ["a"], name="add")
+        tail = [helper.make_node("Mul", ["x", "k_half"], ["h"], name="half"), helper.make_node("Mul", ["h", "a"], ["y"], name="mul1")]
+    elif name == "swapped_operands":
+        tail = [helper.make_node("Mul", ["a", "x"], ["m"], name="mul1"), helper.make_node("Mul", ["k_half", "m"], ["y"], name="mul2")]
+    elif name == "wrong_scale":
+        div = c(2.0, "k_div")
+    elif name == "wrong_offset":
+        one = c(2.0, "k_one")
+    elif name == "wrong_half":
+        half = c(0.25, "k_half")
+    elif name == "erf_read_twice":
+        tail.append(helper.make_node("Neg", ["e"], ["z"], name="neg"))
+        outputs.append("z")
+    elif name == "other_input_scaled":
+        tail[0] = helper.make_node("Mul", ["w", "a"], ["m"], name="mul1")
+    nodes = [pre, helper.make_node("Erf", ["u"], ["e"], name="erf"), add, *tail]
+    inputs = [helper.make_tensor_value_info(n, TensorProto.FLOAT, [2, 8]) for n in ("x", "w")]
+    graph = helper.make_graph(nodes, "g", inputs, [helper.make_tensor_value_info(o, TensorProto.FLOAT, [2, 8]) for o in outputs],
+                              [div, one, half])
+    return helper.make_model(graph, opset_imports=[helper.make_opsetid("", 17)])
+
+
+GELU_VARIANTS = {"plain": True, "mul_by_inverse_and_half_first": True, "swapped_operands": True, "wrong_scale": False,
+                 "wrong_offset": False, "wrong_half": False, "erf_read_twice": False, "other_input_scaled": False}
+
+
+@pytest.mark.parametrize("name", sorted(GELU_VARIANTS))
+def test_gelu_erf_pattern_agrees_with_the_tflite_fusion(m, name):
+    """The matrix keeps an Erf on TFLite exactly when the exporter's fuse_gelu makes it a GELU."""
+    from converter.graph import to_graph
+    from converter.targets.tflite.fuse import fuse_gelu
+
+    model = _gelu_variant(name)
+    erf = next(n for n in to_graph(model).nodes if n.op == "Erf")
+    verdict = m.check_node(erf, "tflite", "cpu")
+    fused = fuse_gelu(to_graph(model))
+    assert verdict.supported == GELU_VARIANTS[name] == (fused == 1), (name, verdict.reason, fused)
+    if not verdict.supported:
+        assert verdict.reason == ("Erf outside the Erf-GELU pattern x*0.5*(1+Erf(x/sqrt(2))): cpu supports only inside "
+                                  "the Erf-GELU pattern x*0.5*(1+Erf(x/sqrt(2))) (no TFLite builtin for Erf; only the "
+                                  "Erf-GELU pattern maps to GELU)")
+    # GELU has a GPU parser but is never delegated to NNAPI or compiled for the Edge TPU.
+    assert m.check_node(erf, "tflite", "gpu").supported == GELU_VARIANTS[name]
+    assert m.op_status("tflite", "nnapi", "Erf") == m.op_status("tflite", "edgetpu", "Erf") == "unsupported"
+
+
+def test_kernel_review_constraints_cite_upstream_lines(m):
+    """Every constraint sourced from a FORMAT-NOTES file names the upstream file:line in `why`."""
+    cited = 0
+    for fw in ("tnn", "mace"):
+        for op, entry in m.data["frameworks"][fw]["ops"].items():
+            for spec in entry.get("constraints") or ():
+                if spec.get("source") == f"{fw}/FORMAT-NOTES.md" and "exporter" not in spec.get("why", ""):
+                    assert re.search(r"\w\.(cc|py):\d+", spec.get("why", "")), (fw, op, spec)
+                    cited += 1
+    assert cited >= 20

@@ -80,12 +80,35 @@ def test_plan_choices_on_the_zoo(zoo_model, matrix):
     # MACE GPU rejects output_padding and has no Slice: exact DepthToSpace form, crop as a Conv.
     e = _entry(plan_model(zoo_model("superres"), "mace", "gpu", matrix), "ConvTranspose")
     assert (e.remedy, e.rules) == ("rewrite", ["convtranspose_to_depth_to_space", "slice_to_shift_conv"])
-    # TFLite has no Erf builtin: the approximate polynomial, with its bound in the reason.
-    e = _entry(plan_model(zoo_model("transformer"), "tflite", "gpu", matrix), "Erf")
+    # TFLite has no Erf builtin: an Erf outside the GELU pattern gets the approximate polynomial,
+    # with its bound in the reason; the transformer's Erf-GELU is left for the exporter's GELU.
+    e = _entry(plan_model(_lone_erf_model(), "tflite", "gpu", matrix), "Erf")
     assert e.rules == ["erf_polynomial"] and "approximate" in e.reason
+    assert _entry(plan_model(zoo_model("transformer"), "tflite", "gpu", matrix), "Erf").remedy == "supported"
     # The detector's trailing rank-5 ops on TFLite GPU go to post-processing.
     plan = plan_model(zoo_model("detector"), "tflite", "gpu", matrix)
     assert {e.op for e in plan.by_remedy("postprocess")} >= {"ReduceMax", "Mul"}
+
+
+def _lone_erf_model(also_read=False):
+    """y = Erf(x) * 3, or (``also_read``) a GELU whose Erf result is also a model output."""
+    if also_read:
+        nodes = [helper.make_node("Div", ["x", "k_sqrt2"], ["u"], name="div"),
+                 helper.make_node("Erf", ["u"], ["e"], name="erf"),
+                 helper.make_node("Add", ["e", "k_one"], ["a"], name="add"),
+                 helper.make_node("Mul", ["x", "a"], ["m"], name="mul"),
+                 helper.make_node("Mul", ["m", "k_half"], ["y"], name="half"),
+                 helper.make_node("Neg", ["e"], ["z"], name="neg")]
+        outputs = ["y", "z"]
+    else:
+        nodes = [helper.make_node("Erf", ["x"], ["e"], name="erf"), helper.make_node("Mul", ["e", "k_three"], ["y"], name="mul")]
+        outputs = ["y"]
+    consts = {"k_sqrt2": np.sqrt(2.0), "k_one": 1.0, "k_half": 0.5, "k_three": 3.0}
+    graph = helper.make_graph(nodes, "g", [helper.make_tensor_value_info("x", TensorProto.FLOAT, [2, 8])],
+                              [helper.make_tensor_value_info(o, TensorProto.FLOAT, None) for o in outputs],
+                              [numpy_helper.from_array(np.array(v, np.float32), k) for k, v in consts.items()
+                               if any(k in n.input for n in nodes)])
+    return onnx.shape_inference.infer_shapes(helper.make_model(graph, opset_imports=[helper.make_opsetid("", 17)], ir_version=8))
 
 
 def _sub_softmax_model():
@@ -232,3 +255,65 @@ def test_legalize_is_deterministic(zoo_model, matrix):
     model = zoo_model("transformer")
     first = legalize(model, "mace", "gpu", matrix).model.SerializeToString()
     assert legalize(model, "mace", "gpu", matrix).model.SerializeToString() == first
+
+
+
+# ------------------------------------------------------------------ Erf-GELU stays whole for TFLite's GELU
+
+
+def test_plan_and_legalize_keep_the_gelu_erf_for_tflite(zoo_model, matrix):
+    from converter.check import check_model
+
+    model = zoo_model("transformer")
+    for hw in ("cpu", "gpu"):
+        assert not [v for v in check_model(model, "tflite", hw, matrix).unsupported if v.op == "Erf"], hw
+        assert _entry(plan_model(model, "tflite", hw, matrix), "Erf").remedy == "supported"
+    result = legalize(model, "tflite", "cpu", matrix)
+    assert result.applied == [] and not result.unresolved
+    assert op_histogram(result.model) == op_histogram(model) and op_histogram(model)["Erf"] == 1
+    # NNAPI never delegates GELU, so there the Erf is still decomposed or left to a custom layer.
+    assert _entry(plan_model(model, "tflite", "nnapi", matrix), "Erf").remedy != "supported"
+    # An Erf outside the pattern (or whose value something else also reads) is still rewritten.
+    for also_read in (False, True):
+        lone = _lone_erf_model(also_read)
+        result = legalize(lone, "tflite", "cpu", matrix)
+        assert [r for r, _ in result.applied] == ["erf_polynomial"], also_read
+        assert "Erf" not in op_histogram(result.model) and result.max_abs_error <= 1e-5
+
+
+def test_port_transformer_to_tflite_has_one_gelu_per_gelu(tmp_path, zoo_onnx_path, zoo_model):
+    """`edgeconv port transformer --to tflite --hw cpu`: the exact GELU becomes exactly one builtin GELU
+    (no ERF, no polynomial), and LiteRT's result matches onnxruntime on the original model."""
+    import os
+    import subprocess
+    import sys
+    from pathlib import Path
+
+    import onnxruntime as ort
+    from ai_edge_litert.interpreter import Interpreter, OpResolverType
+
+    root = Path(__file__).resolve().parents[1]
+    source, out = zoo_onnx_path("transformer"), tmp_path / "out"
+    res = subprocess.run([sys.executable, "-m", "converter", "port", str(source), "--to", "tflite", "--hw", "cpu",
+                          "-o", str(out)], capture_output=True, text=True, env={**os.environ, "PYTHONPATH": str(root)})
+    assert res.returncode == 0, res.stderr + res.stdout
+    report = json.loads((out / "report.json").read_text())
+    gelus = op_histogram(zoo_model("transformer"))["Erf"]  # one Erf per GELU in the zoo transformer
+    ops = report["artifact"]["meta"]["ops"]
+    assert gelus == 1 and ops["GELU"] == gelus
+    assert not {"ERF", "SIGN", "EXP", "ABS"} & set(ops), ops  # no trace of the polynomial
+    assert report["applied_rules"] == []
+    (tflite,) = [out / f for f in report["artifact"]["files"] if f.endswith(".tflite")]
+    # LiteRT's own reading of the file (builtin resolver only), independent of the meta.
+    interp = Interpreter(model_path=str(tflite),
+                         experimental_op_resolver_type=OpResolverType.BUILTIN_WITHOUT_DEFAULT_DELEGATES)
+    interp.allocate_tensors()
+    assert [op["op_name"] for op in interp._get_ops_details()].count("GELU") == gelus  # noqa: SLF001
+    x = np.random.default_rng(7).standard_normal((1, 16, 32)).astype(np.float32) * 2
+    (inp,), (outp,) = interp.get_input_details(), interp.get_output_details()
+    assert list(inp["shape"]) == [1, 16, 32]
+    interp.set_tensor(inp["index"], x)
+    interp.invoke()
+    got = interp.get_tensor(outp["index"])
+    want = ort.InferenceSession(str(source), providers=["CPUExecutionProvider"]).run(None, {"input": x})[0]
+    assert float(np.max(np.abs(got - want))) <= 1e-4

@@ -8,7 +8,9 @@ for every node of many models against 20+ framework x hardware pairs.
 Kinds (``N`` is an input index, ``output`` the first output)::
 
     {attr: group, in: [1], default: 1}            attribute value tests: eq, in, not_in, min, max,
-    {attr: dilations, each_eq: 1}                 and per-element each_eq, each_in, each_min, each_max
+    {attr: dilations, each_eq: 1}                 and per-element each_eq, each_in, each_min, each_max;
+    {attr: size, odd: true}                       odd (an odd integer); match (a regular expression
+    {attr: equation, match: "^[a-z,.>-]*$"}       the whole text must match: data, never evaluated)
     {rank: 0, max: 4}                             rank of input N / output: eq, in, min, max
     {dtype: 0, in: [float32, float16]}            element type of input N / output
     {const_inputs: [1, 2]}                        these inputs must be known at export time
@@ -18,14 +20,20 @@ Kinds (``N`` is an input index, ``output`` the first output)::
     {broadcast: per_channel}                      same_shape | per_channel | same_rank | numpy
     {axes: attr:axis, rank_of: 0, in: [1]}        axis/axes (attr:NAME or input:N), normalized
                                                   to non-negative: in, subset_of, eq, last_only;
+                                                  trailing_ones: every dim after the last axis is 1;
                                                   or_by_rank: {4: [1]} also passes axis 1 on rank 4
     {group: [1, depthwise]}                       Conv/ConvTranspose group: 1, depthwise
                                                   (group == C_in == C_out), grouped (any other)
+    {pattern: gelu_erf}                           the node sits inside a named subgraph pattern
+                                                  (converter/matrix/patterns.py registry)
 
 Common modifiers: ``hw`` (list of hardware it applies to; default every hardware the entry
 supports), ``why`` (the vendor's words), ``source`` (file under shared/reference/), and
 ``severity: unverified`` for evidence that is not the vendor's own (a failure then makes the
-verdict ``unverified`` rather than ``unsupported``).
+verdict ``unverified`` rather than ``unsupported``), and ``when`` (a constraint mapping, or a list
+of them, without ``when``): the constraint applies only to nodes that pass all of them, e.g.
+``{attr: coordinate_transformation_mode, in: [asymmetric], when: {attr: mode, in: [nearest]}}``.
+A ``when`` that cannot be decided (unknown shape, runtime value) applies the constraint.
 """
 
 from __future__ import annotations
@@ -35,20 +43,18 @@ from typing import Any, Callable
 
 import numpy as np
 
+from .values import (VALUE_TESTS, ConstraintError, _as_list, _const, _plain, _shape, _static_shape,
+                     _tensor, _value_test, _where, _where_text)
+
 KINDS = ("attr", "rank", "dtype", "const_inputs", "elements", "dims", "value", "broadcast", "axes",
-         "group")
-MODIFIERS = ("hw", "why", "source", "severity")
-VALUE_TESTS = ("eq", "in", "not_in", "min", "max", "each_eq", "each_in", "each_min", "each_max")
+         "group", "pattern")
+MODIFIERS = ("hw", "why", "source", "severity", "when")
 BROADCAST_RULES = ("same_shape", "per_channel", "same_rank", "numpy")
-AXES_TESTS = ("in", "subset_of", "eq", "last_only")
+AXES_TESTS = ("in", "subset_of", "eq", "last_only", "trailing_ones")
 GROUP_KINDS = ("1", "depthwise", "grouped")
 
 #: Marker for "this value is not known for this node" (unknown shape, runtime tensor, ...).
 UNKNOWN = object()
-
-
-class ConstraintError(ValueError):
-    """A malformed constraint mapping; the loader adds the YAML line."""
 
 
 @dataclass(frozen=True)
@@ -87,124 +93,6 @@ class Constraint:
         why = f" ({self.why})" if self.why else ""
         return Failure(f"{op} {actual}: {hw} supports {self.text}{why}", self.text,
                        self.severity, self.source)
-
-
-# ----------------------------------------------------------------------------- tensor access
-
-
-def _tensor(node, where):
-    if where == "output":
-        return node.outputs[0] if node.outputs else None
-    if isinstance(where, int) and where < len(node.inputs):
-        t = node.inputs[where]
-        return t if getattr(t, "name", "") or _const(t) is not None else None
-    return None
-
-
-def _const(tensor):
-    if tensor is None:
-        return None
-    from ..graph import constant_value
-
-    return constant_value(tensor)
-
-
-def _shape(tensor):
-    shape = getattr(tensor, "shape", None)
-    if shape is None:
-        values = _const(tensor)
-        return None if values is None else tuple(values.shape)
-    return tuple(shape)
-
-
-def _static_shape(tensor):
-    shape = _shape(tensor)
-    if shape is None or not all(isinstance(d, (int, np.integer)) and d >= 0 for d in shape):
-        return None
-    return tuple(int(d) for d in shape)
-
-
-def _where_text(where) -> str:
-    return "output" if where == "output" else f"input {where}"
-
-
-def _plain(value):
-    if isinstance(value, np.ndarray):
-        return value.tolist()
-    if isinstance(value, (np.integer,)):
-        return int(value)
-    if isinstance(value, (np.floating,)):
-        return float(value)
-    if isinstance(value, bytes):
-        return value.decode()
-    if isinstance(value, (list, tuple)):
-        return [_plain(v) for v in value]
-    return value
-
-
-# ----------------------------------------------------------------------------- value tests
-
-
-def _value_test(spec: dict, label: str) -> tuple[Callable[[Any], bool], str]:
-    """Build ``passes(value)`` from the value-test keys of ``spec`` plus its text."""
-    tests = [k for k in VALUE_TESTS if k in spec]
-    if not tests:
-        raise ConstraintError(f"needs one of {', '.join(VALUE_TESTS)}")
-    checks: list[Callable[[Any], bool]] = []
-    texts: list[str] = []
-    for key in tests:
-        want = spec[key]
-        if key in ("in", "not_in", "each_in"):
-            if not isinstance(want, list):
-                raise ConstraintError(f"'{key}' must be a list")
-        elif key in ("min", "max", "each_min", "each_max"):
-            if isinstance(want, bool) or not isinstance(want, (int, float)):
-                raise ConstraintError(f"'{key}' must be a number")
-        if key == "eq":
-            checks.append(lambda v, w=want: v == w)
-            texts.append(f"{label} == {want}")
-        elif key == "in":
-            checks.append(lambda v, w=want: v in w)
-            texts.append(f"{label} in {want}")
-        elif key == "not_in":
-            checks.append(lambda v, w=want: v not in w)
-            texts.append(f"{label} not in {want}")
-        elif key == "min":
-            checks.append(lambda v, w=want: v >= w)
-            texts.append(f"{label} >= {want}")
-        elif key == "max":
-            checks.append(lambda v, w=want: v <= w)
-            texts.append(f"{label} <= {want}")
-        elif key == "each_eq":
-            checks.append(lambda v, w=want: all(x == w for x in _as_list(v)))
-            texts.append(f"every {label} == {want}")
-        elif key == "each_in":
-            checks.append(lambda v, w=want: all(x in w for x in _as_list(v)))
-            texts.append(f"every {label} in {want}")
-        elif key == "each_min":
-            checks.append(lambda v, w=want: all(x >= w for x in _as_list(v)))
-            texts.append(f"every {label} >= {want}")
-        elif key == "each_max":
-            checks.append(lambda v, w=want: all(x <= w for x in _as_list(v)))
-            texts.append(f"every {label} <= {want}")
-
-    def passes(value) -> bool:
-        try:
-            return all(check(value) for check in checks)
-        except TypeError:
-            return False
-
-    return passes, " and ".join(texts)
-
-
-def _as_list(value):
-    return list(value) if isinstance(value, (list, tuple)) else [value]
-
-
-def _where(value, key: str):
-    if value == "output" or (isinstance(value, int) and not isinstance(value, bool) and value >= 0):
-        return value
-    raise ConstraintError(f"'{key}' must be an input index or 'output', got {value!r}")
 
 
 # ----------------------------------------------------------------------------- kinds
@@ -370,6 +258,8 @@ def _compile_axes(spec):
         parts.append(f"axes == {spec['eq']}")
     if spec.get("last_only"):
         parts.append("the last axis only")
+    if spec.get("trailing_ones"):
+        parts.append("every dim after the axis == 1")
     or_by_rank = spec.get("or_by_rank") or {}
     if not isinstance(or_by_rank, dict):
         raise ConstraintError("'or_by_rank' must map a rank to allowed axes")
@@ -407,6 +297,12 @@ def _compile_axes(spec):
             return (True, what)
         if spec.get("last_only") and axes != [rank - 1]:
             return (True, what)
+        if spec.get("trailing_ones"):
+            static = _static_shape(tensor)
+            if static is None:
+                return (False, "input of unknown shape")
+            if any(d != 1 for d in static[axes[-1] + 1:]):
+                return (True, f"{what} of shape {list(static)}")
         return None
 
     return test, text
@@ -439,6 +335,23 @@ def _compile_group(spec):
     return test, text
 
 
+def _compile_pattern(spec):
+    from .patterns import PATTERNS
+
+    name = spec["pattern"]
+    known = PATTERNS.get(name) if isinstance(name, str) else None
+    if known is None:
+        raise ConstraintError(f"unknown pattern {name!r}; known: {', '.join(sorted(PATTERNS))}")
+    text = f"only inside {known.title}"
+
+    def test(node, op):
+        if op in known.anchors and known.match(node):
+            return None
+        return (True, f"outside {known.title}")
+
+    return test, text
+
+
 _COMPILERS = {
     "attr": _compile_attr,
     "rank": lambda s: _compile_shape_kind(s, "rank"),
@@ -450,6 +363,7 @@ _COMPILERS = {
     "broadcast": _compile_broadcast,
     "axes": _compile_axes,
     "group": _compile_group,
+    "pattern": _compile_pattern,
 }
 
 _ALLOWED_KEYS = {
@@ -463,6 +377,7 @@ _ALLOWED_KEYS = {
     "broadcast": set(),
     "axes": set(AXES_TESTS) | {"rank_of", "default", "or_by_rank"},
     "group": set(),
+    "pattern": set(),
 }
 
 
@@ -483,8 +398,30 @@ def compile_constraint(spec: Any, default_source: str | None) -> Constraint:
     if hw is not None and not (isinstance(hw, list) and all(isinstance(h, str) for h in hw)):
         raise ConstraintError("'hw' must be a list of hardware names")
     test, text = _COMPILERS[kind](spec)
+    if "when" in spec:
+        test, text = _with_when(spec["when"], test, text, default_source)
     return Constraint(
         kind=kind, text=text, hw=tuple(hw) if hw else None, why=spec.get("why"),
         source=spec.get("source", default_source), severity=severity,
         spec={k: v for k, v in spec.items() if k not in ("hw",)}, _test=test,
     )
+
+
+def _with_when(when, test, text, default_source):
+    """Wrap ``test`` so it runs only on nodes that pass every ``when`` condition."""
+    conditions = when if isinstance(when, list) else [when]
+    compiled = []
+    for cond in conditions:
+        if not isinstance(cond, dict) or "when" in cond or set(cond) & {"hw", "severity"}:
+            raise ConstraintError("'when' must be a constraint mapping (or a list of them) "
+                                  "without its own when/hw/severity")
+        compiled.append(compile_constraint(cond, default_source))
+
+    def guarded(node, op):
+        for cond in compiled:
+            result = cond._test(node, op)
+            if result is not None and result[0]:
+                return None  # the condition is known not to hold: the constraint does not apply
+        return test(node, op)
+
+    return guarded, f"{text} when {' and '.join(c.text for c in compiled)}"
