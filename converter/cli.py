@@ -11,13 +11,15 @@ from __future__ import annotations
 
 import importlib
 import os
+import signal
 import sys
 
 import typer
 
 from . import __version__
 from .commands import COMMAND_MODULES
-from .errors import EXIT_BAD_INPUT, EXIT_INTERNAL, EdgeconvError
+from .errors import EXIT_BAD_INPUT, EXIT_INTERNAL, EXIT_INTERRUPTED, EXIT_TERMINATED, EdgeconvError
+from .fsutil import quiet_native_stderr
 
 app = typer.Typer(
     name="edgeconv",
@@ -47,32 +49,102 @@ for _module in COMMAND_MODULES:
 
 
 def _fail(message: str, code: int) -> int:
-    print(f"edgeconv: error: {message}", file=sys.stderr)
+    print(f"edgeconv: error: {one_line(message)}", file=sys.stderr)
     return code
 
 
+def one_line(message: str, limit: int = 600) -> str:
+    """The promise is one line: libraries' multi-line messages are joined, runaway ones cut."""
+    text = " ".join(part.strip() for part in str(message).splitlines() if part.strip())
+    return text if len(text) <= limit else text[: limit - 3] + "..."
+
+
+# TensorFlow (a loader for Keras/SavedModel/.tflite inputs) writes start-up lines from C++
+# straight to fd 2; TF_CPP_MIN_LOG_LEVEL alone no longer stops the oneDNN notice in TF 2.21.
+# oneDNN's fused kernels only matter when TF computes, and edgeconv only traces graphs with it.
+_QUIET_NATIVE_ENV = {"TF_CPP_MIN_LOG_LEVEL": "3", "TF_ENABLE_ONEDNN_OPTS": "0"}
+
+
+class _Signals:
+    """SIGINT/SIGTERM raise KeyboardInterrupt (so atomic outputs clean up) and are remembered.
+
+    typer turns a KeyboardInterrupt into a silent exit status 130; remembering the signal lets
+    ``main`` still print its one line.
+    """
+
+    def __init__(self) -> None:
+        self.received: int | None = None
+        self._previous: dict[int, object] = {}
+
+    def __enter__(self) -> "_Signals":
+        for signum in (signal.SIGINT, signal.SIGTERM):
+            try:
+                self._previous[signum] = signal.signal(signum, self._handle)
+            except ValueError:  # not the main thread (main() called from a worker thread)
+                pass
+        return self
+
+    def __exit__(self, *exc) -> None:
+        for signum, handler in self._previous.items():
+            signal.signal(signum, handler)
+
+    def _handle(self, signum, frame) -> None:
+        self.received = signum
+        raise KeyboardInterrupt
+
+    def exit(self) -> int:
+        if self.received == signal.SIGTERM:
+            return _fail("terminated; unfinished outputs were removed",
+                         EXIT_TERMINATED)
+        return _fail("interrupted; unfinished outputs were removed",
+                     EXIT_INTERRUPTED)
+
+
 def main(argv: list[str] | None = None) -> int:
+    for name, value in _QUIET_NATIVE_ENV.items():
+        os.environ.setdefault(name, value)
     command = typer.main.get_command(app)
-    try:
-        result = command.main(args=argv, prog_name="edgeconv", standalone_mode=False)
-    except EdgeconvError as err:
-        return _fail(str(err), err.exit_code)
-    except KeyboardInterrupt:
-        return _fail("interrupted", 130)
-    except Exception as err:  # noqa: BLE001 - the promise is: never a traceback
-        # typer vendors click: recognise its exceptions by shape, not by import path.
-        if hasattr(err, "format_message") and hasattr(err, "exit_code"):  # bad flag/argument/value
-            return _fail(err.format_message().splitlines()[0], EXIT_BAD_INPUT)
-        if type(err).__name__ == "Abort":
-            return _fail("aborted", 130)
-        if os.environ.get("EDGECONV_DEBUG"):
-            raise
-        return _fail(f"internal error: {type(err).__name__}: {err} (set EDGECONV_DEBUG=1 for a traceback)", EXIT_INTERNAL)
+    with _Signals() as signals:
+        try:
+            result = command.main(args=argv, prog_name="edgeconv", standalone_mode=False)
+        except EdgeconvError as err:
+            return _fail(str(err), err.exit_code)
+        except KeyboardInterrupt:
+            return signals.exit()
+        except OSError as err:  # an output or input path the library did not check itself
+            where = f"{err.filename}: " if err.filename else ""
+            return _fail(f"{where}{err.strerror or err}", EXIT_BAD_INPUT)
+        except Exception as err:  # noqa: BLE001 - the promise is: never a traceback
+            return _click_error(err)
+    if signals.received is not None and result == EXIT_INTERRUPTED:
+        return signals.exit()  # typer swallowed the KeyboardInterrupt into status 130
     return result if isinstance(result, int) else 0
 
 
+def _click_error(err: Exception) -> int:
+    # typer vendors click: recognise its exceptions by shape, not by import path.
+    if type(err).__name__ == "NoArgsIsHelpError":  # bare `edgeconv`: the help is the answer
+        print(err.format_message())
+        return 0
+    if hasattr(err, "format_message") and hasattr(err, "exit_code"):  # bad flag/argument/value
+        ctx = getattr(err, "ctx", None)
+        hint = f" (see '{ctx.command_path} --help')" if ctx is not None else ""
+        return _fail(err.format_message() + hint, EXIT_BAD_INPUT)
+    if type(err).__name__ == "Abort":
+        return _fail("aborted", EXIT_INTERRUPTED)
+    if os.environ.get("EDGECONV_DEBUG"):
+        raise err
+    return _fail(f"internal error: {type(err).__name__}: {err} (set EDGECONV_DEBUG=1 for a traceback)", EXIT_INTERNAL)
+
+
 def run() -> None:
-    sys.exit(main())
+    """The console script: C++ libraries' own stderr chatter (LiteRT, TensorFlow) is dropped so
+    that an error is exactly one line; ``EDGECONV_DEBUG=1`` keeps it for diagnosis."""
+    if os.environ.get("EDGECONV_DEBUG"):
+        sys.exit(main())
+    with quiet_native_stderr():
+        code = main()
+    sys.exit(code)
 
 
 if __name__ == "__main__":

@@ -6,7 +6,9 @@ Exit codes (also in README):
   3  unsupported and no remedy (``check`` also uses it for "not fully supported")
   4  verification failed: converted outputs differ beyond tolerance
   5  a needed optional extra or runtime is not installed
+  6  ``batch``: one or more jobs failed (``converter.batch.runner.EXIT_BATCH_FAILED``)
   70 internal error (a bug in edgeconv)
+  130 interrupted (Ctrl-C, SIGINT); 143 terminated (SIGTERM)
 """
 
 from __future__ import annotations
@@ -17,6 +19,8 @@ EXIT_UNSUPPORTED = 3
 EXIT_VERIFY_FAILED = 4
 EXIT_MISSING_EXTRA = 5
 EXIT_INTERNAL = 70
+EXIT_INTERRUPTED = 130
+EXIT_TERMINATED = 143
 
 
 class EdgeconvError(Exception):
@@ -49,3 +53,9 @@ class RuntimeUnavailable(EdgeconvError):
     """A target has no runtime installable on this machine (TNN, MACE, CoreML on Linux)."""
 
     exit_code = EXIT_MISSING_EXTRA
+
+
+class Interrupted(EdgeconvError):
+    """The user stopped the run (Ctrl-C); whatever finished before is complete on disk."""
+
+    exit_code = EXIT_INTERRUPTED

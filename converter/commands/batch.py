@@ -6,17 +6,19 @@ from typing import Optional
 
 import typer
 
+from .options import Json, out_dir
+
 
 def register(app: typer.Typer) -> None:
-    @app.command("batch")
+    @app.command("batch", short_help="Models x targets x hardware from a manifest, for CI.")
     def batch_cmd(
-        manifest: str = typer.Argument(..., help="Batch manifest (YAML): models × targets × hardware."),
-        jobs: int = typer.Option(1, "-j", "--jobs", min=1, help="Parallel worker processes."),
-        out: Optional[str] = typer.Option(None, "-o", "--out", help="Output directory (default: the manifest's 'output')."),
+        manifest: str = typer.Argument(..., metavar="MANIFEST", help="Batch manifest (YAML): models × targets × hardware."),
+        jobs: int = typer.Option(1, "-j", "--jobs", min=1, metavar="N", help="Parallel worker processes."),
+        out: Optional[str] = out_dir(None, "Output directory (default: the manifest's 'output')."),
         force: bool = typer.Option(False, "--force", help="Redo jobs even when their inputs are unchanged."),
-        executor: str = typer.Option("process", "--executor", help="process (default) or ray."),
-        address: Optional[str] = typer.Option(None, "--address", help="Ray cluster address (with --executor ray)."),
-        json_out: bool = typer.Option(False, "--json", help="Print the batch summary as JSON."),
+        executor: str = typer.Option("process", "--executor", metavar="process|ray", help="Where jobs run: local worker processes or a Ray cluster."),
+        address: Optional[str] = typer.Option(None, "--address", metavar="ADDR", help="Ray cluster address (with --executor ray)."),
+        json_out: bool = Json,
     ) -> int:
         """Run a release manifest; writes batch-summary.json, junit.xml and index.html."""
         import json  # noqa: PLC0415
@@ -25,16 +27,16 @@ def register(app: typer.Typer) -> None:
         from rich.console import Console  # noqa: PLC0415
 
         from ..batch import run_batch  # noqa: PLC0415
-        from ..errors import BadInput  # noqa: PLC0415
+        from ..errors import BadInput, Interrupted  # noqa: PLC0415
 
         if executor not in ("process", "ray"):
             raise BadInput(f"--executor must be 'process' or 'ray', not '{executor}'")
-        err = Console(stderr=True)
+        err = Console(stderr=True, soft_wrap=True)  # progress: one line per job, never folded
 
         def progress(r):
             style = "green" if r.status == "ok" else "red"
             note = " (cached)" if r.cached else ""
-            err.print(f"[{style}]{r.status:>13}[/] {r.id}{note} {r.reason[:100]}")
+            err.print(f"[{style}]{r.status:>13}[/] {r.id}{note} {r.reason}")
 
         result = run_batch(manifest, out, jobs=jobs, force=force, executor=executor, address=address,
                            progress=progress)
@@ -45,4 +47,8 @@ def register(app: typer.Typer) -> None:
         else:
             print(f"{len(result.results)} jobs: " + ", ".join(f"{k} {v}" for k, v in counts.items())
                   + f"; summary in {result.out_dir / 'batch-summary.json'}", file=sys.stdout)
+        if result.interrupted:
+            not_run = counts.get("interrupted", 0)
+            raise Interrupted(f"interrupted: {not_run} of {len(result.results)} jobs not run; "
+                              f"run the same command again to finish them")
         return result.exit_code

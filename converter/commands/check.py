@@ -9,42 +9,39 @@ from __future__ import annotations
 
 import typer
 
-from .options import InputShape, Json, MatrixOverlay, MatrixPath, ShapeList, TrustPickle
+from .options import (Framework, HardwareOrAll, Json, MatrixSource, ModelSource, matrix_options, model_options,
+                      stdout_console)
 
 _MARK = {"supported": "ok", "unverified": "?", "unsupported": "NO"}
 _STYLE = {"supported": "green", "unverified": "yellow", "unsupported": "bold red"}
 
 
 def register(app: typer.Typer) -> None:
-    @app.command("check")
+    @app.command("check", short_help="Which nodes run on a framework x hardware, and why not.")
+    @model_options()
+    @matrix_options()
     def check_cmd(
-        model: str = typer.Argument(..., help="Model file (.onnx, .pt, .pt2, .pb, .tflite, ...)."),
-        to: str = typer.Option(..., "--to", "-t", help="Framework: tflite, tnn, mace, coreml, or all."),
-        hw: str = typer.Option("all", "--hw", help="Hardware (e.g. gpu, npu, ane, rknpu) or all."),
-        input_shape: ShapeList = InputShape,
-        trust_pickle: bool = TrustPickle,
-        matrix: str = MatrixPath,
-        matrix_overlay: ShapeList = MatrixOverlay,
+        to: str = Framework,
+        hw: str = HardwareOrAll,
+        source: ModelSource = None,  # MODEL, -s, --trust-pickle (see options.model_options)
+        matrix: MatrixSource = None,  # --matrix, --matrix-overlay
         json_out: bool = Json,
     ) -> None:
         """Check every node against the op support matrix (exit 3 when something is unsupported)."""
         from ..check import check_targets, results_to_json  # noqa: PLC0415
         from ..errors import EXIT_UNSUPPORTED  # noqa: PLC0415
-        from ..matrix import load_matrix  # noqa: PLC0415
-        from .options import load_normalized  # noqa: PLC0415
 
-        m = load_matrix(matrix, matrix_overlay or ())
+        m = matrix.load()
         pairs = m.resolve_targets(to, hw)
-        onnx_model = load_normalized(model, input_shape, trust_pickle, require_static=False)
-        results = check_targets(onnx_model, pairs, m)
+        results = check_targets(source.normalized(require_static=False), pairs, m)
         if json_out:
             import json  # noqa: PLC0415
 
-            print(json.dumps(results_to_json(results, model), indent=2))
+            print(json.dumps(results_to_json(results, source.path), indent=2))
         elif len(results) == 1:
-            _print_one(results[0], model)
+            _print_one(results[0], source.path)
         else:
-            _print_many(results, model)
+            _print_many(results, source.path)
         if not all(r.ok for r in results):
             raise typer.Exit(EXIT_UNSUPPORTED)
 
@@ -57,11 +54,11 @@ def _group_by_op(result) -> dict[str, list]:
 
 
 def _print_one(result, model: str) -> None:
-    from rich.console import Console  # noqa: PLC0415
     from rich.table import Table  # noqa: PLC0415
 
-    console = Console()
-    table = Table(title=f"{model} on {result.framework}/{result.hw}")
+    console = stdout_console()
+    console.print(f"{model} on {result.framework}/{result.hw}", highlight=False)
+    table = Table()
     for col, justify in (("op", "left"), ("nodes", "right"), ("status", "left"), ("maps to", "left"),
                          ("reason", "left")):
         table.add_column(col, justify=justify)
@@ -78,11 +75,11 @@ def _print_one(result, model: str) -> None:
 
 
 def _print_many(results, model: str) -> None:
-    from rich.console import Console  # noqa: PLC0415
     from rich.table import Table  # noqa: PLC0415
 
-    console = Console()
-    table = Table(title=f"{model}: ops x framework/hardware (ok / ? unverified / NO unsupported)")
+    console = stdout_console()
+    console.print(f"{model}: ops x framework/hardware (ok / ? unverified / NO unsupported)", highlight=False)
+    table = Table()
     table.add_column("op")
     table.add_column("nodes", justify="right")
     for r in results:

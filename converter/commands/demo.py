@@ -4,17 +4,22 @@ from __future__ import annotations
 
 import typer
 
+from .options import out_dir
+
 
 def register(app: typer.Typer) -> None:
-    @app.command("demo")
+    @app.command("demo", short_help="Build a zoo model in torch, save it as TorchScript, port it.")
     def demo_cmd(
-        out: str = typer.Option("demo-out", "-o", "--out", help="Where to write the demo model and results."),
-        model: str = typer.Option("detector", "--model", help="Zoo model to build (see converter/zoo.py)."),
-        to: str = typer.Option("tflite", "--to", help="Framework to port to."),
-        hw: str = typer.Option("cpu", "--hw", help="Hardware to port to."),
+        out: str = out_dir("demo-out", "Where to write the demo model and results."),
+        model: str = typer.Option("detector", "--model", metavar="ZOO_NAME",
+                                  help="Zoo model to build: mobilenetv2, resnet, unet, superres, detector, "
+                                       "transformer or normalized_input."),
+        to: str = typer.Option("tflite", "--to", "-t", metavar="FRAMEWORK", help="Framework: tflite, tnn, mace, coreml, or all."),
+        hw: str = typer.Option("cpu", "--hw", metavar="HW", help="Hardware as users say it (cpu, gpu, npu, dsp, ane, arm, ...), or all."),
     ) -> int:
         """Build a seeded zoo model (TorchScript .pt) and run `edgeconv port` on it."""
         import importlib.util  # noqa: PLC0415
+        import inspect  # noqa: PLC0415
         from pathlib import Path  # noqa: PLC0415
 
         from ..errors import BadInput, MissingExtra  # noqa: PLC0415
@@ -35,7 +40,9 @@ def register(app: typer.Typer) -> None:
         path = out_dir / f"{model}.pt"
         traced = torch.jit.trace(net, tuple(torch.zeros(s) for s in shapes.values()))
         torch.jit.save(traced, str(path))
-        shape_flags = [f"{name}={'x'.join(map(str, s))}" for name, s in shapes.items()]
+        # TorchScript names its inputs after forward()'s parameters, not the zoo's names.
+        names = [n for n in inspect.signature(net.forward).parameters if n != "self"]
+        shape_flags = [f"{name}={'x'.join(map(str, s))}" for name, s in zip(names, shapes.values())]
         args = ["port", str(path), "--to", to, "--hw", hw, "-o", str(out_dir / f"{to}-{hw}")]
         for flag in shape_flags:
             args += ["--input-shape", flag]

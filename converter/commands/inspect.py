@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import typer
 
-from .options import InputShape, Json, ShapeList, TrustPickle
+from .options import Json, ModelSource, model_options, stdout_console
 
 
 def describe(model) -> dict:
@@ -35,40 +35,34 @@ def describe(model) -> dict:
 
 
 def register(app: typer.Typer) -> None:
-    @app.command("inspect")
+    @app.command("inspect", short_help="Inputs, outputs, op histogram, parameters, opset.")
+    @model_options()
     def inspect_cmd(
-        model: str = typer.Argument(..., help="Model file (.onnx, .pt, .pt2, .pb, .tflite, ...)."),
-        input_shape: ShapeList = InputShape,
-        trust_pickle: bool = TrustPickle,
+        source: ModelSource = None,  # MODEL, -s, --trust-pickle (see options.model_options)
         normalized: bool = typer.Option(False, "--normalized", help="Describe the model after normalization."),
         json_out: bool = Json,
     ) -> None:
         """Show a model's inputs, outputs, op histogram, parameter count and opset."""
-        from ..load import load_model, parse_shape_flags  # noqa: PLC0415
-        from .options import load_normalized  # noqa: PLC0415
-
-        if normalized:
-            onnx_model = load_normalized(model, input_shape, trust_pickle, require_static=False)
-        else:
-            onnx_model = load_model(model, parse_shape_flags(input_shape), trust_pickle)
+        onnx_model = source.normalized(require_static=False) if normalized else source.load()
         info = describe(onnx_model)
         if json_out:
             import json  # noqa: PLC0415
 
             print(json.dumps(info, indent=2))
             return
-        from rich.console import Console  # noqa: PLC0415
         from rich.table import Table  # noqa: PLC0415
 
-        console = Console()
-        io = Table(title=f"{model}  (opset {info['opset']}, {info['nodes']} nodes, {info['parameters']:,} parameters)")
+        console = stdout_console()
+        console.print(f"{source.path}: opset {info['opset']}, {info['nodes']} nodes, {info['parameters']:,} parameters",
+                      highlight=False)
+        io = Table()
         for col in ("", "name", "shape", "dtype"):
             io.add_column(col)
         for kind in ("inputs", "outputs"):
             for v in info[kind]:
                 io.add_row(kind[:-1], v["name"], "x".join(str(d) for d in v["shape"]), str(v["dtype"]))
         console.print(io)
-        ops = Table(title="ops")
+        ops = Table()
         ops.add_column("op")
         ops.add_column("count", justify="right")
         for op, n in sorted(info["op_histogram"].items(), key=lambda kv: (-kv[1], kv[0])):

@@ -4,35 +4,34 @@ from __future__ import annotations
 
 import typer
 
-from .options import InputShape, Json, ShapeList, TrustPickle
+from .options import Json, ModelSource, model_options, out_file
 
 
 def register(app: typer.Typer) -> None:
-    @app.command("normalize")
+    @app.command("normalize", short_help="Canonical ONNX (opset 17), checked against the input.")
+    @model_options()
     def normalize_cmd(
-        model: str = typer.Argument(..., help="Model file (.onnx, .pt, .pt2, .pb, .tflite, ...)."),
-        output: str = typer.Option(..., "-o", "--output", help="Where to write the normalized .onnx."),
-        input_shape: ShapeList = InputShape,
-        trust_pickle: bool = TrustPickle,
+        out: str = out_file(..., "Where to write the normalized .onnx."),
+        source: ModelSource = None,  # MODEL, -s, --trust-pickle (see options.model_options)
         seed: int = typer.Option(0, "--seed", help="Seed for the equivalence check's random inputs."),
         json_out: bool = Json,
     ) -> None:
         """Convert to canonical ONNX (opset 17, shapes, folded constants, stable names)."""
         import json  # noqa: PLC0415
 
-        from ..load import load_model, parse_shape_flags, save_onnx  # noqa: PLC0415
+        from ..load import save_onnx  # noqa: PLC0415
         from ..normalize import check_equivalent, normalize  # noqa: PLC0415
         from ..graph import op_histogram  # noqa: PLC0415
 
-        shapes = parse_shape_flags(input_shape)
-        original = load_model(model, shapes, trust_pickle)
+        shapes = source.shapes()
+        original = source.load()
         if "" in shapes:
             shapes[original.graph.input[0].name] = shapes.pop("")
         result = normalize(original, shapes or None)
         max_err = check_equivalent(original, result, shapes or None, seed=seed)
-        save_onnx(result, output)
+        save_onnx(result, out)
         info = {
-            "output": output,
+            "output": out,
             "nodes_before": len(original.graph.node),
             "nodes_after": len(result.graph.node),
             "ops_after": op_histogram(result),
@@ -42,4 +41,4 @@ def register(app: typer.Typer) -> None:
             print(json.dumps(info, indent=2))
         else:
             err = "n/a (dynamic shapes)" if max_err is None else f"{max_err:.3g}"
-            print(f"wrote {output}: {info['nodes_before']} -> {info['nodes_after']} nodes, max abs error vs input {err}")
+            print(f"wrote {out}: {info['nodes_before']} -> {info['nodes_after']} nodes, max abs error vs input {err}")

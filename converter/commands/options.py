@@ -1,23 +1,158 @@
-"""Options shared by several commands (typer declarations only: no heavy imports)."""
+"""Options shared by several commands: one declaration each, so names and help never drift.
+
+Plain options (``--json``, ``--to/-t``, ``--hw``, ``-o/--out``) are typer declarations used as
+parameter defaults.  Two groups always travel together and arrive as one value:
+
+* :func:`model_options` replaces a ``source: ModelSource`` parameter by ``MODEL``,
+  ``-s/--input-shape`` and ``--trust-pickle``;
+* :func:`matrix_options` replaces a ``matrix: MatrixSource`` parameter by ``--matrix`` and
+  ``--matrix-overlay``.
+
+Typer reads a command's parameters from its signature, so the decorators splice the group's
+parameters into the signature and fold the values back into one object before the command
+runs.  No heavy imports here: ``edgeconv --help`` must start fast.
+"""
 
 from __future__ import annotations
 
-from typing import List, Optional
+import functools
+import inspect
+from dataclasses import dataclass
+from typing import Callable, List, Optional
 
 import typer
 
-InputShape = typer.Option(
-    None, "--input-shape", "-s",
-    help="Fix an input shape, e.g. input=1x3x224x224 (repeatable; a bare 1x3x8x8 means the first input).",
-)
-TrustPickle = typer.Option(
-    False, "--trust-pickle", help="Allow loading a pickled torch.nn.Module (runs code from the file).",
-)
-Json = typer.Option(False, "--json", help="Print machine-readable JSON instead of a table.")
-MatrixPath = typer.Option(None, "--matrix", help="Use this op support matrix instead of the bundled one.")
-MatrixOverlay = typer.Option(None, "--matrix-overlay", help="YAML that adds or overrides matrix entries (repeatable).")
-
 ShapeList = Optional[List[str]]
+
+MODEL_HELP = "Model file: .onnx, .pt (TorchScript), .pt2, .pb, .tflite, .keras, .h5, or a SavedModel directory."
+
+Json = typer.Option(False, "--json", help="Print machine-readable JSON on stdout.")
+Framework = typer.Option(..., "--to", "-t", metavar="FRAMEWORK",
+                         help="Framework: tflite, tnn, mace, coreml, or all.")
+OneFramework = typer.Option(..., "--to", "-t", metavar="FRAMEWORK", help="Framework: tflite, tnn, mace or coreml.")
+HardwareOrAll = typer.Option("all", "--hw", metavar="HW",
+                             help="Hardware as users say it (cpu, gpu, npu, dsp, ane, arm, ...), or all.")
+Hardware = typer.Option(..., "--hw", metavar="HW",
+                        help="Hardware as users say it (cpu, gpu, npu, dsp, ane, arm, ...), or all.")
+OneHardware = typer.Option(..., "--hw", metavar="HW", help="Hardware as users say it (cpu, gpu, npu, dsp, ane, arm, ...).")
+
+# Verification (``port`` and ``verify``).
+VerifyInputs = typer.Option(None, "--inputs", metavar="NPZ",
+                            help="Verification inputs (.npz, one array per input; an extra leading axis holds N samples).")
+Atol = typer.Option(None, "--atol", help="Absolute tolerance per element (default 1e-4, or the profile's).")
+Rtol = typer.Option(None, "--rtol", help="Relative tolerance per element (default 1e-3, or the profile's).")
+Tolerances = typer.Option(None, "--tolerances", metavar="YAML",
+                          help="Tolerance profile (YAML: atol, rtol, layer_rmse, outputs: {name: {atol, rtol}}).")
+Seed = typer.Option(0, "--seed", help="Seed of the random verification inputs.")
+
+
+def out_dir(default: str | None, help_text: str = "Output directory.") -> typer.models.OptionInfo:
+    """``-o/--out DIR`` (every command that writes spells it the same way)."""
+    return typer.Option(default, "-o", "--out", metavar="DIR", help=help_text)
+
+
+def out_file(default: str | None, help_text: str) -> typer.models.OptionInfo:
+    """``-o/--out FILE``."""
+    return typer.Option(default, "-o", "--out", metavar="FILE", help=help_text)
+
+
+@dataclass(frozen=True)
+class ModelSource:
+    """The model the user named, with the flags that say how to read it."""
+
+    path: Optional[str]
+    input_shape: ShapeList
+    trust_pickle: bool
+
+    def shapes(self) -> dict[str, tuple[int, ...]]:
+        from ..load import parse_shape_flags  # noqa: PLC0415
+
+        return parse_shape_flags(self.input_shape)
+
+    def load(self):
+        """The model as ONNX, as read (not normalized)."""
+        from ..load import load_model  # noqa: PLC0415
+
+        return load_model(self.path, self.shapes(), self.trust_pickle)
+
+    def normalized(self, require_static: bool = True):
+        """Load and normalize: the first two stages of every command."""
+        return load_normalized(self.path, self.input_shape, self.trust_pickle, require_static)
+
+
+@dataclass(frozen=True)
+class MatrixSource:
+    """``--matrix`` and its overlays."""
+
+    path: Optional[str]
+    overlays: tuple[str, ...]
+
+    def load(self):
+        from ..matrix import load_matrix  # noqa: PLC0415
+
+        return load_matrix(self.path, self.overlays)
+
+
+def model_options(as_option: bool = False) -> Callable:
+    """Replace the command's ``source`` parameter by MODEL, ``-s/--input-shape``, ``--trust-pickle``.
+
+    ``as_option``: the model is an optional ``--model`` (``report``) instead of the argument.
+    """
+    model = (typer.Option(None, "--model", metavar="MODEL", help="Also show this model. " + MODEL_HELP)
+             if as_option else typer.Argument(..., metavar="MODEL", help=MODEL_HELP))
+    group = [
+        _param("model", Optional[str] if as_option else str, model),
+        _param("input_shape", ShapeList, typer.Option(
+            None, "--input-shape", "-s", metavar="[NAME=]SHAPE",
+            help="Fix an input shape, e.g. input=1x3x224x224 (repeatable; a bare 1x3x224x224 means the "
+                 "first input). Required for TorchScript and for dynamic dimensions.")),
+        _param("trust_pickle", bool, typer.Option(
+            False, "--trust-pickle", help="Allow loading a pickled torch.nn.Module (runs code from the file).")),
+    ]
+    return _splice("source", group, lambda model, input_shape, trust_pickle:
+                   ModelSource(model, input_shape, trust_pickle))
+
+
+def matrix_options() -> Callable:
+    """Replace the command's ``matrix`` parameter by ``--matrix`` and ``--matrix-overlay``."""
+    group = [
+        _param("matrix_path", Optional[str], typer.Option(
+            None, "--matrix", metavar="YAML", help="Use this op support matrix instead of the bundled one.")),
+        _param("matrix_overlay", ShapeList, typer.Option(
+            None, "--matrix-overlay", metavar="YAML",
+            help="Add or override matrix entries from this YAML (repeatable).")),
+    ]
+    return _splice("matrix", group, lambda matrix_path, matrix_overlay:
+                   MatrixSource(matrix_path, tuple(matrix_overlay or ())))
+
+
+def _param(name: str, annotation, default) -> inspect.Parameter:
+    return inspect.Parameter(name, inspect.Parameter.POSITIONAL_OR_KEYWORD, default=default, annotation=annotation)
+
+
+def _splice(target: str, group: list[inspect.Parameter], build: Callable) -> Callable:
+    """Decorator: parameter ``target`` of the command becomes the ``group`` parameters in its
+    signature (what typer reads); at call time ``build(**group values)`` is passed as ``target``."""
+
+    def decorate(command: Callable) -> Callable:
+        signature = inspect.signature(command, eval_str=True)
+        if target not in signature.parameters:
+            raise TypeError(f"{command.__name__} has no parameter '{target}' to expand")
+        params = []
+        for p in signature.parameters.values():
+            params += group if p.name == target else [p]
+        names = [p.name for p in group]
+
+        @functools.wraps(command)
+        def wrapper(**kwargs):
+            values = {name: kwargs.pop(name) for name in names}
+            return command(**kwargs, **{target: build(**values)})
+
+        wrapper.__signature__ = signature.replace(parameters=params)
+        wrapper.__annotations__ = {p.name: p.annotation for p in params}
+        return wrapper
+
+    return decorate
 
 
 def load_normalized(path: str, input_shape: ShapeList, trust_pickle: bool, require_static: bool = True):
@@ -37,3 +172,16 @@ def load_normalized(path: str, input_shape: ShapeList, trust_pickle: bool, requi
         if problems:
             raise BadInput(problems[0])
     return normalized
+
+
+def stdout_console():
+    """A rich console for results: full width on a terminal, wide when piped (CI logs, files)
+    so that tables keep their columns instead of folding into 80 characters."""
+    import os  # noqa: PLC0415
+    import sys  # noqa: PLC0415
+
+    from rich.console import Console  # noqa: PLC0415
+
+    piped = not sys.stdout.isatty() and not os.environ.get("COLUMNS")
+    return Console(file=sys.stdout, width=200 if piped else None)
+

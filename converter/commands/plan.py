@@ -10,52 +10,49 @@ from __future__ import annotations
 
 import typer
 
-from .options import InputShape, Json, MatrixOverlay, MatrixPath, ShapeList, TrustPickle
+from .options import (Framework, HardwareOrAll, Json, MatrixSource, ModelSource, matrix_options, model_options,
+                      stdout_console)
 
 _STYLE = {"supported": "green", "rewrite": "cyan", "retrain": "magenta", "postprocess": "yellow",
           "custom": "bold red"}
 
 
 def register(app: typer.Typer) -> None:
-    @app.command("plan")
+    @app.command("plan", short_help="How each unsupported node will be made to run.")
+    @model_options()
+    @matrix_options()
     def plan_cmd(
-        model: str = typer.Argument(..., help="Model file (.onnx, .pt, .pt2, .pb, .tflite, ...)."),
-        to: str = typer.Option(..., "--to", "-t", help="Framework: tflite, tnn, mace, coreml, or all."),
-        hw: str = typer.Option("all", "--hw", help="Hardware (e.g. gpu, npu, ane, rknpu) or all."),
-        input_shape: ShapeList = InputShape,
-        trust_pickle: bool = TrustPickle,
-        matrix: str = MatrixPath,
-        matrix_overlay: ShapeList = MatrixOverlay,
+        to: str = Framework,
+        hw: str = HardwareOrAll,
+        source: ModelSource = None,  # MODEL, -s, --trust-pickle (see options.model_options)
+        matrix: MatrixSource = None,  # --matrix, --matrix-overlay
         all_nodes: bool = typer.Option(False, "--all-nodes", help="Also list the supported nodes."),
         json_out: bool = Json,
     ) -> None:
         """Explain, node by node, how the model will be made to run (rewrite, retrain, split, custom)."""
         from ..errors import EXIT_UNSUPPORTED  # noqa: PLC0415
-        from ..matrix import load_matrix  # noqa: PLC0415
         from ..plan import plan_model  # noqa: PLC0415
-        from .options import load_normalized  # noqa: PLC0415
 
-        m = load_matrix(matrix, matrix_overlay or ())
+        m = matrix.load()
         pairs = m.resolve_targets(to, hw)
-        onnx_model = load_normalized(model, input_shape, trust_pickle, require_static=False)
+        onnx_model = source.normalized(require_static=False)
         plans = [plan_model(onnx_model, fw, h, m) for fw, h in pairs]
         if json_out:
             import json  # noqa: PLC0415
 
-            print(json.dumps({"model": model, "plans": [p.to_json() for p in plans]}, indent=2))
+            print(json.dumps({"model": source.path, "plans": [p.to_json() for p in plans]}, indent=2))
         else:
             for p in plans:
-                _print_plan(p, model, all_nodes)
+                _print_plan(p, source.path, all_nodes)
         if any(p.by_remedy("custom") for p in plans):
             raise typer.Exit(EXIT_UNSUPPORTED)
 
 
 def _print_plan(plan, model: str, all_nodes: bool) -> None:
-    from rich.console import Console  # noqa: PLC0415
     from rich.table import Table  # noqa: PLC0415
 
-    console = Console()
-    table = Table(title=f"{model} on {plan.framework}/{plan.hw}")
+    console = stdout_console()
+    table = Table()
     for col in ("node", "op", "verdict", "remedy", "rules", "why"):
         table.add_column(col, overflow="fold")
     shown = [e for e in plan.entries if all_nodes or e.remedy != "supported"]
@@ -63,6 +60,7 @@ def _print_plan(plan, model: str, all_nodes: bool) -> None:
         table.add_row(e.node, e.op, e.verdict, f"[{_STYLE[e.remedy]}]{e.remedy}[/]",
                       " → ".join(e.rules) or "-", e.reason)
     if shown:
+        console.print(f"{model} on {plan.framework}/{plan.hw}", highlight=False)
         console.print(table)
     counts = ", ".join(f"{len(plan.by_remedy(r))} {r}" for r in _STYLE if plan.by_remedy(r))
     console.print(f"{plan.framework}/{plan.hw}: {len(plan.entries)} nodes: {counts}", highlight=False)

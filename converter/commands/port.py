@@ -6,29 +6,29 @@ from typing import List, Optional
 
 import typer
 
-from .options import InputShape, Json, MatrixOverlay, MatrixPath, ShapeList, TrustPickle
+from .options import (Atol, Framework, Hardware, Json, MatrixSource, ModelSource, Rtol, Seed, Tolerances, VerifyInputs,
+                      matrix_options, model_options, out_dir)
 
 
 def register(app: typer.Typer) -> None:
-    @app.command("port")
+    @app.command("port", short_help="The whole pipeline: legalize, export real files, verify.")
+    @model_options()
+    @matrix_options()
     def port_cmd(
-        model: str = typer.Argument(..., help="Model file (.onnx, .pt, .pt2, .pb, .tflite, .keras, SavedModel dir)."),
-        to: str = typer.Option(..., "--to", help="Framework: tflite, tnn, mace, coreml, or all."),
-        hw: str = typer.Option(..., "--hw", help="Hardware as users say it (cpu, gpu, npu, dsp, ane, arm, ...), or all."),
-        out: str = typer.Option("edgeconv-out", "-o", "--out", help="Output directory."),
-        input_shape: ShapeList = InputShape,
-        trust_pickle: bool = TrustPickle,
-        matrix: Optional[str] = MatrixPath,
-        matrix_overlay: Optional[List[str]] = MatrixOverlay,
+        to: str = Framework,
+        hw: str = Hardware,
+        out: str = out_dir("edgeconv-out", "Output directory (with --to/--hw all: one subdirectory per target)."),
+        source: ModelSource = None,  # MODEL, -s, --trust-pickle (see options.model_options)
+        matrix: MatrixSource = None,  # --matrix, --matrix-overlay
         fp16_weights: bool = typer.Option(False, "--fp16-weights", help="Store weights as float16."),
         keep_nchw_io: bool = typer.Option(False, "--keep-nchw-io", help="TFLite: keep NCHW model inputs/outputs."),
-        retrain_hook: Optional[str] = typer.Option(None, "--retrain-hook", help="pkg.module:function that fine-tunes architecture changes: called with the replacement blocks (an nn.ModuleDict) and returns them fitted."),
-        custom_op: Optional[List[str]] = typer.Option(None, "--custom-op", help="Force an op type to become a custom layer (repeatable)."),
-        inputs: Optional[str] = typer.Option(None, "--inputs", help="Verification inputs (.npz, several samples)."),
-        atol: Optional[float] = typer.Option(None, "--atol", help="Absolute tolerance for verification."),
-        rtol: Optional[float] = typer.Option(None, "--rtol", help="Relative tolerance for verification."),
-        tolerances: Optional[str] = typer.Option(None, "--tolerances", help="Tolerance profile (YAML)."),
-        seed: int = typer.Option(0, "--seed", help="Seed for generated verification inputs."),
+        retrain_hook: Optional[str] = typer.Option(None, "--retrain-hook", metavar="MODULE:FUNCTION", help="pkg.module:function that fine-tunes architecture changes: called with the replacement blocks (an nn.ModuleDict) and returns them fitted."),
+        custom_op: Optional[List[str]] = typer.Option(None, "--custom-op", metavar="OP", help="Force an op type to become a custom layer (repeatable)."),
+        inputs: Optional[str] = VerifyInputs,
+        atol: Optional[float] = Atol,
+        rtol: Optional[float] = Rtol,
+        tolerances: Optional[str] = Tolerances,
+        seed: int = Seed,
         no_verify: bool = typer.Option(False, "--no-verify", help="Skip the numerical verification."),
         json_out: bool = Json,
     ) -> int:
@@ -37,17 +37,16 @@ def register(app: typer.Typer) -> None:
         import sys  # noqa: PLC0415
         from pathlib import Path  # noqa: PLC0415
 
-        from ..load import parse_shape_flags  # noqa: PLC0415
         from ..pipeline import PortOptions, load_stage  # noqa: PLC0415
         from .port_run import combinations, run_ports  # noqa: PLC0415
 
         base = PortOptions(
-            target=to, hw=hw, out_dir=Path(out), input_shapes=parse_shape_flags(input_shape),
-            trust_pickle=trust_pickle, matrix=matrix, matrix_overlays=tuple(matrix_overlay or ()),
+            target=to, hw=hw, out_dir=Path(out), input_shapes=source.shapes(),
+            trust_pickle=source.trust_pickle, matrix=matrix.path, matrix_overlays=matrix.overlays,
             fp16_weights=fp16_weights, keep_nchw_io=keep_nchw_io, retrain_hook=retrain_hook,
             custom_ops=tuple(custom_op or ()), inputs_npz=inputs, atol=atol, rtol=rtol, tolerances=tolerances,
             seed=seed, verify=not no_verify, command_line="edgeconv " + shlex.join(sys.argv[1:]),
         )
         combos = combinations(base, to, hw)
-        preloaded = load_stage(model, base)
-        return run_ports(model, base, combos, preloaded, json_out)
+        preloaded = load_stage(source.path, base)
+        return run_ports(source.path, base, combos, preloaded, json_out)

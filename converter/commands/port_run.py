@@ -4,7 +4,6 @@ from __future__ import annotations
 
 import dataclasses
 import json
-import sys
 from pathlib import Path
 
 from ..errors import EXIT_OK, EXIT_UNSUPPORTED, BadInput, EdgeconvError
@@ -60,15 +59,17 @@ def run_ports(model: str, base, combos, preloaded, json_out: bool) -> int:
                 if not many:
                     raise
                 failures.append((fw, hw, _internal(err)))
+    if not results and len({str(err) for _, _, err in failures}) == 1:
+        raise failures[0][2]  # the same error for every target: the input is at fault, say it once
     if json_out:
         print(json.dumps({"results": [_result_json(r) for r in results],
                           "errors": [{"target": f, "hw": h, "error": str(e), "exit_code": e.exit_code}
                                      for f, h, e in failures]}, indent=2, sort_keys=True))
     else:
+        from .options import stdout_console  # noqa: PLC0415
         from .port_summary import print_many, print_one  # noqa: PLC0415
 
-        # Piped output (CI logs) gets a wide fixed width instead of rich's 80 columns.
-        out = Console(file=sys.stdout, width=None if sys.stdout.isatty() else 160)
+        out = stdout_console()
         if many:
             print_many(out, results, failures)
         else:

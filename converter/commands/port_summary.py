@@ -11,8 +11,8 @@ def print_one(console, result) -> None:
     from rich.table import Table  # noqa: PLC0415
 
     rep = result.report
-    title = f"{rep['model']} → {result.target}/{result.hw}"
-    table = Table(title=title, show_header=False)
+    console.print(f"{rep['model']} → {result.target}/{result.hw}", highlight=False)
+    table = Table(show_header=False)
     table.add_column("", style="bold")
     table.add_column("")
     before, after = rep.get("ops_before", {}), rep.get("ops_after", {})
@@ -38,17 +38,18 @@ def print_one(console, result) -> None:
 def print_many(console, results, failures) -> None:
     from rich.table import Table  # noqa: PLC0415
 
-    table = Table(title="Where can this model run?")
+    console.print("Where can this model run?")
+    table = Table()
     for col in ("framework", "hardware", "result", "remedies", "why not"):
-        table.add_column(col)
+        table.add_column(col, overflow="fold")
     for r in results:
         remedies = Counter(e.get("remedy") for e in r.report.get("plan", {}).get("entries", []))
         remedies.pop("supported", None)
         style = _STATUS_STYLE.get(r.status, "red")
         table.add_row(r.target, r.hw, f"[{style}]{r.status}[/]",
-                      ", ".join(f"{k}: {v}" for k, v in sorted(remedies.items())) or "-", r.reason[:120])
+                      ", ".join(f"{k}: {v}" for k, v in sorted(remedies.items())) or "-", r.reason)
     for fw, hw, err in failures:
-        table.add_row(fw, hw, "[red]error[/]", "-", str(err)[:120])
+        table.add_row(fw, hw, "[red]error[/]", "-", str(err))
     console.print(table)
     ok = sum(r.status == "ok" for r in results)
     console.print(f"{ok} of {len(results) + len(failures)} framework × hardware combinations work.")

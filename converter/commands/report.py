@@ -8,33 +8,29 @@ from __future__ import annotations
 
 import typer
 
-from .options import InputShape, MatrixOverlay, MatrixPath, ShapeList, TrustPickle
+from .options import MatrixSource, ModelSource, matrix_options, model_options, out_file
 
 
 def register(app: typer.Typer) -> None:
-    @app.command("report")
+    @app.command("report", short_help="The op support matrix as one self-contained HTML page.")
+    @model_options(as_option=True)
+    @matrix_options()
     def report_cmd(
-        out: str = typer.Option("support-matrix.html", "-o", "--out", help="HTML file to write."),
-        model: str = typer.Option(None, "--model", help="Also show this model's per-node verdicts."),
-        input_shape: ShapeList = InputShape,
-        trust_pickle: bool = TrustPickle,
-        matrix: str = MatrixPath,
-        matrix_overlay: ShapeList = MatrixOverlay,
+        out: str = out_file("support-matrix.html", "HTML file to write."),
+        source: ModelSource = None,  # --model, -s, --trust-pickle (see options.model_options)
+        matrix: MatrixSource = None,  # --matrix, --matrix-overlay
     ) -> None:
         """Write the op support matrix (and optionally a model's verdicts) as a self-contained HTML page."""
         from ..fsutil import atomic_write_text  # noqa: PLC0415
-        from ..matrix import load_matrix  # noqa: PLC0415
         from ..report.matrix_page import build_matrix_page  # noqa: PLC0415
 
-        m = load_matrix(matrix, matrix_overlay or ())
+        m = matrix.load()
         checks = None
-        if model:
+        if source.path:
             from ..check import check_targets  # noqa: PLC0415
-            from .options import load_normalized  # noqa: PLC0415
 
-            onnx_model = load_normalized(model, input_shape, trust_pickle, require_static=False)
             pairs = [(fw, hw) for fw in m.frameworks for hw in m.hardware(fw)]
-            checks = check_targets(onnx_model, pairs, m)
-        page = build_matrix_page(m, checks, model_name=model)
+            checks = check_targets(source.normalized(require_static=False), pairs, m)
+        page = build_matrix_page(m, checks, model_name=source.path)
         atomic_write_text(out, page)
         print(f"wrote {out}")

@@ -7,52 +7,63 @@ refused (exit 3, one line naming the node and op that cannot move).
 
 from __future__ import annotations
 
+import re
 from typing import List, Optional
 
 import typer
 
-from .options import InputShape, Json, MatrixOverlay, MatrixPath, ShapeList, TrustPickle
+from .options import MatrixSource, ModelSource, OneFramework, OneHardware, Json, matrix_options, model_options, out_dir
+
+# A C++ namespace, possibly nested (a::b); the generated header must compile.
+_CPP_NAMESPACE = re.compile(r"[A-Za-z_][A-Za-z0-9_]*(::[A-Za-z_][A-Za-z0-9_]*)*")
 
 
 def register(app: typer.Typer) -> None:
-    @app.command("split")
+    @app.command("split", short_help="Move trailing unsupported ops into generated post-processing.")
+    @model_options()
+    @matrix_options()
     def split_cmd(
-        model: str = typer.Argument(..., help="Model file (.onnx, .pt, .pt2, .pb, .tflite, ...)."),
-        to: str = typer.Option(..., "--to", "-t", help="Framework: tflite, tnn, mace or coreml."),
-        hw: str = typer.Option(..., "--hw", help="Hardware (e.g. cpu, gpu, npu)."),
-        output: str = typer.Option(..., "-o", "--output", help="Output directory."),
-        move: Optional[List[str]] = typer.Option(None, "--move", help="Also move this node (repeatable)."),
+        to: str = OneFramework,
+        hw: str = OneHardware,
+        out: str = out_dir(..., "Output directory: model.onnx and postproc/."),
+        source: ModelSource = None,  # MODEL, -s, --trust-pickle (see options.model_options)
+        matrix: MatrixSource = None,  # --matrix, --matrix-overlay
+        move: Optional[List[str]] = typer.Option(None, "--move", metavar="NODE",
+                                                 help="Also move this node (repeatable)."),
         max_outputs: Optional[int] = typer.Option(
-            None, "--max-outputs", help="Merge the cut model's outputs beyond this many (default: the matrix's)."),
-        namespace: str = typer.Option("edgeconv_postproc", "--cpp-namespace", help="C++ namespace of the header."),
-        input_shape: ShapeList = InputShape,
-        trust_pickle: bool = TrustPickle,
-        matrix: str = MatrixPath,
-        matrix_overlay: ShapeList = MatrixOverlay,
+            None, "--max-outputs", min=1, metavar="N",
+            help="Merge the cut model's outputs beyond this many (default: the matrix's)."),
+        namespace: str = typer.Option("edgeconv_postproc", "--cpp-namespace", metavar="NAME",
+                                      help="C++ namespace of the generated header."),
         json_out: bool = Json,
     ) -> None:
         """Cut trailing unsupported ops out of the model and generate Python/C++ post-processing."""
         import json  # noqa: PLC0415
         from pathlib import Path  # noqa: PLC0415
 
+        from ..errors import BadInput  # noqa: PLC0415
         from ..fsutil import atomic_output_dir  # noqa: PLC0415
         from ..graph import to_graph  # noqa: PLC0415
         from ..load import save_onnx  # noqa: PLC0415
-        from ..matrix import load_matrix  # noqa: PLC0415
         from ..postproc import split  # noqa: PLC0415
-        from .options import load_normalized  # noqa: PLC0415
 
-        m = load_matrix(matrix, matrix_overlay or ())
+        if not _CPP_NAMESPACE.fullmatch(namespace):
+            raise BadInput(f"--cpp-namespace '{namespace}': not a C++ namespace name (letters, digits, _ and ::)")
+        m = matrix.load()
         framework = m.resolve_framework(to)
         hardware = m.resolve_hw(framework, hw)
-        onnx_model = load_normalized(model, input_shape, trust_pickle, require_static=False)
+        onnx_model = source.normalized(require_static=False)
         graph = to_graph(onnx_model)
         must_move = {n.name for n in graph.nodes if not m.check_node(n, framework, hardware).supported}
+        unknown = sorted(set(move or ()) - {n.name for n in graph.nodes})
+        if unknown:
+            raise BadInput(f"--move {unknown[0]}: no such node (node names are the normalized ones: "
+                           f"see `edgeconv plan --all-nodes`)")
         must_move |= set(move or ())
         limit = max_outputs if max_outputs is not None else m.properties(framework, hardware).get("max_outputs")
         result = split(onnx_model, must_move, limit, cpp_namespace=namespace,
-                       title=Path(model).stem)
-        out = Path(output)
+                       title=Path(source.path).stem)
+        out = Path(out)
         with atomic_output_dir(out) as tmp:
             save_onnx(result.model, tmp / "model.onnx")
             for name, text in result.files.items():

@@ -7,25 +7,28 @@ from typing import List, Optional
 
 import typer
 
-from .options import InputShape, ShapeList
+from .options import Atol, Json, Rtol, Seed, ShapeList, Tolerances, VerifyInputs, out_dir, stdout_console
 
 
 def register(app: typer.Typer) -> None:
-    @app.command("verify")
+    @app.command("verify", short_help="Do two ONNX models compute the same; where do they diverge?")
     def verify_cmd(
-        original: str = typer.Argument(..., help="The reference ONNX model."),
-        converted: str = typer.Argument(..., help="The converted ONNX model to check against it."),
-        inputs: Optional[str] = typer.Option(None, "--inputs", help="Calibration samples (.npz, one array per input; an extra leading axis holds N samples)."),
-        atol: Optional[float] = typer.Option(None, "--atol", help="Absolute tolerance per element (default 1e-4, or the profile's)."),
-        rtol: Optional[float] = typer.Option(None, "--rtol", help="Relative tolerance per element (default 1e-3, or the profile's)."),
+        original: str = typer.Argument(..., metavar="ORIGINAL", help="The reference ONNX model."),
+        converted: str = typer.Argument(..., metavar="CONVERTED", help="The converted ONNX model to check against it."),
+        inputs: Optional[str] = VerifyInputs,
+        atol: Optional[float] = Atol,
+        rtol: Optional[float] = Rtol,
         layer_tol: Optional[float] = typer.Option(None, "--layer-tol", help="Per-layer normalized rMSE above which a layer diverges (default 1e-3)."),
-        tolerances: Optional[str] = typer.Option(None, "--tolerances", help="Tolerance profile (YAML: atol, rtol, layer_rmse, outputs: {name: {atol, rtol}})."),
-        seed: int = typer.Option(0, "--seed", help="Seed of the random inputs."),
+        tolerances: Optional[str] = Tolerances,
+        seed: int = Seed,
         samples: int = typer.Option(1, "--samples", help="Number of random input samples."),
         value_range: Optional[List[str]] = typer.Option(None, "--range", help="Range of a float input's random values, e.g. input=0:1 (repeatable; a bare 0:1 applies to all)."),
-        input_shape: ShapeList = InputShape,
-        out_dir: Optional[str] = typer.Option(None, "-o", "--out-dir", help="Write verify.json, verify.html and, on failure, the replay files here (default on failure: <CONVERTED>.verify/)."),
-        json_out: bool = typer.Option(False, "--json", help="Print the report as JSON instead of tables."),
+        input_shape: ShapeList = typer.Option(
+            None, "--input-shape", "-s", metavar="[NAME=]SHAPE",
+            help="Shape of a dynamic input for the random inputs, e.g. input=1x3x224x224 (repeatable)."),
+        out: Optional[str] = out_dir(None, "Write verify.json, verify.html and, on failure, the replay files here "
+                                           "(default on failure: <CONVERTED>.verify/)."),
+        json_out: bool = Json,
     ) -> None:
         """Compare CONVERTED with ORIGINAL on seeded or given inputs; name the first diverging layer."""
         import json  # noqa: PLC0415
@@ -44,7 +47,7 @@ def register(app: typer.Typer) -> None:
         shapes = parse_shape_flags(input_shape)
         report = verify_files(original, converted, tols, inputs_npz=inputs, seed=seed,
                               ranges=ranges, samples=samples, shapes=shapes or None)
-        target_dir = Path(out_dir) if out_dir else None
+        target_dir = Path(out) if out else None
         if not report.ok:
             target_dir = target_dir or Path(converted).with_name(Path(converted).stem + ".verify")
             write_replay(report, target_dir, original, converted, tolerances)
@@ -53,7 +56,7 @@ def register(app: typer.Typer) -> None:
         if json_out:
             print(json.dumps(to_json(report), indent=2, sort_keys=True, allow_nan=False))
         else:
-            print_report(report)
+            print_report(report, stdout_console())
         if not report.ok:
             raise VerificationFailed(report.summary())
 
