@@ -89,11 +89,31 @@ def load_onnx(path: Path) -> onnx.ModelProto:
         raise BadInput(f"{path}: not a valid ONNX model ({_one_line(err) or 'protobuf parse failed'})") from None
     if not model.graph.node and not model.graph.output:
         raise BadInput(f"{path}: not a valid ONNX model (empty or truncated graph)")
+    _lower_ir_version(model)
     try:
         onnx.checker.check_model(str(path) if _too_large_to_serialize(model) else model)
     except Exception as err:
-        raise BadInput(f"{path}: invalid ONNX model: {_one_line(err)}") from None
+        text = _one_line(err)
+        if "topologically sorted" in text:
+            raise BadInput(f"{path}: the graph has a cycle or is not topologically sorted ({text.split(',')[0]})") from None
+        raise BadInput(f"{path}: invalid ONNX model: {text}") from None
     return model
+
+
+#: The newest ONNX IR version onnxruntime 1.2x-1.3x reads.
+ORT_MAX_IR_VERSION = 10
+
+
+def _lower_ir_version(model: onnx.ModelProto) -> None:
+    """onnx.helper stamps new models with its own newest IR version, which onnxruntime may not
+    read yet; the opsets a model imports say which IR version it really needs."""
+    if model.ir_version <= ORT_MAX_IR_VERSION:
+        return
+    try:
+        needed = onnx.helper.find_min_ir_version_for(list(model.opset_import), ignore_unknown=True)
+    except Exception:  # noqa: BLE001 - an opset onnx does not know: leave the model alone
+        return
+    model.ir_version = max(needed, min(model.ir_version, ORT_MAX_IR_VERSION))
 
 
 def save_onnx(model: onnx.ModelProto, path: str | os.PathLike) -> Path:

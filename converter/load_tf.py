@@ -14,6 +14,7 @@ from pathlib import Path
 import onnx
 
 from .errors import BadInput
+from .fsutil import quiet_native_stderr
 
 _OPSET = 17
 
@@ -21,7 +22,8 @@ _OPSET = 17
 def convert_tf(path: Path, input_shapes: dict[str, tuple[int, ...]]) -> onnx.ModelProto:
     os.environ.setdefault("TF_CPP_MIN_LOG_LEVEL", "3")
     sink = io.StringIO()
-    with contextlib.redirect_stdout(sink), contextlib.redirect_stderr(sink):
+    # TensorFlow writes from C++ straight to fd 2: Python-level redirection alone misses it.
+    with contextlib.redirect_stdout(sink), contextlib.redirect_stderr(sink), quiet_native_stderr():
         import tensorflow as tf  # noqa: PLC0415
         import tf2onnx  # noqa: PLC0415
 

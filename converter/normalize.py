@@ -84,6 +84,7 @@ def _normalize(model: onnx.ModelProto, input_shapes, check: bool = True) -> onnx
     model = _to_canonical_opset(model)
     graph = to_graph(model)
     _check_acyclic(graph)
+    _drop_attributes_newer_than_opset(graph)
     if input_shapes:
         _fix_input_shapes(graph, input_shapes)
     _remove_passthrough(graph)
@@ -123,6 +124,27 @@ def _infer(model: onnx.ModelProto) -> onnx.ModelProto:
         return onnx.shape_inference.infer_shapes(model, check_type=False, strict_mode=False, data_prop=True)
     except Exception:  # very large models: fall back to the uninferred graph
         return model
+
+
+#: Attributes that later opsets added with a default that means "behave as before": the
+#: version converter leaves them on the node when going down to opset 17.
+_NEWER_DEFAULTS = {"noop_with_empty_axes": 0, "stash_type": 1}
+
+
+def _drop_attributes_newer_than_opset(graph: gs.Graph) -> None:
+    for node in graph.nodes:
+        if node.domain not in ("", "ai.onnx", None):
+            continue
+        try:
+            schema = onnx.defs.get_schema(node.op, CANONICAL_OPSET, "")
+        except Exception:  # noqa: BLE001 - unknown op: the checker reports it
+            continue
+        for name in [a for a in node.attrs if a not in schema.attributes]:
+            if name in _NEWER_DEFAULTS and node.attrs[name] == _NEWER_DEFAULTS[name]:
+                del node.attrs[name]
+            else:
+                raise BadInput(f"node '{node.name}' ({node.op}) uses attribute '{name}', which opset "
+                               f"{CANONICAL_OPSET} does not have")
 
 
 def _check_acyclic(graph: gs.Graph) -> None:

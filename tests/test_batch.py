@@ -154,3 +154,24 @@ def test_ray_executor(release):
     assert summary["counts"] == {"cached": 0, "ok": 4}
     again = run_batch(release, out_dir=release.parent / "ray-out", executor="ray")
     assert sum(r.cached for r in again.results) == 4
+
+
+def test_ctrl_c_stops_parallel_batch_cleanly(tmp_path, zoo_onnx_path):
+    models = ["resnet", "unet", "mobilenetv2", "normalized_input"]
+    for name in models:
+        (tmp_path / f"{name}.onnx").write_bytes(Path(zoo_onnx_path(name)).read_bytes())
+    manifest = tmp_path / "release.yaml"
+    manifest.write_text("output: out\ntargets: [{to: coreml, hw: cpu}, {to: tflite, hw: cpu}, {to: tnn, hw: arm}]\n"
+                        "models:\n" + "".join(f"  - path: {m}.onnx\n" for m in models))
+    out = tmp_path / "out"
+    proc = _cli("batch", str(manifest), "-j", "2")
+    deadline = time.time() + 240
+    while time.time() < deadline and not any((p / "job.json").exists() for p in out.glob("*--*")):
+        time.sleep(0.1)
+    os.killpg(proc.pid, signal.SIGINT)
+    _, stderr = proc.communicate(timeout=120)
+    assert proc.returncode == 130
+    assert stderr.strip().splitlines()[-1].startswith("edgeconv: error:")
+    summary = json.loads((out / "batch-summary.json").read_text())
+    assert summary["interrupted"] is True and summary["counts"].get("interrupted", 0) >= 1
+    assert not list(out.glob(".partial-*"))

@@ -272,3 +272,25 @@ def test_help_does_not_import_heavy_frameworks():
             "print(rc, heavy)")
     res = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, cwd=ROOT)
     assert res.stdout.strip().splitlines()[-1] == "0 []"
+
+
+def test_exported_program_with_opset18_reductions(tmp_path):
+    """torch.export's ONNX is opset 18 (ReduceMean with noop_with_empty_axes): normalized to 17."""
+    import torch
+
+    net = zoo.build("resnet")
+    path = tmp_path / "resnet.pt2"
+    torch.export.save(torch.export.export(net, (torch.zeros(1, 3, 32, 32),)), str(path))
+    model = normalize(load_model(path))
+    x = zoo.example_inputs("resnet")["input"]
+    expected = net(torch.from_numpy(x)).detach().numpy()
+    assert np.max(np.abs(_ort(model, {model.graph.input[0].name: x})[0] - expected)) <= 1e-5
+
+
+def test_binary_file_as_matrix_overlay_is_one_line(tmp_path, zoo_onnx_path):
+    from converter.matrix import load_matrix
+
+    with pytest.raises(BadInput, match="not a YAML file"):
+        load_matrix(overlays=[zoo_onnx_path("resnet")])
+    with pytest.raises(BadInput, match="is a directory|not found"):
+        load_matrix(overlays=[tmp_path])

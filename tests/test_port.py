@@ -142,3 +142,55 @@ def test_port_all_all_where_can_it_run(tmp_path, zoo_onnx_path):
     assert len(combos) + len(data["errors"]) == len(_combos())
     assert not [e for e in data["errors"] if e["exit_code"] == 70]
     assert combos[("tflite", "cpu")] == "ok" and combos[("tnn", "arm")] == "ok"
+
+
+def test_port_relative_out_dir_and_coreml(tmp_path, zoo_onnx_path):
+    res = subprocess.run([sys.executable, "-m", "converter", "port", str(zoo_onnx_path("resnet")), "--to", "coreml",
+                          "--hw", "cpu", "-o", "rel"], capture_output=True, text=True, cwd=tmp_path,
+                         env={**os.environ, "PYTHONPATH": str(ROOT)})
+    assert res.returncode == 0, res.stderr
+    report = json.loads((tmp_path / "rel" / "report.json").read_text())
+    assert report["artifact"]["files"][0].startswith("resnet.mlpackage/")
+
+
+def _helper_model(path, nodes, inputs, outputs, opsets=(("", 17),)):
+    from onnx import helper
+
+    graph = helper.make_graph(nodes, "g", inputs, outputs)
+    model = helper.make_model(graph, opset_imports=[helper.make_opsetid(d, v) for d, v in opsets])
+    import onnx
+
+    assert model.ir_version > 10  # onnx.helper's own newest IR: newer than onnxruntime reads
+    onnx.save(model, str(path))
+    return path
+
+
+def test_port_tf_style_names_and_new_ir_version(tmp_path):
+    from onnx import TensorProto, helper
+
+    path = _helper_model(tmp_path / "colon.onnx", [helper.make_node("Relu", ["image:0"], ["out:0"])],
+                         [helper.make_tensor_value_info("image:0", TensorProto.FLOAT, [1, 3, 4, 4])],
+                         [helper.make_tensor_value_info("out:0", TensorProto.FLOAT, [1, 3, 4, 4])])
+    out = tmp_path / "o"
+    res = _cli("port", str(path), "--to", "tnn", "--hw", "arm", "-o", str(out))
+    assert res.returncode == 0, res.stderr
+    report = json.loads((out / "report.json").read_text())
+    assert report["verification"]["ok"] is True
+    assert "image_0 4 1 3 4 4 0" in (out / "colon.tnnproto").read_text()
+
+
+def test_port_unknown_custom_domain_op_gets_a_scaffold_but_no_verification(tmp_path):
+    from onnx import TensorProto, helper
+
+    path = _helper_model(
+        tmp_path / "fancy.onnx",
+        [helper.make_node("Relu", ["x"], ["r"]), helper.make_node("FancyOp", ["r"], ["y"], domain="com.acme")],
+        [helper.make_tensor_value_info("x", TensorProto.FLOAT, [1, 4])],
+        [helper.make_tensor_value_info("y", TensorProto.FLOAT, [1, 4])], (("", 17), ("com.acme", 1)))
+    out = tmp_path / "o"
+    res = _cli("port", str(path), "--to", "tflite", "--hw", "cpu", "-o", str(out), "--json")
+    assert res.returncode == 0, res.stderr
+    report = json.loads((out / "report.json").read_text())
+    assert [c["op"] for c in report["custom_layers"]] == ["com.acme.FancyOp"]
+    assert report["verification"]["ok"] is None and report["reason"].startswith("not verified: onnxruntime")
+    assert (out / "fancy.tflite").exists()

@@ -205,7 +205,7 @@ def _run_local(todo, out: Path, jobs: int, results: dict, progress) -> None:
             if progress:
                 progress(r)
         return
-    pool = cf.ProcessPoolExecutor(max_workers=jobs)
+    pool = cf.ProcessPoolExecutor(max_workers=jobs, initializer=_ignore_sigint)
     try:
         futures = {pool.submit(run_job, job, str(out), key): job for job, key in todo}
         for fut in cf.as_completed(futures):
@@ -219,11 +219,21 @@ def _run_local(todo, out: Path, jobs: int, results: dict, progress) -> None:
             if progress:
                 progress(r)
     except KeyboardInterrupt:
+        # Take the worker list first: shutdown() drops the executor's reference to it.
+        workers = list((getattr(pool, "_processes", None) or {}).values())
         pool.shutdown(wait=False, cancel_futures=True)
-        for proc in list(getattr(pool, "_processes", {}).values()):
+        for proc in workers:
             proc.terminate()
         raise
     pool.shutdown(wait=True)
+
+
+def _ignore_sigint() -> None:
+    # Ctrl-C reaches the whole process group; the parent alone handles it (and stops the
+    # workers), so workers must not die printing tracebacks of their own.
+    import signal  # noqa: PLC0415
+
+    signal.signal(signal.SIGINT, signal.SIG_IGN)
 
 
 def _write_summaries(result: BatchResult, manifest) -> None:

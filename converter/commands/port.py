@@ -35,6 +35,7 @@ def register(app: typer.Typer) -> None:
         """Convert a model for a framework × hardware, legalize it, export real files and verify them."""
         import shlex  # noqa: PLC0415
         import sys  # noqa: PLC0415
+        import time  # noqa: PLC0415
         from pathlib import Path  # noqa: PLC0415
 
         from ..pipeline import PortOptions, load_stage  # noqa: PLC0415
@@ -48,5 +49,6 @@ def register(app: typer.Typer) -> None:
             seed=seed, verify=not no_verify, command_line="edgeconv " + shlex.join(sys.argv[1:]),
         )
         combos = combinations(base, to, hw)
-        preloaded = load_stage(source.path, base)
+        start = time.perf_counter()
+        preloaded = (*load_stage(source.path, base), round(time.perf_counter() - start, 4))
         return run_ports(source.path, base, combos, preloaded, json_out)

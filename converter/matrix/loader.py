@@ -25,10 +25,14 @@ class MatrixFileError(BadInput):
 def read_yaml_with_lines(path: Path) -> tuple[Any, Lines]:
     import yaml
 
+    if path.is_dir():
+        raise MatrixFileError(f"{path}: is a directory, not a YAML file")
     try:
         text = path.read_text(encoding="utf-8")
     except OSError as err:
         raise MatrixFileError(f"cannot read matrix file {path}: {err.strerror or err}") from None
+    except UnicodeDecodeError:
+        raise MatrixFileError(f"{path}: not a YAML file (not UTF-8 text)") from None
     try:
         root = yaml.compose(text, Loader=yaml.SafeLoader)
     except yaml.YAMLError as err:

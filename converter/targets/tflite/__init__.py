@@ -62,15 +62,18 @@ class TFLiteTarget:
         except ImportError:  # pragma: no cover - depends on the environment
             raise MissingExtra("tflite", "running a .tflite file") from None
         path = next(p for p in artifact.files if str(p).endswith(".tflite"))
-        interpreter = Interpreter(model_path=str(path), num_threads=artifact.meta.get("num_threads"))
-        interpreter.allocate_tensors()
+        from ...fsutil import quiet_native_stderr  # noqa: PLC0415
+
+        with quiet_native_stderr():  # LiteRT prints "INFO: Created ... delegate" from C++
+            interpreter = Interpreter(model_path=str(path), num_threads=artifact.meta.get("num_threads"))
+            interpreter.allocate_tensors()
         feed_inputs(interpreter, artifact, inputs)
         interpreter.invoke()
         out_by_name = {d["name"]: d for d in interpreter.get_output_details()}
         results = {}
         for spec in artifact.meta["outputs"]:
             stored = interpreter.get_tensor(out_by_name[spec["name"]]["index"])
-            results[spec["name"]] = np.ascontiguousarray(stored.transpose(np.argsort(spec["perm"])))
+            results[spec["name"]] = np.array(stored.transpose(np.argsort(spec["perm"])), order="C")
         return results
 
     def intermediates(self, artifact: Artifact, inputs: dict[str, np.ndarray]):
@@ -92,7 +95,8 @@ def feed_inputs(interpreter, artifact: Artifact, inputs: dict[str, np.ndarray]) 
         if tuple(value.shape) != tuple(spec["shape"]):
             raise BadInput(f"tflite: input '{spec['name']}' has shape {tuple(value.shape)}, "
                            f"the model wants {tuple(spec['shape'])}")
-        interpreter.set_tensor(by_name[spec["name"]]["index"], np.ascontiguousarray(value.transpose(spec["perm"])))
+        # np.array, not np.ascontiguousarray: the latter turns a 0-d (scalar) input into shape (1,)
+        interpreter.set_tensor(by_name[spec["name"]]["index"], np.array(value.transpose(spec["perm"]), order="C"))
 
 
 def convert(model: onnx.ModelProto, options: ExportOptions) -> tuple[bytes, dict]:
