@@ -1,5 +1,9 @@
 """ONNX op -> lowering function (which writes TFLite builtin ops).  Builtins only: no Flex/select
-TensorFlow ops and no custom ops, so plain LiteRT runs every file.
+TensorFlow ops and no custom ops, so plain LiteRT runs every file.  Families: ``ops_nn`` (2-D
+conv/pool/matmul/norm), ``ops_conv_nd`` (1-D, 3-D, grouped/dilated transpose), ``ops_resize``,
+``ops_tensor`` (element-wise, reductions, shapes), ``ops_logic`` (compare/select/cast/arg/top-k),
+``ops_index`` (gather/scatter/one-hot/range/shape), ``ops_norm`` (normalizations, activations),
+``ops_rnn`` (LSTM).
 
 Ops not listed here raise :class:`~converter.errors.Unsupported` naming the node and op; the
 planner is expected to have legalized them away for the chosen hardware.
@@ -7,22 +11,29 @@ planner is expected to have legalized them away for the chosen hardware.
 
 from __future__ import annotations
 
+from . import ops_conv_nd as nd
+from . import ops_index as idx
+from . import ops_logic as logic
 from . import ops_nn as nn
+from . import ops_norm as norm
+from . import ops_resize as resize
+from . import ops_rnn as rnn
 from . import ops_tensor as t
 
 HANDLERS = {
     # convolution, pooling, dense
-    "Conv": nn.lower_conv,
-    "ConvTranspose": nn.lower_conv_transpose,
-    "MaxPool": nn.lower_max_pool,
-    "AveragePool": nn.lower_average_pool,
+    "Conv": nd.lower_conv,
+    "ConvTranspose": nd.lower_conv_transpose,
+    "MaxPool": nd.lower_max_pool,
+    "AveragePool": nd.lower_average_pool,
     "GlobalAveragePool": t.lower_reduce,
     "GlobalMaxPool": t.lower_reduce,
     "Gemm": nn.lower_gemm,
     "MatMul": nn.lower_matmul,
     "LayerNormalization": nn.lower_layer_norm,
     "BatchNormalization": nn.lower_batch_norm,
-    "Resize": nn.lower_resize,
+    "Resize": resize.lower_resize,
+    "Upsample": resize.lower_upsample,
     "DepthToSpace": nn.lower_depth_to_space,
     "SpaceToDepth": nn.lower_space_to_depth,
     # element-wise
@@ -30,8 +41,10 @@ HANDLERS = {
     "Sub": t.binary("SUB", "SubOptions"),
     "Mul": t.binary("MUL", "MulOptions"),
     "Div": t.binary("DIV", "DivOptions"),
-    "Max": t.binary("MAXIMUM", "MaximumMinimumOptions"),
-    "Min": t.binary("MINIMUM", "MaximumMinimumOptions"),
+    "Max": logic.chain("MAXIMUM", "MaximumMinimumOptions"),
+    "Min": logic.chain("MINIMUM", "MaximumMinimumOptions"),
+    "Sum": logic.chain("ADD", "AddOptions"),
+    "Mean": logic.lower_mean,
     "Pow": t.lower_pow,
     "PRelu": t.lower_prelu,
     "Clip": t.lower_clip,
@@ -52,7 +65,11 @@ HANDLERS = {
     "HardSwish": t.unary("HARD_SWISH", "HardSwishOptions"),
     "LeakyRelu": lambda Lw, node: t.unary("LEAKY_RELU", "LeakyReluOptions",
                                           alpha=float(node.attrs.get("alpha", 0.01)))(Lw, node),
-    "Elu": t.unary("ELU"),
+    "Elu": norm.lower_elu,
+    "Selu": norm.lower_selu,
+    "Softplus": norm.lower_softplus,
+    "HardSigmoid": norm.lower_hard_sigmoid,
+    "Round": t.unary("ROUND"),
     "Erf": t.lower_erf,
     "Gelu": t.lower_gelu,
     "Identity": t.lower_identity,
@@ -65,6 +82,21 @@ HANDLERS = {
     "ReduceMin": t.lower_reduce,
     "ReduceSum": t.lower_reduce,
     "ReduceProd": t.lower_reduce,
+    "ReduceL2": norm.lower_reduce_l2,
+    "ArgMax": logic.lower_arg,
+    "ArgMin": logic.lower_arg,
+    "TopK": logic.lower_topk,
+    "CumSum": logic.lower_cumsum,
+    # normalization
+    "InstanceNormalization": norm.lower_instance_norm,
+    "LRN": norm.lower_lrn,
+    "LpNormalization": norm.lower_lp_norm,
+    # comparisons, logic, selection, types
+    **{op: logic.nary(builtin, options) for op, (builtin, options) in logic.COMPARISONS.items()},
+    "Xor": logic.lower_xor,
+    "Not": t.unary("LOGICAL_NOT"),
+    "Where": logic.nary("SELECT_V2", "SelectV2Options"),
+    "Cast": logic.lower_cast,
     # shapes
     "Reshape": t.lower_reshape,
     "Flatten": t.lower_reshape,
@@ -78,4 +110,13 @@ HANDLERS = {
     "Pad": t.lower_pad,
     "Expand": t.lower_expand,
     "Tile": t.lower_tile,
+    "GatherND": idx.lower_gather_nd,
+    "ScatterND": idx.lower_scatter_nd,
+    "OneHot": idx.lower_one_hot,
+    "Range": idx.lower_range,
+    "Shape": idx.lower_shape,
+    "ConstantOfShape": idx.lower_constant_of_shape,
+    "NonZero": idx.lower_nonzero,
+    # recurrent
+    "LSTM": rnn.lower_lstm,
 }

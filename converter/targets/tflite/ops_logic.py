@@ -11,11 +11,12 @@ Like ``ops_tensor``, every op works in the layout its data already has.
 from __future__ import annotations
 
 import numpy as np
+import onnx_graphsurgeon as gs
 
 from ...graph import attr
 from . import layout as L
 from . import schema_generated as fb
-from .ops_tensor import _axis, _input_for, _layout_of, _options
+from .ops_tensor import SubNode, _axis, _input_for, _layout_of, _options
 
 #: numpy dtype -> schema TensorType, for CAST/ARG_MAX/SHAPE options.
 TFLITE_TYPE = {np.dtype(np.float32): fb.TensorType.FLOAT32, np.dtype(np.int32): fb.TensorType.INT32,
@@ -58,8 +59,7 @@ def chain(builtin: str, options: str | None):
         ins = [_input_for(Lw, t, rank, perm) for t in node.inputs]
         out = Lw.define(out_t, perm)
         if len(ins) == 1:
-            Lw.emit("RESHAPE", [ins[0], Lw.int32(f"{node.name}/shape", Lw.w.tensors[out].shape)], [out],
-                    _options("ReshapeOptions", newShape=list(Lw.w.tensors[out].shape)))
+            Lw.reshape_to(ins[0], out, Lw.w.tensors[out].shape)
             return
         shapes = {Lw.w.tensors[i].shape for i in ins}
         if builtin == "ADD" and len(ins) > 2 and shapes == {Lw.w.tensors[out].shape}:
@@ -81,8 +81,8 @@ def lower_mean(Lw, node):
     out_t = node.outputs[0]
     rank = Lw.rank(out_t)
     perm = _layout_of(Lw, node.inputs, rank)
-    total_t = type(out_t)(f"{out_t.name}/sum", dtype=out_t.dtype, shape=Lw.shape(out_t))
-    sum_node = type(node)("Sum", f"{node.name}/sum", inputs=list(node.inputs), outputs=[total_t])
+    total_t = gs.Variable(f"{out_t.name}/sum", dtype=out_t.dtype, shape=Lw.shape(out_t))
+    sum_node = SubNode("Sum", f"{node.name}/sum", list(node.inputs), [total_t])
     chain("ADD", "AddOptions")(Lw, sum_node)
     scale = Lw.constant(f"{node.name}/inv_n", np.array(1.0 / len(node.inputs), np.float32))
     Lw.emit("MUL", [Lw.get(total_t, perm), scale], [Lw.define(out_t, perm)], _options("MulOptions"))

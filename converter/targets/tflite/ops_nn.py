@@ -182,7 +182,10 @@ def lower_max_pool(Lw, node):
 
 def lower_average_pool(Lw, node):
     """AveragePool: SAME when pads match (TFLite's SAME excludes padding = count_include_pad=0);
-    else zero PAD + VALID, scaled by k*k/count where padding must not be counted."""
+    else zero PAD (explicit pads plus the ceil_mode extension) + VALID AVERAGE_POOL_2D, which
+    divides by k*k, rescaled by k*k/count where ONNX counts fewer elements: count_include_pad=0
+    counts the window inside the input, =1 inside input + explicit pads (never the ceil extension,
+    as onnxruntime's pool_functors.h and the ONNX reference do)."""
     x = node.inputs[0]
     _require_2d(Lw, node, x)
     kernel = attr(node, "kernel_shape")
@@ -194,26 +197,40 @@ def lower_average_pool(Lw, node):
         explicit = [(t, _same_total(x_shape[2], strides[0], kernel[0]) - t),
                     (l, _same_total(x_shape[3], strides[1], kernel[1]) - l)]
         padding = "VALID"
-    if explicit is not None and attr(node, "ceil_mode", 0):
-        raise Lw.unsupported("AveragePool with ceil_mode and padding is not mapped")
     src = _padded_input(Lw, node, x, explicit)
     opts = _options("Pool2DOptions", padding=_padding_enum(padding), strideH=strides[0], strideW=strides[1],
                     filterHeight=kernel[0], filterWidth=kernel[1])
-    if explicit is None or include_pad:
+    n, c, oh, ow = out_shape
+    scale = None
+    if explicit is not None:
+        pads = _onnx_pads(node, x_shape, out_shape, kernel, strides, explicit) if include_pad else None
+        counts = [_window_counts(x_shape[2 + i], out_shape[2 + i], kernel[i], strides[i], explicit[i][0],
+                                 pads[i] if pads else (0, 0)) for i in range(2)]
+        scale = (kernel[0] * kernel[1]) / np.outer(counts[0], counts[1])
+    if scale is None or np.all(scale == 1.0):
         Lw.emit("AVERAGE_POOL_2D", [src], [Lw.define(node.outputs[0], L.NHWC)], opts)
         return
-    n, c, oh, ow = out_shape
     pooled = Lw.temp(f"{node.outputs[0].name}/zero_padded_mean", (n, oh, ow, c))
     Lw.emit("AVERAGE_POOL_2D", [src], [pooled], opts)
-    counts = [_valid_counts(x_shape[2 + i], out_shape[2 + i], kernel[i], strides[i], explicit[i][0]) for i in range(2)]
-    scale = (kernel[0] * kernel[1]) / np.outer(counts[0], counts[1])
     Lw.emit("MUL", [pooled, Lw.constant(f"{node.name}/count_scale", scale.astype(np.float32).reshape(1, oh, ow, 1))],
             [Lw.define(node.outputs[0], L.NHWC)], _options("MulOptions"))
 
 
-def _valid_counts(size, out, k, s, begin):
+def _onnx_pads(node, x_shape, out_shape, kernel, strides, explicit):
+    """The (begin, end) pads ONNX counts with count_include_pad=1: explicit ``pads`` (or the
+    auto_pad amounts), without the ceil_mode extension that ``_window`` added to ``explicit``."""
+    auto_pad = attr(node, "auto_pad", "NOTSET")
+    auto_pad = auto_pad.decode() if isinstance(auto_pad, bytes) else auto_pad
+    if auto_pad in ("SAME_UPPER", "SAME_LOWER", "VALID") or not attr(node, "ceil_mode", 0):
+        return explicit
+    pads = list(attr(node, "pads", [0, 0, 0, 0]))
+    return [(pads[0], pads[2]), (pads[1], pads[3])]
+
+
+def _window_counts(size, out, k, s, begin, pads=(0, 0)):
+    """Per output index: how many of the k window taps fall inside [-pads[0], size + pads[1])."""
     starts = np.arange(out) * s - begin
-    return np.minimum(starts + k, size) - np.maximum(starts, 0)
+    return np.minimum(starts + k, size + pads[1]) - np.maximum(starts, -pads[0])
 
 
 # -- matmul --------------------------------------------------------------------------------
@@ -337,71 +354,9 @@ def lower_batch_norm(Lw, node):
             [Lw.define(node.outputs[0], perm)], _options("AddOptions"))
 
 
-# -- resize and depth/space ----------------------------------------------------------------
-def lower_resize(Lw, node):
-    """Resize (2-D, nearest or linear) -> RESIZE_NEAREST_NEIGHBOR / RESIZE_BILINEAR.
-
-    The TFLite flags (align_corners, half_pixel_centers) are chosen by comparing, per axis, the
-    source index ONNX's coordinate rule gives with the one TFLite's kernel computes
-    (tflite/kernels/internal/reference/resize_nearest_neighbor.h); a mode without an exact match
-    is refused rather than approximated."""
-    x = node.inputs[0]
-    _require_2d(Lw, node, x)
-    mode = _text(attr(node, "mode", "nearest"))
-    ctm = _text(attr(node, "coordinate_transformation_mode", "half_pixel"))
-    n, c, h, w = Lw.shape(x)
-    _, _, oh, ow = Lw.shape(node.outputs[0])
-    if mode == "linear":
-        flags = {"align_corners": (True, False), "asymmetric": (False, False),
-                 "half_pixel": (False, True), "pytorch_half_pixel": (False, True)}.get(ctm)
-        if flags is None or (ctm == "pytorch_half_pixel" and (oh == 1 or ow == 1)):
-            raise Lw.unsupported(f"linear Resize with coordinate_transformation_mode '{ctm}' is not mapped")
-        builtin, opts_name = "RESIZE_BILINEAR", "ResizeBilinearOptions"
-    elif mode == "nearest":
-        nearest_mode = _text(attr(node, "nearest_mode", "round_prefer_floor"))
-        flags = next((f for f in ((False, False), (False, True), (True, False))
-                      if all(np.array_equal(_onnx_nearest(i, o, ctm, nearest_mode), _tflite_nearest(i, o, *f))
-                             for i, o in ((h, oh), (w, ow)))), None)
-        if flags is None:
-            raise Lw.unsupported(f"nearest Resize ({ctm}, {nearest_mode}) matches no TFLite mode")
-        builtin, opts_name = "RESIZE_NEAREST_NEIGHBOR", "ResizeNearestNeighborOptions"
-    else:
-        raise Lw.unsupported(f"Resize mode '{mode}' has no builtin")
-    opts = _options(opts_name, alignCorners=flags[0], halfPixelCenters=flags[1])
-    Lw.emit(builtin, [Lw.get(x, L.NHWC), Lw.int32(f"{node.name}/size", [oh, ow])],
-            [Lw.define(node.outputs[0], L.NHWC)], opts)
-
-
+# -- depth/space ----------------------------------------------------------------------------
 def _text(v):
     return v.decode() if isinstance(v, bytes) else v
-
-
-def _onnx_nearest(size, out, ctm, nearest_mode):
-    x = np.arange(out, dtype=np.float64)
-    scale = out / size
-    if ctm == "asymmetric":
-        src = x / scale
-    elif ctm in ("half_pixel", "pytorch_half_pixel"):
-        src = (x + 0.5) / scale - 0.5
-    elif ctm == "align_corners":
-        src = x * (size - 1) / (out - 1) if out > 1 else np.zeros_like(x)
-    else:
-        return None
-    rounding = {"floor": np.floor, "ceil": np.ceil,
-                "round_prefer_floor": lambda v: np.where(v - np.floor(v) == 0.5, np.floor(v), np.round(v)),
-                "round_prefer_ceil": lambda v: np.where(v - np.floor(v) == 0.5, np.ceil(v), np.round(v))}
-    return np.clip(rounding[nearest_mode](src), 0, size - 1).astype(np.int64)
-
-
-def _tflite_nearest(size, out, align_corners, half_pixel_centers):
-    scale = (size - 1) / (out - 1) if (align_corners and out > 1) else size / out
-    offset = 0.5 if half_pixel_centers else 0.0
-    v = (np.arange(out, dtype=np.float32) + offset) * np.float32(scale)
-    idx = np.round(v) if align_corners else np.floor(v)
-    idx = np.minimum(idx, size - 1)
-    if half_pixel_centers:
-        idx = np.maximum(idx, 0)
-    return idx.astype(np.int64)
 
 
 def lower_depth_to_space(Lw, node):

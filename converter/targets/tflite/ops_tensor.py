@@ -7,11 +7,27 @@ output inherits the input's layout, so NHWC data flowing out of a convolution st
 
 from __future__ import annotations
 
+from dataclasses import dataclass, field
+
 import numpy as np
 
 from ...graph import attr
 from . import layout as L
 from . import schema_generated as fb
+
+
+@dataclass
+class SubNode:
+    """A node a lowering function builds to reuse another lowering function (e.g. a 1-D Conv as a
+    2-D one).  Plain lists: unlike ``gs.Node`` it does not register itself as a consumer of its
+    inputs, so the graph being lowered is left untouched."""
+
+    op: str
+    name: str
+    inputs: list
+    outputs: list
+    attrs: dict = field(default_factory=dict)
+    domain: str = ""
 
 
 def _axis(axis: int, rank: int) -> int:
@@ -196,26 +212,33 @@ _REDUCERS = {"ReduceMean": "MEAN", "ReduceMax": "REDUCE_MAX", "ReduceMin": "REDU
              "GlobalAveragePool": "MEAN", "GlobalMaxPool": "REDUCE_MAX"}
 
 
+def reduce_axes(Lw, node) -> tuple[list[int], bool] | None:
+    """(sorted non-negative axes, keepdims) of a Reduce*/Global*Pool node; None = no-op (identity)."""
+    rank = Lw.rank(node.inputs[0])
+    if node.op.startswith("Global"):
+        return list(range(2, rank)), True
+    axes = attr(node, "axes")
+    if axes is None and len(node.inputs) > 1:
+        axes = Lw.const(node.inputs[1])
+        if axes is None and node.inputs[1].name:
+            raise Lw.unsupported("axes must be a constant")
+    axes = [] if axes is None else [int(a) for a in np.asarray(axes).reshape(-1)]
+    if not axes:
+        if attr(node, "noop_with_empty_axes", 0):
+            return None
+        axes = list(range(rank))
+    return sorted({_axis(a, rank) for a in axes}), bool(attr(node, "keepdims", 1))
+
+
 def lower_reduce(Lw, node):
     """Reduce* / Global*Pool -> MEAN, SUM, REDUCE_MAX, ... over the memory positions of the axes."""
     x = node.inputs[0]
     rank = Lw.rank(x)
-    if node.op.startswith("Global"):
-        axes, keep = list(range(2, rank)), True
-    else:
-        axes = attr(node, "axes")
-        if axes is None and len(node.inputs) > 1:
-            axes = Lw.const(node.inputs[1])
-            if axes is None and node.inputs[1].name:
-                raise Lw.unsupported("axes must be a constant")
-        axes = [] if axes is None else [int(a) for a in np.asarray(axes).reshape(-1)]
-        if not axes:
-            if attr(node, "noop_with_empty_axes", 0):
-                lower_identity(Lw, node)
-                return
-            axes = list(range(rank))
-        keep = bool(attr(node, "keepdims", 1))
-    axes = sorted({_axis(a, rank) for a in axes})
+    found = reduce_axes(Lw, node)
+    if found is None:
+        lower_identity(Lw, node)
+        return
+    axes, keep = found
     perm = Lw.home(x) or L.identity(rank)
     out_perm = perm if keep else L.drop_axes(perm, axes)
     positions = sorted(L.position(perm, a) for a in axes)
@@ -362,8 +385,27 @@ def lower_pad(Lw, node):
     elif mode == "reflect":
         Lw.emit("MIRROR_PAD", [src, pad_const], [out],
                 _options("MirrorPadOptions", mode=fb.MirrorPadMode.REFLECT))
+    elif mode == "edge":
+        _edge_pad(Lw, node, src, out, [begin_end.get(a, (0, 0)) for a in perm])
     else:
         raise Lw.unsupported(f"Pad mode '{mode}' has no TFLite builtin")
+
+
+def _edge_pad(Lw, node, src, out, paddings):
+    """Edge padding (MIRROR_PAD has only REFLECT/SYMMETRIC, schema.fbs MirrorPadMode) as one GATHER
+    per padded stored axis with clamped source indices: index i reads x[clip(i - begin, 0, n-1)]."""
+    padded = [(pos, b, e) for pos, (b, e) in enumerate(paddings) if b or e]
+    shape = list(Lw.w.tensors[src].shape)
+    if not padded:
+        Lw.reshape_to(src, out, shape)
+    for k, (pos, b, e) in enumerate(padded):
+        n = shape[pos]
+        shape[pos] = n + b + e
+        dst = out if k == len(padded) - 1 else Lw.temp(f"{node.name}/edge{pos}", shape, Lw.w.tensors[src].dtype)
+        index = np.clip(np.arange(-b, n + e), 0, n - 1)
+        Lw.emit("GATHER", [src, Lw.int32(f"{node.name}/edge_index{pos}", index)], [dst],
+                _options("GatherOptions", axis=pos))
+        src = dst
 
 
 def lower_expand(Lw, node):

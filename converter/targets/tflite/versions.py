@@ -2,7 +2,8 @@
 
 Rules transcribed from LiteRT's ``GetBuiltinOperatorVersion``
 (google-ai-edge/LiteRT@f67457790c, tflite/converter/tools/versioning/op_version.cc, excerpted in
-../shared/reference/tflite/selected_ops_options_versions.md): a float op is version 1 unless a
+../shared/reference/tflite/selected_ops_options_versions.md; the ops not excerpted there follow
+tensorflow/tensorflow@0208740, tensorflow/lite/tools/versioning/op_version.cc): a float op is version 1 unless a
 feature listed there bumps it.  Writing the lowest sufficient version keeps files loadable by the
 oldest runtime that can run them, exactly as TensorFlow's converter does.  Quantized cases are
 the int8 issue's job: they raise here so that nobody writes a wrong version silently.
@@ -25,6 +26,10 @@ def builtin_version(op, tensors) -> int:
         raise NotImplementedError(f"op version rules for {op.builtin} on {first} are not written yet")
     name = op.builtin
     opts = op.options
+    if name == "CAST" and np.float16 in (dtype(op.inputs[0]), tensors[op.outputs[0]].dtype):
+        return 5
+    if name == "FILL":
+        return 2 if dtype(op.inputs[1]) == np.bool_ else 4 if dtype(op.inputs[1]) == np.float16 else 1
 
     if name == "CONV_2D":
         return 6 if op.extra.get("grouped") else 1
@@ -38,6 +43,8 @@ def builtin_version(op, tensors) -> int:
         if len(op.inputs) == 2 or op.inputs[2] < 0:
             return 6
         return 5 if opts.keepNumDims else 1
+    if name == "SUB" and first == np.int64:
+        return 4
     if name in ("SUB", "DIV", "MAXIMUM", "MINIMUM"):
         shapes = [tensors[i].shape for i in op.inputs]
         broadcast = len(set(shapes)) > 1
@@ -50,17 +57,17 @@ def builtin_version(op, tensors) -> int:
         return 1
     if name == "TRANSPOSE":
         r = rank(op.inputs[0])
-        return 6 if r > 5 else 4 if r > 4 else 1
+        return 6 if r > 5 else 4 if r > 4 else 3 if first == np.bool_ else 1
     if name == "SLICE":
         return 5 if rank(op.inputs[0]) > 4 else 1
     if name == "STRIDED_SLICE":
         if opts.ellipsisMask or opts.newAxisMask:
             return 6
-        return 4 if rank(op.inputs[0]) > 4 else 1
+        return 4 if rank(op.inputs[0]) > 4 else 3 if first == np.bool_ else 1
     if name in ("PAD", "PADV2"):
         return 4 if rank(op.inputs[0]) > 4 else 1
     if name == "GATHER":
-        return 5 if opts.batchDims else 1
+        return 5 if opts.batchDims else 3 if first == np.bool_ else 1
     if name == "RESIZE_BILINEAR":
         return 3 if opts.halfPixelCenters else 1
     if name == "RESIZE_NEAREST_NEIGHBOR":
@@ -71,4 +78,18 @@ def builtin_version(op, tensors) -> int:
         return 3 if first == np.float16 else 1
     if name == "CONCATENATION" and first == np.int64:
         return 1
-    return 1
+    return _VERSION_BY_TYPE.get((name, np.dtype(first).name if first is not None else None),
+                                _MIN_VERSION.get(name, 1))
+
+
+#: Versions that depend only on the first input's type (op_version.cc case blocks; float32 = 1).
+_VERSION_BY_TYPE = {
+    ("SIGN", "int32"): 2, ("ABS", "int32"): 5, ("GATHER_ND", "bool"): 5, ("REVERSE_V2", "bool"): 2,
+    ("ARG_MAX", "bool"): 3, ("ARG_MIN", "bool"): 3, ("RANGE", "int64"): 2, ("WHERE", "bool"): 1,
+    ("CAST", "float16"): 5,
+}
+
+#: Ops whose lowest version is not 1: BROADCAST_TO v1 was rolled back ("The version one of broadcast
+#: to op won't be not supported", op_version.cc; register.cc registers 2..); WHERE is 2 unless the
+#: condition is bool.
+_MIN_VERSION = {"BROADCAST_TO": 2, "WHERE": 2}

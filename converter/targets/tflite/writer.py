@@ -48,6 +48,7 @@ class Tensor:
     shape: tuple[int, ...]
     dtype: np.dtype
     buffer: int = 0  # 0 = no data (the schema's empty sentinel buffer)
+    variable: bool = False  # a state tensor the runtime keeps between invocations (LSTM state)
 
 
 @dataclass
@@ -156,6 +157,7 @@ class ModelWriter:
             tt.shape = list(t.shape)
             tt.type = TENSOR_TYPES[t.dtype]
             tt.buffer = buffer_index[t.buffer]
+            tt.isVariable = t.variable
             tensors.append(tt)
 
         codes: dict[tuple[str, int], int] = {}
