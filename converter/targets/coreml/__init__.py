@@ -141,7 +141,9 @@ class CoreMLTarget:
             value = inputs.get(spec["onnx_name"], inputs.get(spec["name"]))
             if value is None:
                 raise BadInput(f"missing input '{spec['onnx_name']}'")
-            value = np.asarray(value, dtype=np.float32)
+            # The model's interface holds int32 for integer tensors and fp32 for the rest
+            # (mil_builder.IO_DTYPES).
+            value = np.asarray(value, dtype=np.int32 if "int" in spec["dtype"] else np.float32)
             if tuple(value.shape) != tuple(spec["shape"]):
                 raise BadInput(f"input '{spec['onnx_name']}' has shape {list(value.shape)}, "
                                f"the model expects {spec['shape']}")
@@ -153,7 +155,7 @@ class CoreMLTarget:
             from .mil_executor import run_package
 
             results = run_package(package, feeds)
-        return {spec["onnx_name"]: np.asarray(results[spec["name"]], dtype=np.float32)
+        return {spec["onnx_name"]: np.asarray(results[spec["name"]]).astype(spec["dtype"])
                 for spec in artifact.meta["outputs"]}
 
     def intermediates(self, artifact: Artifact, inputs: dict[str, np.ndarray]):

@@ -296,3 +296,7 @@ def cumsum(op, args) -> np.ndarray:
     if bool(np.asarray(args.get("reverse", False))):
         y = np.flip(y, axis=axis)
     return y
+
+
+# Kernels of more op families register themselves into KERNELS on import.
+from . import kernels_tensor, kernels_vision  # noqa: E402, F401

@@ -120,11 +120,24 @@ def _mil_const(value: np.ndarray):
 # --------------------------------------------------------------------------------------------
 
 
+#: ONNX I/O dtype -> the MIL dtype of the placeholder.  ML Programs have no 64-bit ints (int64
+#: becomes int32); a bool input/output is stored as fp32 in the model's interface by coremltools'
+#: pass ``adjust_io_to_supported_types`` (backend/mil/passes/adjust_io_to_supported_types.py),
+#: which inserts the casts.  ``run`` converts values back to the ONNX dtype.
+IO_DTYPES = {"float32": "fp32", "int64": "int32", "int32": "int32", "bool": "bool"}
+
+
 def _io_dtype(tensor: gs.Tensor) -> str:
     dtype = np.dtype(tensor.dtype) if tensor.dtype is not None else np.dtype(np.float32)
-    if dtype != np.float32:
-        raise Unsupported(f"tensor '{tensor.name}': CoreML model I/O is float32 here, got {dtype.name}")
-    return "float32"
+    if dtype.name not in IO_DTYPES:
+        raise Unsupported(f"tensor '{tensor.name}': CoreML model I/O supports "
+                          f"{', '.join(IO_DTYPES)}, got {dtype.name}")
+    return dtype.name
+
+
+def _shape_of(var) -> tuple[int, ...]:
+    """A MIL var's shape with -1 for data-dependent (symbolic) dimensions."""
+    return tuple(int(d) if isinstance(d, (int, np.integer)) else -1 for d in var.shape)
 
 
 def build_program(model: onnx.ModelProto, opset) -> BuiltProgram:
@@ -148,7 +161,7 @@ def build_program(model: onnx.ModelProto, opset) -> BuiltProgram:
             raise BadInput(f"input '{tensor.name}' needs a static shape for CoreML (use --input-shape)")
         spec = IOSpec(tensor.name, ctx.name(tensor.name), shape, _io_dtype(tensor))
         inputs.append(spec)
-        placeholders[spec.name] = mb.placeholder(shape=shape, dtype=types.fp32)
+        placeholders[spec.name] = mb.placeholder(shape=shape, dtype=getattr(types, IO_DTYPES[spec.dtype]))
 
     outputs: list[IOSpec] = []
     with Function(placeholders, opset_version=opset) as func:
@@ -173,7 +186,7 @@ def build_program(model: onnx.ModelProto, opset) -> BuiltProgram:
             if not hasattr(var, "op") or var.name != name or var in final:
                 var = mb.identity(x=var, name=ctx.name(f"{tensor.name}_out") if var in final else name)
             final.append(var)
-            shape = static_shape(tensor) or tuple(int(d) for d in var.shape)
+            shape = static_shape(tensor) or _shape_of(var)
             outputs.append(IOSpec(tensor.name, var.name, tuple(shape), _io_dtype(tensor)))
         func.set_outputs(final)
 

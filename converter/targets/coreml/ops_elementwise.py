@@ -6,7 +6,8 @@ from __future__ import annotations
 import numpy as np
 
 from ...graph import attr, static_shape
-from .mil_registry import maps, output_shape, unsupported
+from ...errors import Unsupported
+from .mil_registry import maps, output_shape
 
 _BINARY = {"Add": "add", "Sub": "sub", "Mul": "mul", "Div": "real_div", "Pow": "pow",
            "Max": "maximum", "Min": "minimum", "Sum": "add", "Equal": "equal", "Greater": "greater",
@@ -22,7 +23,7 @@ def _binary(ctx, node, out):
 
 
 _UNARY = {"Relu": "relu", "Sigmoid": "sigmoid", "Tanh": "tanh", "Exp": "exp", "Log": "log",
-          "Sqrt": "sqrt", "Abs": "abs", "Erf": "erf", "Reciprocal": "inverse", "Floor": "floor",
+          "Sqrt": "sqrt", "Abs": "abs", "Erf": "erf", "Floor": "floor",
           "Ceil": "ceil", "Softsign": "softsign", "Softplus": "softplus", "Identity": "identity",
           "Dropout": "identity", "Cos": "cos", "Sin": "sin", "Sign": "sign", "Not": "logical_not",
           "Round": "round"}
@@ -31,6 +32,13 @@ _UNARY = {"Relu": "relu", "Sigmoid": "sigmoid", "Tanh": "tanh", "Exp": "exp", "L
 @maps(*_UNARY)
 def _unary(ctx, node, out):
     return getattr(ctx.mb, _UNARY[node.op])(x=ctx.value(node.inputs[0]), name=out)
+
+
+@maps("Reciprocal")
+def _reciprocal(ctx, node, out):
+    """``real_div(1, x)``, not MIL ``inverse``: that computes 1 / (x + epsilon) with epsilon
+    defaulting to 1e-4 (iOS15/elementwise_unary.py inverse), off by ~1e-4 relative."""
+    return ctx.mb.real_div(x=np.float32(1.0), y=ctx.value(node.inputs[0]), name=out)
 
 
 @maps("Where")

@@ -193,3 +193,30 @@ def _gemm(ctx, node, out):
 def _matmul(ctx, node, out):
     return ctx.mb.matmul(x=ctx.value(node.inputs[0]), y=ctx.value(node.inputs[1]), name=out)
 
+
+
+@maps("LRN")
+def _lrn(ctx, node, out):
+    """``local_response_norm``: x / (k + alpha/size * sum of squares over ``size`` channels)^beta,
+    ONNX's formula.  The MIL spec does not say where an even-sized window sits (ONNX puts the
+    extra channel after the center), so only odd sizes are mapped."""
+    size = int(attr(node, "size"))
+    if size % 2 == 0:
+        raise Unsupported(f"node '{node.name}' (LRN): even size {size} (window placement unspecified in MIL)")
+    return ctx.mb.local_response_norm(
+        x=ctx.value(node.inputs[0]), size=size, alpha=np.float32(attr(node, "alpha", 1e-4)),
+        beta=np.float32(attr(node, "beta", 0.75)), k=np.float32(attr(node, "bias", 1.0)), name=out)
+
+
+@maps("LpNormalization")
+def _lp_normalization(ctx, node, out):
+    """x / ||x||_p along one axis.  Not MIL ``l2_norm``: that one normalizes the last three axes
+    together and adds epsilon under the root (iOS15/normalization.py l2_norm); ``reduce_l2_norm`` /
+    ``reduce_l1_norm`` over the ONNX axis then ``real_div`` is ONNX's formula exactly."""
+    p = int(attr(node, "p", 2))
+    if p not in (1, 2):
+        raise Unsupported(f"node '{node.name}' (LpNormalization): p={p} (ONNX allows 1 or 2)")
+    x = ctx.value(node.inputs[0])
+    reduce = ctx.mb.reduce_l2_norm if p == 2 else ctx.mb.reduce_l1_norm
+    norm = reduce(x=x, axes=[int(attr(node, "axis", -1))], keep_dims=True, name=f"{out}_norm")
+    return ctx.mb.real_div(x=x, y=norm, name=out)
