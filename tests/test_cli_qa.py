@@ -103,7 +103,7 @@ def _mkdir(path: Path) -> Path:
     ("not_a_zip_pt", "not a TorchScript archive"),
     ("dir", "not a TF SavedModel"),
     ("opset_too_new", "opset 99"),
-    ("cycle", "invalid ONNX model"),
+    ("cycle", "the graph has a cycle"),
 ])
 def test_bad_model_files_are_one_line_exit_2_and_write_nothing(models, kind, fragment, tmp_path):
     out = tmp_path / "out"
