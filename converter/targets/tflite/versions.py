@@ -13,6 +13,8 @@ from __future__ import annotations
 
 import numpy as np
 
+from ...errors import Unsupported
+
 
 def builtin_version(op, tensors) -> int:
     def dtype(i):
@@ -23,7 +25,10 @@ def builtin_version(op, tensors) -> int:
 
     first = dtype(op.inputs[0]) if op.inputs else None
     if first is not None and first not in (np.float32, np.int32, np.int64, np.float16, np.bool_):
-        raise NotImplementedError(f"op version rules for {op.builtin} on {first} are not written yet")
+        # Quantized (int8/uint8/int16) kernels have their own version rules: the int8 work adds
+        # them; until then such a graph is refused in one line rather than given a guess.
+        raise Unsupported(f"tflite: {op.builtin} on {np.dtype(first).name} tensors: op version rules for "
+                          "quantized types are not written yet")
     name = op.builtin
     opts = op.options
     if name == "CAST" and np.float16 in (dtype(op.inputs[0]), tensors[op.outputs[0]].dtype):
