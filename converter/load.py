@@ -273,10 +273,19 @@ def _export(torch, module, args, input_names, path, dynamo: bool) -> onnx.ModelP
                     program.save(str(out))
                 else:
                     torch.onnx.export(module, args, str(out), dynamo=False, opset_version=_TORCH_EXPORT_OPSET,
-                                      input_names=list(input_names))
+                                      input_names=list(input_names), output_names=_output_names(torch, module, args))
         except Exception as err:
             raise BadInput(f"{path}: torch.onnx.export failed: {_one_line(err)}") from None
         return onnx.load(str(out), load_external_data=True)
+
+
+def _output_names(torch, module, args) -> list[str]:
+    """``output``, or ``output_0``, ``output_1``, ...: TorchScript keeps no output names, and the
+    TorchScript-based exporter would otherwise number them after internal values ("68")."""
+    with torch.no_grad():
+        result = module(*args)
+    count = len(torch.utils._pytree.tree_leaves(result))
+    return ["output"] if count == 1 else [f"output_{i}" for i in range(count)]
 
 
 @contextlib.contextmanager

@@ -294,3 +294,13 @@ def test_binary_file_as_matrix_overlay_is_one_line(tmp_path, zoo_onnx_path):
         load_matrix(overlays=[zoo_onnx_path("resnet")])
     with pytest.raises(BadInput, match="is a directory|not found"):
         load_matrix(overlays=[tmp_path])
+
+
+def test_torchscript_outputs_get_readable_names(tmp_path):
+    import torch
+
+    net = zoo.build("detector")  # two outputs
+    path = tmp_path / "det.pt"
+    torch.jit.save(torch.jit.trace(net, torch.zeros(1, 3, 32, 32)), str(path))
+    model = load_model(path, {"": (1, 3, 32, 32)})
+    assert [o.name for o in model.graph.output] == ["output_0", "output_1"]
