@@ -317,3 +317,220 @@ def test_kernel_review_findings(m, case):
         assert v.status == status, (hw, v.reason)
         if fragment is not None:
             assert fragment.format(hw=hw) in v.reason, (hw, v.reason)
+
+
+# ------------------------------------------------------------------ TFLite / Core ML entries vs their exporters
+
+_ROI0 = ("roi", np.zeros(0, np.float32))
+_LSTM_W = [("W", np.zeros((1, 8, 3), np.float32)), ("R", np.zeros((1, 8, 2), np.float32))]
+_GRU_W = [("W", np.zeros((1, 6, 3), np.float32)), ("R", np.zeros((1, 6, 2), np.float32))]
+
+
+def _chain(nodes, inputs, inits=(), outputs=("y",)):
+    """A model of ``nodes`` (node 0 is the one checked); ``inputs``: [(name, elem_type, shape)]."""
+    tensors = [onnx.numpy_helper.from_array(np.asarray(v), n) for n, v in inits]
+    graph = helper.make_graph(nodes, "g", [helper.make_tensor_value_info(n, t, s) for n, t, s in inputs],
+                              [helper.make_tensor_value_info(o, F, None) for o in outputs], tensors)
+    return onnx.shape_inference.infer_shapes(helper.make_model(graph, opset_imports=[helper.make_opsetid("", 17)]))
+
+
+def _lstm(inits=(), n_out=2, read_yc=False, runtime_h0=False, **attrs):
+    """LSTM over x [5, 1, 3] with hidden 2; ``inits`` after W, R: [(slot name, array)] for B,
+    sequence_lens, initial_h, initial_c (absent: '')."""
+    slots = dict(inits)
+    names = ["x", "W", "R"] + [n if n in slots or (n == "h0" and runtime_h0) else "" for n in ("B", "lens", "h0", "c0")]
+    while names[-1] == "":
+        names.pop()
+    outs = ["y0", "y1", "yc"][:n_out]
+    nodes = [helper.make_node("LSTM", names, outs, name="n0", hidden_size=2, **attrs)]
+    if read_yc:
+        nodes.append(helper.make_node("Neg", ["yc"], ["z"], name="reads_yc"))
+    inputs = [("x", F, [5, 1, 3])] + ([("h0", F, [1, 1, 2])] if runtime_h0 else [])
+    return _chain(nodes, inputs, _LSTM_W + list(inits), ["y0"] + (["z"] if read_yc else []))
+
+
+def _resize(in_shape, scales=None, sizes=None, **attrs):
+    inits = [_ROI0, ("scales", np.array(scales if scales is not None else [], np.float32))]
+    if sizes is not None:
+        inits.append(("sizes", np.array(sizes, np.int64)))
+    return _node("Resize", _x(*in_shape), inits, **attrs)
+
+
+def _nms():
+    return _node("NonMaxSuppression", [("b", F, [1, 6, 4]), ("s", F, [1, 2, 6])],
+                 [("m", np.array([3], np.int64)), ("iou", np.array([0.5], np.float32))], out=(I64, None))
+
+
+def Z(*shape):
+    """float32 zeros (a short name: the case table below is wide)."""
+    return np.zeros(shape, np.float32)
+
+
+#: (id, framework, [hw], model, status, the exact reason with {hw} filled in per hardware).
+EXPORTER_CASES = [
+    ("tfl-lstm-plain", "tflite", ["cpu", "nnapi"], _lstm(),
+     'supported', 'maps to UNIDIRECTIONAL_SEQUENCE_LSTM (per direction; REVERSE_V2 + CONCATENATION)'),
+    ("tfl-lstm-clip", "tflite", ["cpu"], _lstm(clip=3.0),
+     'unsupported', 'LSTM clip=3.0: {hw} supports clip not set (ONNX clip clips the gate inputs; cell_clip clips the cell state (schema.fbs:1041))'),
+    ("tfl-lstm-layout", "tflite", ["cpu"], _lstm(layout=1),
+     'unsupported', 'LSTM layout=1: {hw} supports layout == 0 (the exporter writes time-major sequences (UnidirectionalSequenceLSTMOptions.time_major, schema.fbs:1041))'),
+    ("tfl-lstm-acts", "tflite", ["cpu"], _lstm(activations=["Sigmoid", "Relu", "Tanh"]),
+     'unsupported', "LSTM activations=['Sigmoid', 'Relu', 'Tanh']: {hw} supports activations in [['Sigmoid', 'Tanh', 'Tanh'], ['Sigmoid', 'Tanh', 'Tanh', 'Sigmoid', 'Tanh', 'Tanh']] (the kernel has sigmoid gates and one fused cell/output activation (schema.fbs:1041))"),
+    ("tfl-lstm-forget", "tflite", ["cpu"], _lstm(input_forget=1),
+     'unsupported', 'LSTM input_forget=1: {hw} supports input_forget == 0 (the exporter maps no coupled input-forget gate)'),
+    ("tfl-lstm-h0-runtime", "tflite", ["cpu"], _lstm(runtime_h0=True),
+     'unsupported', "LSTM input(s) [5] computed at runtime: {hw} supports constant input(s) [1, 2, 3, 4, 5, 6, 7] (the exporter writes weights as constant buffers and checks states and lengths at export); LSTM input 5 computed at runtime: cannot check 'every value of input 5 == 0' for cpu"),
+    ("tfl-lstm-h0-nonzero", "tflite", ["cpu"], _lstm([("h0", np.full((1, 1, 2), 0.5, np.float32))]),
+     'unsupported', 'LSTM input 5=[[[0.5, 0.5]]]: {hw} supports every value of input 5 == 0 (the states are variable tensors that start at zero (unidirectional_sequence_lstm.cc:970-974 GetVariableInput, kernel_util.cc:127))'),
+    ("tfl-lstm-h0-zero", "tflite", ["cpu"], _lstm([("h0", Z(1, 1, 2)), ("c0", Z(1, 1, 2))]),
+     'supported', 'maps to UNIDIRECTIONAL_SEQUENCE_LSTM (per direction; REVERSE_V2 + CONCATENATION)'),
+    ("tfl-lstm-yc", "tflite", ["cpu"], _lstm(n_out=3, read_yc=True),
+     'unsupported', 'LSTM output(s) [2] read by another node: {hw} supports output(s) [2] absent or unread (UNIDIRECTIONAL_SEQUENCE_LSTM outputs the sequence only; Y_c stays in the variable cell-state tensor (unidirectional_sequence_lstm.cc:973))'),
+    ("tfl-lstm-short", "tflite", ["cpu"], _lstm([("lens", np.array([3], np.int32))]),
+     'unsupported', 'LSTM input 4=[3] with dim 0 of input 0 = 5: {hw} supports every value of input 4 == dim 0 of input 0 (the kernel takes 20 or 24 inputs, none of them sequence lengths (unidirectional_sequence_lstm.cc:896-910))'),
+    ("tfl-lstm-full", "tflite", ["cpu"], _lstm([("lens", np.array([5], np.int32))]),
+     'supported', 'maps to UNIDIRECTIONAL_SEQUENCE_LSTM (per direction; REVERSE_V2 + CONCATENATION)'),
+    ("tfl-maxpool-1d", "tflite", ["cpu", "gpu", "edgetpu"], _node("MaxPool", _x(1, 2, 9), kernel_shape=[3]),
+     'supported', 'maps to MAX_POOL_2D'),
+    ("tfl-maxpool-3d", "tflite", ["cpu"], _node("MaxPool", _x(1, 2, 4, 4, 4), kernel_shape=[2, 2, 2]),
+     'unsupported', 'MaxPool on rank-5 input 0: {hw} supports rank in [3, 4] (input 0) (1-D pools run as MAX_POOL_2D on an H=1 view; MaxPool3D is not a builtin (pooling3d.cc:33,438 register it in namespace custom))'),
+    ("tfl-avgpool-1d", "tflite", ["cpu", "nnapi"], _node("AveragePool", _x(1, 2, 9), kernel_shape=[3]),
+     'supported', 'maps to AVERAGE_POOL_2D'),
+    ("tfl-avgpool-3d", "tflite", ["cpu"], _node("AveragePool", _x(1, 2, 4, 4, 4), kernel_shape=[2, 2, 2]),
+     'unsupported', 'AveragePool on rank-5 input 0: {hw} supports rank in [3, 4] (input 0) (1-D pools run as AVERAGE_POOL_2D on an H=1 view; AveragePool3D is not a builtin (pooling3d.cc:33,431 register it in namespace custom))'),
+    ("tfl-deconv-grouped-dilated", "tflite", ["cpu", "gpu", "nnapi"], _node("ConvTranspose", _x(1, 4, 5, 5), [("w", Z(4, 3, 3, 3))], group=2, dilations=[2, 1]),
+     'supported', 'maps to TRANSPOSE_CONV (groups - SPLIT + TRANSPOSE_CONV per group + CONCATENATION)'),
+    ("tfl-deconv-1d", "tflite", ["cpu", "gpu"], _node("ConvTranspose", _x(1, 3, 7), [("w", Z(3, 2, 4))], strides=[2]),
+     'supported', 'maps to TRANSPOSE_CONV (groups - SPLIT + TRANSPOSE_CONV per group + CONCATENATION)'),
+    ("tfl-deconv-3d", "tflite", ["cpu"], _node("ConvTranspose", _x(1, 2, 3, 3, 3), [("w", Z(2, 2, 2, 2, 2))]),
+     'unsupported', 'ConvTranspose on rank-5 input 0: {hw} supports rank in [3, 4] (input 0) (TRANSPOSE_CONV is 2-D (TransposeConvOptions, schema.fbs:1233; transpose_conv.cc:324 checks a 4-D input); the exporter lifts 1-D to an H=1 view, 3-D has no builtin)'),
+    ("tfl-deconv-edgetpu", "tflite", ["edgetpu"], _node("ConvTranspose", _x(1, 4, 5, 5), [("w", Z(4, 3, 3, 3))]),
+     'unsupported', 'ConvTranspose: {hw} has no TRANSPOSE_CONV (groups - SPLIT + TRANSPOSE_CONV per group + CONCATENATION)'),
+    ("tfl-conv3d-grouped", "tflite", ["cpu"], _node("Conv", _x(1, 4, 5, 5, 5), [("w", Z(6, 2, 3, 3, 3))], group=2),
+     'unsupported', 'Conv group=2 (grouped conv): {hw} supports group in 1 when rank == 5 (input 0) (CONV_3D has no groups: conv3d.cc:129 requires input channels == filter in-channels (tensorflow/lite/kernels/conv3d.cc:138; Conv3DOptions, schema.fbs:874))'),
+    ("tfl-conv3d", "tflite", ["cpu"], _node("Conv", _x(1, 4, 5, 5, 5), [("w", Z(6, 4, 3, 3, 3))]),
+     'supported', 'maps to CONV_2D / DEPTHWISE_CONV_2D / CONV_3D'),
+    ("tfl-conv1d", "tflite", ["gpu", "nnapi"], _node("Conv", _x(1, 4, 9), [("w", Z(6, 4, 3))]),
+     'supported', 'maps to CONV_2D / DEPTHWISE_CONV_2D / CONV_3D'),
+    ("tfl-conv-runtime-w", "tflite", ["cpu"], _node("Conv", _x(1, 4, 9, 9) + [("w", F, [6, 4, 3, 3])]),
+     'unsupported', 'Conv input(s) [1] computed at runtime: {hw} supports constant input(s) [1] (the exporter writes the filter as a constant buffer)'),
+    ("tfl-pad-edge", "tflite", ["cpu", "gpu", "nnapi"], _node("Pad", _x(1, 2, 4, 5), [("p", np.array([0, 0, 2, 1, 0, 0, 1, 3]))], mode="edge"),
+     'supported', 'maps to PAD / PADV2 / MIRROR_PAD / GATHER (edge)'),
+    ("tfl-pad-edge-tpu", "tflite", ["edgetpu"], _node("Pad", _x(1, 2, 4, 5), [("p", np.array([0, 0, 2, 1, 0, 0, 1, 3]))], mode="edge"),
+     'unsupported', 'Pad mode=edge: {hw} supports mode == constant (the Edge TPU table has Pad, not MirrorPad or Gather)'),
+    ("tfl-pad-reflect", "tflite", ["cpu", "gpu", "nnapi"], _node("Pad", _x(1, 2, 4, 5), [("p", np.array([0, 0, 2, 1, 0, 0, 1, 3]))], mode="reflect"),
+     'supported', 'maps to PAD / PADV2 / MIRROR_PAD / GATHER (edge)'),
+    ("tfl-pad-negative", "tflite", ["cpu"], _node("Pad", _x(1, 2, 4, 5), [("p", np.array([0, 0, -1, 1, 0, 0, 1, 3]))]),
+     'unsupported', 'Pad input 1=[0, 0, -1, 1, 0, 0, 1, 3]: {hw} supports every value of input 1 >= 0 (negative pads (cropping) are not mapped by the exporter)'),
+    ("tfl-lpnorm-p1", "tflite", ["cpu", "gpu", "nnapi"], _node("LpNormalization", _x(2, 5, 3), axis=1, p=1),
+     'supported', 'maps to L2_NORMALIZATION / ABS+SUM+DIV'),
+    ("tfl-lpnorm-p1-edgetpu", "tflite", ["edgetpu"], _node("LpNormalization", _x(2, 5, 3), axis=1, p=1),
+     'unsupported', 'LpNormalization p=1: {hw} supports p == 2 (L2Normalization is in the Edge TPU table; ABS, SUM and DIV are not)'),
+    ("tfl-lpnorm-p2", "tflite", ["cpu", "nnapi", "edgetpu"], _node("LpNormalization", _x(2, 5, 3), axis=1),
+     'supported', 'maps to L2_NORMALIZATION / ABS+SUM+DIV'),
+    ("tfl-lpnorm-p2-gpu", "tflite", ["gpu"], _node("LpNormalization", _x(2, 5, 3), axis=1),
+     'unsupported', "LpNormalization p=2: {hw} supports p == 1 (L2_NORMALIZATION has no GPU parser; p=1's ABS, SUM and DIV have one)"),
+    ("tfl-erf-lone", "tflite", ["cpu"], _node("Erf", _x(2, 7)),
+     'unsupported', 'Erf outside the Erf-GELU pattern x*0.5*(1+Erf(x/sqrt(2))): {hw} supports only inside the Erf-GELU pattern x*0.5*(1+Erf(x/sqrt(2))) (no TFLite builtin for Erf; only the Erf-GELU pattern maps to GELU)'),
+    ("tfl-gathernd-batch", "tflite", ["cpu"], _node("GatherND", _x(2, 3, 4), [("i", np.array([[1], [0]], np.int64))], batch_dims=1),
+     'unsupported', 'GatherND batch_dims=1: {hw} supports batch_dims == 0 (GatherNdOptions is empty (schema.fbs:1360): output = indices.shape[:-1] + params.shape[indices.shape[-1]:] (gather_nd.cc:101), no batch dims)'),
+    ("tfl-gathernd", "tflite", ["cpu"], _node("GatherND", _x(2, 3, 4), [("i", np.array([[1, 2]], np.int64))]),
+     'supported', 'maps to GATHER_ND'),
+    ("tfl-scatternd-mul", "tflite", ["cpu"], _node("ScatterND", _x(4, 3) + [("i", I64, [2, 1]), ("u", F, [2, 3])], reduction="mul"),
+     'unsupported', "ScatterND reduction=mul: {hw} supports reduction in ['none', 'add'] (SCATTER_ND sums the updates into zeros (reference_ops.h:682,697; ScatterNdOptions is empty, schema.fbs:1400): the exporter builds none and add from it, not mul/max/min)"),
+    ("tfl-scatternd-add", "tflite", ["cpu"], _node("ScatterND", _x(4, 3) + [("i", I64, [2, 1]), ("u", F, [2, 3])], reduction="add"),
+     'supported', 'maps to SCATTER_ND (+ SELECT_V2 for reduction none)'),
+    ("tfl-resize-linear-inexact", "tflite", ["cpu", "gpu"], _resize((1, 2, 4, 4), [1, 1, 1.3, 1.3], mode="linear"),
+     'unsupported', "Resize scales [1.0, 1.0, 1.2999999523162842, 1.2999999523162842] resize [1, 2, 4, 4] to [1, 2, 5, 5]: {hw} supports scales (input 2) x input size == output size when mode in ['linear'] and coordinate_transformation_mode not in ['align_corners'] (RESIZE_BILINEAR takes output sizes and uses scale = in/out (reference/resize_bilinear.h:80); ONNX's grid uses the given scale)"),
+    ("tfl-resize-linear-sizes", "tflite", ["cpu"], _resize((1, 2, 4, 4), sizes=[1, 2, 5, 5], mode="linear"),
+     'supported', 'maps to RESIZE_BILINEAR / RESIZE_NEAREST_NEIGHBOR'),
+    ("tfl-resize-linear-corners", "tflite", ["cpu"], _resize((1, 2, 4, 4), [1, 1, 1.3, 1.3], mode="linear", coordinate_transformation_mode="align_corners"),
+     'supported', 'maps to RESIZE_BILINEAR / RESIZE_NEAREST_NEIGHBOR'),
+    ("tfl-resize-nearest-inexact", "tflite", ["cpu"], _resize((1, 2, 4, 4), [1, 1, 1.3, 1.3]),
+     'supported', 'maps to RESIZE_BILINEAR / RESIZE_NEAREST_NEIGHBOR'),
+    ("tfl-resize-tf-half-pixel", "tflite", ["cpu"], _resize((1, 2, 4, 4), [1, 1, 2, 2], coordinate_transformation_mode="tf_half_pixel_for_nn"),
+     'unsupported', "Resize coordinate_transformation_mode=tf_half_pixel_for_nn: {hw} supports coordinate_transformation_mode in ['half_pixel', 'pytorch_half_pixel', 'align_corners', 'asymmetric'] (ResizeBilinearOptions / ResizeNearestNeighborOptions have align_corners and half_pixel_centers only (schema.fbs:1075): the exporter maps these four grids)"),
+    ("tfl-lrn-even", "tflite", ["cpu", "nnapi"], _node("LRN", _x(1, 6, 3, 3), size=4),
+     'unsupported', 'LRN size=4: {hw} supports size odd (LocalResponseNormalizationOptions has one radius (schema.fbs:1009; local_response_norm.cc:76 range = radius): a symmetric window, which an even ONNX size is not)'),
+    ("tfl-lrn-odd", "tflite", ["cpu"], _node("LRN", _x(1, 6, 3, 3), size=5),
+     'supported', 'maps to LOCAL_RESPONSE_NORMALIZATION'),
+    ("cml-rank6", "coreml", ["cpu", "gpu", "ane"], _node("Unsqueeze", _x(1, 2, 3, 4, 5), [("a", np.array([0]))]),
+     'unsupported', 'Unsqueeze on rank-6 output: {hw} supports rank <= 5'),
+    ("cml-rank5", "coreml", ["cpu"], _node("Unsqueeze", _x(2, 3, 4, 5), [("a", np.array([0]))]),
+     'supported', 'maps to expand_dims'),
+    ("cml-lpnorm", "coreml", ["cpu"], _node("LpNormalization", _x(2, 5, 3), axis=1, p=1),
+     'supported', 'maps to reduce_l2_norm / reduce_l1_norm + real_div'),
+    ("cml-gru", "coreml", ["cpu"], _node("GRU", [("x", F, [5, 1, 3])], _GRU_W, hidden_size=2),
+     'supported', 'maps to linear+sigmoid+tanh+mul+add'),
+    ("cml-gru-clip", "coreml", ["cpu"], _node("GRU", [("x", F, [5, 1, 3])], _GRU_W, hidden_size=2, clip=1.0),
+     'unsupported', 'GRU clip=1.0: {hw} supports clip not set (the exporter maps no ONNX clip)'),
+    ("cml-gru-layout", "coreml", ["cpu"], _node("GRU", [("x", F, [1, 5, 3])], _GRU_W, hidden_size=2, layout=1),
+     'unsupported', "GRU layout=1: {hw} supports layout == 0 (the unrolled steps slice x as <s, b, I>, MIL gru's layout (iOS15/recurrent.py:43))"),
+    ("cml-gru-acts", "coreml", ["cpu"], _node("GRU", [("x", F, [5, 1, 3])], _GRU_W, hidden_size=2, activations=["Sigmoid", "Relu"]),
+     'unsupported', "GRU activations=['Sigmoid', 'Relu']: {hw} supports activations in [['Sigmoid', 'Tanh'], ['Sigmoid', 'Tanh', 'Sigmoid', 'Tanh']] (the exporter maps ONNX's default activations only)"),
+    ("cml-gru-short", "coreml", ["cpu"], _node("GRU", [("x", F, [5, 1, 3])], _GRU_W + [("B", Z(1, 12)), ("l", np.array([4], np.int32))], hidden_size=2),
+     'unsupported', 'GRU input 4=[4] with dim 0 of input 0 = 5: {hw} supports every value of input 4 == dim 0 of input 0 (the unrolled steps run every sequence to the end, as MIL gru would (iOS15/recurrent.py:43))'),
+    ("cml-lstm-forget", "coreml", ["cpu"], _lstm(input_forget=1),
+     'unsupported', 'LSTM input_forget=1: {hw} supports input_forget == 0 (the exporter maps no coupled input-forget gate)'),
+    ("cml-lstm-h0-runtime", "coreml", ["cpu"], _lstm(runtime_h0=True),
+     'supported', 'maps to lstm'),
+    ("cml-roialign-batch2", "coreml", ["cpu"], _node("RoiAlign", _x(2, 3, 8, 9) + [("r", F, [1, 4])], [("b", np.array([1], np.int64))], sampling_ratio=2),
+     'unsupported', 'RoiAlign input 0 of shape [2, 3, 8, 9]: {hw} supports dim 0 == 1 (input 0) (crop_resize declares [N, B, C, h, w] for every roi form (iOS15/image_resizing.py:564), so batch indices select nothing: batch 1 only)'),
+    ("cml-roialign-adaptive", "coreml", ["cpu"], _node("RoiAlign", _x(1, 3, 8, 9) + [("r", F, [1, 4])], [("b", np.array([0], np.int64))]),
+     'unsupported', "RoiAlign sampling_ratio=0: {hw} supports sampling_ratio >= 1 (a fixed sampling grid: crop_resize's target size is static (iOS15/image_resizing.py:564))"),
+    ("cml-roialign-max", "coreml", ["cpu"], _node("RoiAlign", _x(1, 3, 8, 9) + [("r", F, [1, 4])], [("b", np.array([0], np.int64))], mode="max", sampling_ratio=2),
+     'unsupported', 'RoiAlign mode=max: {hw} supports mode == avg (the exporter averages the bins with avg_pool)'),
+    ("cml-roialign-ok", "coreml", ["cpu"], _node("RoiAlign", _x(1, 3, 8, 9) + [("r", F, [1, 4])], [("b", np.array([0], np.int64))], sampling_ratio=2),
+     'supported', 'maps to crop_resize+avg_pool'),
+    ("cml-lrn-even", "coreml", ["cpu"], _node("LRN", _x(1, 6, 3, 3), size=4),
+     'unsupported', 'LRN size=4: {hw} supports size odd (the MIL spec does not place an even window (iOS15/normalization.py:338); ONNX puts the extra channel after the center)'),
+    ("cml-gridsample-cubic", "coreml", ["cpu"], _node("GridSample", _x(1, 2, 5, 7) + [("g", F, [1, 3, 4, 2])], mode="bicubic"),
+     'unsupported', "GridSample mode=bicubic: {hw} supports mode in ['bilinear', 'nearest'] (resample sampling_mode is bilinear or nearest (iOS15/image_resizing.py:790))"),
+    ("cml-resize-nearest-1.5", "coreml", ["cpu"], _resize((1, 2, 4, 4), [1, 1, 1.5, 1.5]),
+     'unsupported', "Resize resizes [1, 2, 4, 4] to [1, 2, 6, 6]: {hw} supports output size a whole multiple of the input size when mode in ['nearest'] (the exporter writes integer upsample_nearest_neighbor factors, whose floor grid is ONNX's (iOS15/image_resizing.py:17))"),
+    ("cml-resize-nearest-2", "coreml", ["cpu"], _resize((1, 2, 4, 4), [1, 1, 2, 2]),
+     'supported', 'maps to resize_bilinear / upsample_nearest_neighbor'),
+    ("cml-resize-nearest-asym-round", "coreml", ["cpu"], _resize((1, 2, 4, 4), [1, 1, 2, 2], coordinate_transformation_mode="asymmetric"),
+     'unsupported', "Resize nearest_mode=round_prefer_floor: {hw} supports nearest_mode == floor when mode in ['nearest'] and coordinate_transformation_mode == asymmetric (asymmetric x / s is floored by upsample_nearest_neighbor (iOS15/image_resizing.py:17))"),
+    ("cml-resize-linear-inexact", "coreml", ["cpu"], _resize((1, 2, 4, 4), [1, 1, 1.3, 1.3], mode="linear"),
+     'unsupported', "Resize scales [1.0, 1.0, 1.2999999523162842, 1.2999999523162842] resize [1, 2, 4, 4] to [1, 2, 5, 5]: {hw} supports scales (input 2) x input size == output size (resize_bilinear takes output sizes (iOS15/image_resizing.py:265); ONNX's grid uses the scale, which agrees only when input size x scale is the output size)"),
+    ("cml-resize-linear-1.5", "coreml", ["cpu"], _resize((1, 2, 4, 4), [1, 1, 1.5, 1.5], mode="linear"),
+     'supported', 'maps to resize_bilinear / upsample_nearest_neighbor'),
+    ("cml-einsum-ellipsis", "coreml", ["cpu"], _node("Einsum", [("a", F, [2, 3, 4]), ("b", F, [2, 4, 5])], equation="...ij,...jk->...ik"),
+     'unsupported', "Einsum equation=...ij,...jk->...ik: {hw} supports equation matching ^[^.]*$ (no '...' (MIL einsum takes explicit axes: iOS15/linear.py:275-277; the exporter refuses ellipsis))"),
+    ("cml-einsum", "coreml", ["cpu"], _node("Einsum", [("a", F, [3, 4]), ("b", F, [4, 5])], equation="ij,jk->ik"),
+     'supported', 'maps to einsum / transpose+matmul+reduce_sum'),
+]
+
+
+@pytest.mark.parametrize("case", EXPORTER_CASES, ids=[c[0] for c in EXPORTER_CASES])
+def test_tflite_and_coreml_entries_follow_the_exporters(m, case):
+    """Each changed TFLite / Core ML entry, node by node: what the exporter maps is supported, what it
+    refuses (or the runtime cannot run) is unsupported with the cited reason."""
+    from converter.graph import to_graph
+
+    _, fw, hardware, model, status, reason = case
+    node = to_graph(model).nodes[0]
+    for hw in hardware:
+        v = m.check_node(node, fw, hw)
+        assert (v.status, v.reason) == (status, reason.format(hw=hw)), hw
+
+
+def test_tflite_nms_has_no_mapping_and_becomes_a_custom_layer(m):
+    from converter.graph import to_graph
+    from converter.plan import plan_model
+    from converter.postproc.ops_numpy import KERNELS
+
+    node = to_graph(_nms()).nodes[0]
+    reasons = {hw: m.check_node(node, "tflite", hw) for hw in m.hardware("tflite")}
+    assert {v.status for v in reasons.values()} == {"unsupported"}
+    assert reasons["cpu"].reason == (
+        "NonMaxSuppression: NON_MAX_SUPPRESSION_V4/V5 take one class of one image ([num_boxes, 4] boxes, [num_boxes] "
+        "scores: non_max_suppression.cc:86,93) and return padded indices + a count (non_max_suppression.cc:151,155); "
+        "ONNX's NonMaxSuppression covers every batch and class with a data-dependent length")
+    assert reasons["gpu"].reason == ("NonMaxSuppression: NON_MAX_SUPPRESSION_V4/V5 has no GPU parser, and ONNX's "
+                                     "NonMaxSuppression has no builtin mapping")
+    # The post-processing code has no NMS kernel, so even a trailing NMS becomes a custom layer.
+    assert "NonMaxSuppression" not in KERNELS
+    (entry,) = plan_model(_nms(), "tflite", "cpu", m).entries
+    assert entry.remedy == "custom" and "no post-processing kernel for NonMaxSuppression" in entry.reason

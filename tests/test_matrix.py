@@ -683,3 +683,169 @@ def test_kernel_review_constraints_cite_upstream_lines(m):
                     assert re.search(r"\w\.(cc|py):\d+", spec.get("why", "")), (fw, op, spec)
                     cited += 1
     assert cited >= 20
+
+
+# ------------------------------------------------------------------ kinds added to follow the TFLite / Core ML exporters
+
+
+def _lstm_model(read_yc: bool, h0=None, lens=None):
+    import numpy as np
+    from onnx import TensorProto, helper, numpy_helper
+
+    inits = {"W": np.zeros((1, 8, 3), np.float32), "R": np.zeros((1, 8, 2), np.float32)}
+    names = ["x", "W", "R", "", "lens" if lens is not None else "", "h0" if h0 is not None else ""]
+    if lens is not None:
+        inits["lens"] = np.asarray(lens, np.int32)
+    if h0 is not None:
+        inits["h0"] = np.asarray(h0, np.float32)
+    while names[-1] == "":
+        names.pop()
+    nodes = [helper.make_node("LSTM", names, ["y", "yh", "yc"], name="n0", hidden_size=2)]
+    if read_yc:
+        nodes.append(helper.make_node("Neg", ["yc"], ["z"], name="neg"))
+    graph = helper.make_graph(nodes, "g", [helper.make_tensor_value_info("x", TensorProto.FLOAT, [5, 1, 3])],
+                              [helper.make_tensor_value_info(o, TensorProto.FLOAT, None) for o in ["y", "z"][:1 + read_yc]],
+                              [numpy_helper.from_array(v, k) for k, v in inits.items()])
+    return helper.make_model(graph, opset_imports=[helper.make_opsetid("", 17)])
+
+
+def test_unused_outputs_value_dims_and_nested_values(tmp_path):
+    import numpy as np
+
+    lstm = """      LSTM:
+        supported: [cpu]
+        constraints:
+          - {unused_outputs: [2]}
+          - {value: 5, each_eq: 0}
+          - {value: 4, each_eq_dim: [0, 0]}
+          - {attr: clip, eq: null}
+"""
+    assert _overlay_check(tmp_path, lstm, _lstm_model(False)).supported
+    v = _overlay_check(tmp_path, lstm, _lstm_model(True))
+    assert v.reason == "LSTM output(s) [2] read by another node: cpu supports output(s) [2] absent or unread"
+    # each_* look at every element of a nested constant ([1, 1, 2] here), not at its rows.
+    assert _overlay_check(tmp_path, lstm, _lstm_model(False, h0=np.zeros((1, 1, 2)))).supported
+    v = _overlay_check(tmp_path, lstm, _lstm_model(False, h0=[[[0.0, 0.5]]]))
+    assert v.reason == "LSTM input 5=[[[0.0, 0.5]]]: cpu supports every value of input 5 == 0"
+    assert _overlay_check(tmp_path, lstm, _lstm_model(False, lens=[5])).supported
+    v = _overlay_check(tmp_path, lstm, _lstm_model(False, lens=[4]))
+    assert v.reason == ("LSTM input 4=[4] with dim 0 of input 0 = 5: cpu supports every value of input 4 == "
+                        "dim 0 of input 0")
+
+    roi = """      RoiAlign:
+        supported: [cpu]
+        constraints: [{dims: 0, axis: 0, eq: 1}, {dims: 0, axis: -1, max: 9}]
+"""
+    assert _overlay_check(tmp_path, roi, _kind_model("RoiAlign", [1, 3, 8, 9], {}, out_shape=[1, 3, 1, 1])).supported
+    v = _overlay_check(tmp_path, roi, _kind_model("RoiAlign", [2, 3, 8, 10], {}, out_shape=[1, 3, 1, 1]))
+    assert v.reason == ("RoiAlign input 0 of shape [2, 3, 8, 10]: cpu supports dim 0 == 1 (input 0); RoiAlign input 0 "
+                        "of shape [2, 3, 8, 10]: cpu supports dim -1 <= 9 (input 0)")
+
+
+def test_scales_exact_and_integer(tmp_path):
+    import numpy as np
+
+    resize = """      Resize:
+        supported: [cpu]
+        constraints:
+          - {scales: 2, exact: true}
+          - {scales: 2, integer: true, when: {attr: mode, in: [nearest], default: nearest}}
+"""
+    roi = np.zeros(0, np.float32)
+
+    def model(scales, out_hw, sizes=None, **attrs):
+        inits = [roi, np.array(scales, np.float32)] + ([np.array(sizes, np.int64)] if sizes else [])
+        return _kind_model("Resize", [1, 2, 4, 4], attrs, inits, [1, 2, *out_hw])
+
+    assert _overlay_check(tmp_path, resize, model([1, 1, 2, 3], [8, 12])).supported
+    assert _overlay_check(tmp_path, resize, model([1, 1, 1.5, 1.5], [6, 6], mode="linear")).supported
+    # Sizes instead of scales: the ratio is the sizes' own, so only the integer test can fail.
+    assert _overlay_check(tmp_path, resize, model([], [5, 5], [1, 2, 5, 5], mode="linear")).supported
+    v = _overlay_check(tmp_path, resize, model([], [5, 5], [1, 2, 5, 5]))
+    assert v.reason == ("Resize resizes [1, 2, 4, 4] to [1, 2, 5, 5]: cpu supports output size a whole multiple of "
+                        "the input size when mode in ['nearest']")
+    v = _overlay_check(tmp_path, resize, model([1, 1, 1.3, 1.3], [5, 5], mode="linear"))
+    assert v.reason == ("Resize scales [1.0, 1.0, 1.2999999523162842, 1.2999999523162842] resize [1, 2, 4, 4] to "
+                        "[1, 2, 5, 5]: cpu supports scales (input 2) x input size == output size")
+
+
+@pytest.mark.parametrize("constraint,message", [
+    ("{unused_outputs: 2}", "'unused_outputs' must be a list of output indices"),
+    ("{scales: 2}", "'scales' needs 'exact: true' and/or 'integer: true'"),
+    ("{scales: 2, exact: false}", "'scales' needs 'exact: true' and/or 'integer: true'"),
+    ("{dims: 0, axis: x, eq: 1}", "'axis' must be a dimension index"),
+    ("{value: 4, each_eq_dim: [0]}", "'each_eq_dim' must be [input index, axis]"),
+    ("{scales: 2, exact: true, in: [1]}", "unknown key(s) ['in'] for a 'scales' constraint"),
+])
+def test_exporter_kinds_are_validated_with_lines(tmp_path, constraint, message):
+    overlay = _write(tmp_path, f"frameworks:\n  tflite:\n    ops:\n      Resize:\n        constraints:\n"
+                               f"          - {constraint}\n", "k.yaml")
+    with pytest.raises(BadInput) as err:
+        load_matrix(overlays=[overlay])
+    assert str(err.value).startswith("k.yaml:6: frameworks.tflite.ops.Resize.constraints.0: "), str(err.value)
+    assert message in str(err.value)
+
+
+# ------------------------------------------------------------------ TFLite / Core ML entries vs their exporters' cases
+
+#: The TFLite exporter lowers a lone Erf too (lower_erf), but the matrix keeps Erf to the GELU
+#: pattern so that the planner's erf_polynomial (reported as an approximation) handles it.
+TFLITE_EXPORTER_ONLY = {"Erf"}
+
+
+def test_every_tflite_exporter_case_is_supported_on_the_cpu(m):
+    """Each single-op model the TFLite exporter runs exactly in LiteRT (tests/test_tflite_matrix_coverage.py)
+    is 'supported' on tflite/cpu, so the matrix is never stricter than the exporter."""
+    from converter.graph import to_graph
+    from test_tflite_matrix_coverage import CASES
+
+    checked = 0
+    for case in CASES:
+        if case.op not in m.ops("tflite") or case.op in TFLITE_EXPORTER_ONLY:
+            continue
+        for node in to_graph(case.model).nodes:
+            if node.op == case.op:
+                v = m.check_node(node, "tflite", "cpu")
+                assert v.status == "supported", (case.id, v.reason)
+                checked += 1
+    assert checked >= 120
+
+
+def test_every_coreml_exporter_case_is_supported_and_every_refusal_unsupported(m):
+    """The Core ML exporter's cases (tests/test_coreml_matrix_coverage.py) are 'supported' on coreml/cpu;
+    the variants it refuses are 'unsupported' there."""
+    pytest.importorskip("coremltools")
+    from converter.graph import to_graph
+    from test_coreml_matrix_coverage import CASES, REFUSED, _model
+
+    def node_of(case):
+        return next(n for n in to_graph(_model(case)[0]).nodes if n.op == case.op)
+
+    supported = [c for c in CASES if c.op in m.ops("coreml")]
+    assert len(supported) >= 100
+    for case in supported:
+        v = m.check_node(node_of(case), "coreml", "cpu")
+        assert v.status == "supported", (case.op, case.label, v.reason)
+    for case, message in REFUSED:
+        assert m.check_node(node_of(case), "coreml", "cpu").status == "unsupported", (case.op, message)
+
+
+def test_exporter_constraints_cite_upstream_lines(m):
+    """Constraints of the entries brought in line with the TFLite / Core ML exporters name the upstream
+    file:line, or say that the limit is the exporter's own."""
+    changed = {"tflite": ["Conv", "ConvTranspose", "LpNormalization", "LRN", "MaxPool", "AveragePool", "GatherND",
+                          "ScatterND", "Pad", "Resize", "Upsample", "LSTM"],
+               "coreml": ["Einsum", "LRN", "Resize", "Upsample", "LSTM", "GRU", "RoiAlign", "GridSample"]}
+    vendor_words = {"tflite/gpu_delegate_ops_constraints.md", "tflite/nnapi_delegate_validate_summary.md",
+                    "tflite/edgetpu_supported_ops.md"}  # quoted from the delegates' own tables
+    cited = 0
+    for fw, ops in changed.items():
+        for op in ops:
+            for spec in m.data["frameworks"][fw]["ops"][op].get("constraints") or ():
+                why = spec.get("why", "")
+                if spec.get("source") in vendor_words or spec.get("severity") == "unverified":
+                    continue
+                assert re.search(r"[\w.]+\.(cc|h|py|fbs):\d+", why) or "exporter" in why, (fw, op, spec)
+                cited += 1
+    assert cited >= 40
+    assert all(m.source_path(s).is_file() for s in ("tflite/schema.fbs", "coreml/mil_ops.tsv"))

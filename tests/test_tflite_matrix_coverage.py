@@ -29,13 +29,7 @@ RNG = np.random.default_rng(2024)
 
 #: Ops the matrix lists for TFLite that the exporter refuses, and why (checked in
 #: test_unmapped_ops_are_refused where a model can be built).
-UNMAPPED = {
-    "NonMaxSuppression": (
-        "ONNX returns [num_selected, 3] (batch, class, box) triples for every batch and class at once; "
-        "NON_MAX_SUPPRESSION_V4/V5 (tensorflow/lite/kernels/non_max_suppression.cc) take one class of "
-        "one image ([num_boxes, 4] boxes, [num_boxes] scores) and return padded indices plus a count: "
-        "the remedy is the post-processing split (edgeconv split), not a per-node mapping"),
-}
+UNMAPPED: dict[str, str] = {}  # NonMaxSuppression left the matrix's TFLite column (see test_unmapped_ops_are_refused)
 
 #: Ops whose kernels are transcendental (exp/log/pow/erf/trig): 1e-4 instead of 1e-5.
 TRANSCENDENTAL = {"Cos", "Sin", "Elu", "Selu", "Erf", "Exp", "Log", "Pow", "Sigmoid", "Softmax", "LogSoftmax",

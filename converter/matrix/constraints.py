@@ -15,8 +15,17 @@ Kinds (``N`` is an input index, ``output`` the first output)::
     {dtype: 0, in: [float32, float16]}            element type of input N / output
     {const_inputs: [1, 2]}                        these inputs must be known at export time
     {elements: 0, max: 16000}                     element count of input N / output
-    {dims: 0, max: 16384}                         every dimension of input N / output
-    {value: 4, each_eq: 1}                        the constant values of input N (value tests)
+    {dims: 0, max: 16384}                         every dimension of input N / output;
+    {dims: 0, axis: 0, eq: 1}                     with ``axis``: that one dimension only
+    {value: 4, each_eq: 1}                        the constant values of input N (value tests;
+                                                  each_* look at every element, nested or not)
+    {value: 4, each_eq_dim: [0, 0]}               every value == dimension 0 of input 0
+    {unused_outputs: [2]}                         these outputs are absent or read by no node
+    {scales: 2, exact: true}                      Resize/Upsample scales (input N): exact: every
+    {scales: 2, integer: true}                    scale x input dim == output dim (absent scales
+                                                  pass: the sizes input sets the ratio); integer:
+                                                  every output dim is a whole multiple of the
+                                                  input dim (integer upscaling), from the shapes
     {broadcast: per_channel}                      same_shape | per_channel | same_rank | numpy
     {axes: attr:axis, rank_of: 0, in: [1]}        axis/axes (attr:NAME or input:N), normalized
                                                   to non-negative: in, subset_of, eq, last_only;
@@ -43,11 +52,12 @@ from typing import Any, Callable
 
 import numpy as np
 
+from .kinds_io import compile_scales, compile_unused_outputs
 from .values import (VALUE_TESTS, ConstraintError, _as_list, _const, _plain, _shape, _static_shape,
                      _tensor, _value_test, _where, _where_text)
 
 KINDS = ("attr", "rank", "dtype", "const_inputs", "elements", "dims", "value", "broadcast", "axes",
-         "group", "pattern")
+         "group", "pattern", "unused_outputs", "scales")
 MODIFIERS = ("hw", "why", "source", "severity", "when")
 BROADCAST_RULES = ("same_shape", "per_channel", "same_rank", "numpy")
 AXES_TESTS = ("in", "subset_of", "eq", "last_only", "trailing_ones")
@@ -121,9 +131,14 @@ def _compile_attr(spec):
 def _compile_shape_kind(spec, kind):
     where = _where(spec[kind], kind)
     label = {"rank": "rank", "elements": "elements", "dims": "dim"}[kind]
-    if kind == "dims":
+    axis = spec.get("axis") if kind == "dims" else None
+    if axis is not None and (isinstance(axis, bool) or not isinstance(axis, int)):
+        raise ConstraintError("'axis' must be a dimension index")
+    if kind == "dims" and axis is None:
         spec = {("each_" + k if k in ("max", "min", "eq", "in") else k): v for k, v in spec.items()}
-    passes, text = _value_test(spec, label)
+    elif axis is not None:
+        label = f"dim {axis}"
+    passes, text = _value_test({k: v for k, v in spec.items() if k != "axis"}, label)
     text = f"{text} ({_where_text(where)})"
 
     def test(node, op):
@@ -135,6 +150,10 @@ def _compile_shape_kind(spec, kind):
             return (False, f"{_where_text(where)} with unknown shape")
         if kind == "rank":
             value, what = len(shape), f"on rank-{len(shape)} {_where_text(where)}"
+        elif axis is not None:
+            if not -len(shape) <= axis < len(shape):
+                return (True, f"rank-{len(shape)} {_where_text(where)} has no dim {axis}")
+            value, what = shape[axis], f"{_where_text(where)} of shape {list(shape)}"
         elif kind == "elements":
             value = int(np.prod(shape)) if shape else 1
             what = f"{_where_text(where)} of {value} elements {list(shape)}"
@@ -147,7 +166,16 @@ def _compile_shape_kind(spec, kind):
 
 def _compile_value(spec):
     where = _where(spec["value"], "value")
-    passes, text = _value_test(spec, f"value of {_where_text(where)}")
+    label = f"value of {_where_text(where)}"
+    dim_ref = spec.get("each_eq_dim")
+    if dim_ref is not None and not (isinstance(dim_ref, list) and len(dim_ref) == 2
+                                    and all(isinstance(v, int) and not isinstance(v, bool) for v in dim_ref)):
+        raise ConstraintError("'each_eq_dim' must be [input index, axis]")
+    plain = {k: v for k, v in spec.items() if k in VALUE_TESTS}
+    passes, text = _value_test(plain, label) if plain or dim_ref is None else (lambda v: True, "")
+    if dim_ref is not None:
+        dim_text = f"every {label} == dim {dim_ref[1]} of input {dim_ref[0]}"
+        text = f"{text} and {dim_text}" if text else dim_text
 
     def test(node, op):
         tensor = _tensor(node, where)
@@ -157,7 +185,16 @@ def _compile_value(spec):
         if values is None:
             return (False, f"{_where_text(where)} computed at runtime")
         value = values.tolist()
-        return None if passes(value) else (True, f"{_where_text(where)}={value}")
+        if not passes(value):
+            return (True, f"{_where_text(where)}={value}")
+        if dim_ref is not None:
+            shape = _static_shape(_tensor(node, dim_ref[0]))
+            if shape is None or not -len(shape) <= dim_ref[1] < len(shape):
+                return (False, f"input {dim_ref[0]} of unknown shape")
+            if np.any(np.asarray(values) != shape[dim_ref[1]]):
+                return (True, f"{_where_text(where)}={value} with dim {dim_ref[1]} of input {dim_ref[0]} = "
+                              f"{shape[dim_ref[1]]}")
+        return None
 
     return test, text
 
@@ -364,20 +401,24 @@ _COMPILERS = {
     "axes": _compile_axes,
     "group": _compile_group,
     "pattern": _compile_pattern,
+    "unused_outputs": compile_unused_outputs,
+    "scales": compile_scales,
 }
 
 _ALLOWED_KEYS = {
     "attr": set(VALUE_TESTS) | {"default"},
     "rank": set(VALUE_TESTS),
     "elements": {"max", "min"},
-    "dims": {"max", "min"},
+    "dims": {"max", "min", "eq", "in", "axis"},
     "dtype": {"in"},
-    "value": set(VALUE_TESTS),
+    "value": set(VALUE_TESTS) | {"each_eq_dim"},
     "const_inputs": set(),
     "broadcast": set(),
     "axes": set(AXES_TESTS) | {"rank_of", "default", "or_by_rank"},
     "group": set(),
     "pattern": set(),
+    "unused_outputs": set(),
+    "scales": {"exact", "integer"},
 }
 
 

@@ -95,7 +95,7 @@ def _value_test(spec: dict, label: str) -> tuple[Callable[[Any], bool], str]:
             want = _regex(want)
         if key == "eq":
             checks.append(lambda v, w=want: v == w)
-            texts.append(f"{label} == {want}")
+            texts.append(f"{label} not set" if want is None else f"{label} == {want}")
         elif key == "in":
             checks.append(lambda v, w=want: v in w)
             texts.append(f"{label} in {want}")
@@ -148,7 +148,14 @@ def _regex(text):
 
 
 def _as_list(value):
-    return list(value) if isinstance(value, (list, tuple)) else [value]
+    """``value`` as a flat list: a scalar becomes [scalar]; nested lists (a constant tensor's
+    ``tolist()``) are flattened, so ``each_*`` tests look at every element."""
+    if not isinstance(value, (list, tuple)):
+        return [value]
+    flat = []
+    for item in value:
+        flat.extend(_as_list(item) if isinstance(item, (list, tuple)) else [item])
+    return flat
 
 
 def _where(value, key: str):
