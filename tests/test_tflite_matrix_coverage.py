@@ -433,3 +433,27 @@ def test_op_on_nhwc_data(tmp_path, tail):
     got = TARGET.run(art, case.feeds)
     for name, value in ref.items():
         assert _max_error(value, got[name]) <= 1e-4, name
+
+
+def test_lstm_with_a_runtime_bias_is_refused_not_zeroed(tmp_path):
+    import onnx
+    import pytest
+    from onnx import TensorProto, helper, numpy_helper
+
+    from converter.errors import Unsupported
+    from converter.targets import get
+    from converter.targets.base import ExportOptions
+
+    rng = np.random.default_rng(0)
+    hidden, size = 3, 2
+    w = numpy_helper.from_array(rng.standard_normal((1, 4 * hidden, size)).astype(np.float32), "W")
+    r = numpy_helper.from_array(rng.standard_normal((1, 4 * hidden, hidden)).astype(np.float32), "R")
+    graph = helper.make_graph(
+        [helper.make_node("LSTM", ["X", "W", "R", "B"], ["Y"], hidden_size=hidden)], "lstm",
+        [helper.make_tensor_value_info("X", TensorProto.FLOAT, [4, 1, size]),
+         helper.make_tensor_value_info("B", TensorProto.FLOAT, [1, 8 * hidden])],
+        [helper.make_tensor_value_info("Y", TensorProto.FLOAT, [4, 1, 1, hidden])], [w, r])
+    model = helper.make_model(graph, opset_imports=[helper.make_opsetid("", 17)], ir_version=8)
+    with pytest.raises(Unsupported, match="B and P must be constants"):
+        get("tflite").export(model, tmp_path, "cpu", ExportOptions())
+    assert not list(tmp_path.iterdir())

@@ -66,8 +66,11 @@ def lower_lstm(Lw, node):
     w, r = (np.asarray(Lw.const(t), np.float32) if Lw.const(t) is not None else None for t in ins[1:3])
     if w is None or r is None:
         raise Lw.unsupported("W and R must be constants")
-    b = Lw.const(ins[3]) if ins[3] is not None and ins[3].name else None
-    p = Lw.const(ins[7]) if ins[7] is not None and ins[7].name else None
+    given = [k for k in (3, 7) if ins[k] is not None and ins[k].name]
+    if any(Lw.const(ins[k]) is None for k in given):  # a runtime bias is not a zero bias
+        raise Lw.unsupported("B and P must be constants when given")
+    b = Lw.const(ins[3]) if 3 in given else None
+    p = Lw.const(ins[7]) if 7 in given else None
     direction = _text(attr(node, "direction", "forward"))
     reverse = [False] if direction == "forward" else [True] if direction == "reverse" else [False, True]
     src = Lw.get(x, (0, 1, 2))
