@@ -21,6 +21,7 @@ import onnx_graphsurgeon as gs
 
 from .errors import VerificationFailed
 from .graph import NameAllocator, provenance_of, to_graph, to_model
+from .normalize import seeded_inputs  # noqa: F401  (re-exported: plan tests and custom capture use it)
 from .plan import ChainSearch, Plan, plan_model
 from .rewrites import APPROXIMATE, EXACT, REGISTRY, RETRAIN, apply_rule_to_graph
 from .rewrites.base import infer
@@ -167,26 +168,6 @@ def _unresolved(model, matrix, framework, hw, keep) -> list[str]:
         if not verdict.supported:
             out.append(f"{node.name} ({node.op}): {verdict.reason}")
     return out
-
-
-def seeded_inputs(model: onnx.ModelProto, seed: int = 0) -> dict[str, np.ndarray] | None:
-    """Standard-normal float inputs (zeros for integer ones); None if a shape is not static."""
-    rng = np.random.default_rng(seed)
-    inits = {i.name for i in model.graph.initializer}
-    feeds = {}
-    for vi in model.graph.input:
-        if vi.name in inits:
-            continue
-        tt = vi.type.tensor_type
-        dims = [d.dim_value if d.HasField("dim_value") else None for d in tt.shape.dim]
-        if any(d is None for d in dims):
-            return None
-        dtype = onnx.helper.tensor_dtype_to_np_dtype(tt.elem_type)
-        if np.issubdtype(dtype, np.floating):
-            feeds[vi.name] = rng.standard_normal(dims).astype(dtype)
-        else:
-            feeds[vi.name] = np.zeros(dims, dtype)
-    return feeds
 
 
 def run_onnx(model: onnx.ModelProto, feeds: dict[str, np.ndarray]) -> dict[str, np.ndarray]:

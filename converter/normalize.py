@@ -289,6 +289,30 @@ def dynamic_inputs(model: onnx.ModelProto) -> list[str]:
     return messages
 
 
+def seeded_inputs(model: onnx.ModelProto, seed: int = 0, int_high: int = 1) -> dict[str, np.ndarray] | None:
+    """Inputs for a self-check: standard-normal floats, random bools, integers in
+    ``[0, int_high)`` (zeros by default: indices and sizes stay valid).  None if a shape is not
+    static."""
+    rng = np.random.default_rng(seed)
+    inits = {i.name for i in model.graph.initializer}
+    feeds = {}
+    for vi in model.graph.input:
+        if vi.name in inits:
+            continue
+        tt = vi.type.tensor_type
+        dims = [d.dim_value if d.HasField("dim_value") and d.dim_value > 0 else None for d in tt.shape.dim]
+        if any(d is None for d in dims):
+            return None
+        dtype = onnx.helper.tensor_dtype_to_np_dtype(tt.elem_type)
+        if np.issubdtype(dtype, np.floating):
+            feeds[vi.name] = rng.standard_normal(dims).astype(dtype)
+        elif dtype == np.bool_:
+            feeds[vi.name] = rng.integers(0, 2, dims).astype(dtype)
+        else:
+            feeds[vi.name] = rng.integers(0, int_high, dims).astype(dtype)
+    return feeds
+
+
 #: float32 tolerance of the normalization self-check.
 NORMALIZE_ATOL = 1e-5
 
@@ -303,23 +327,9 @@ def check_equivalent(original: onnx.ModelProto, normalized: onnx.ModelProto,
 
     from .errors import EdgeconvError  # noqa: PLC0415
 
-    if dynamic_inputs(normalized):
+    feeds = seeded_inputs(normalized, seed, int_high=4)
+    if feeds is None:
         return None
-    rng = np.random.default_rng(seed)
-    feeds = {}
-    inits = {i.name for i in normalized.graph.initializer}
-    for inp in normalized.graph.input:
-        if inp.name in inits:
-            continue
-        t = inp.type.tensor_type
-        shape = [d.dim_value for d in t.shape.dim]
-        dtype = onnx.helper.tensor_dtype_to_np_dtype(t.elem_type)
-        if np.issubdtype(dtype, np.floating):
-            feeds[inp.name] = rng.standard_normal(shape).astype(dtype)
-        elif dtype == np.bool_:
-            feeds[inp.name] = rng.integers(0, 2, shape).astype(dtype)
-        else:
-            feeds[inp.name] = rng.integers(0, 4, shape).astype(dtype)
     opts = ort.SessionOptions()
     opts.graph_optimization_level = ort.GraphOptimizationLevel.ORT_DISABLE_ALL
     opts.log_severity_level = 3

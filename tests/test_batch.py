@@ -113,7 +113,9 @@ def _cli(*args):
                             start_new_session=True)
 
 
-def test_kill_dash_nine_and_resume(tmp_path, zoo_onnx_path):
+def _start_twelve_job_batch(tmp_path, zoo_onnx_path, jobs: int):
+    """Four zoo models × three targets, started as a subprocess in its own process group;
+    returns once the first job directory is complete (so there is something to interrupt)."""
     models = ["resnet", "unet", "mobilenetv2", "normalized_input"]
     for name in models:
         (tmp_path / f"{name}.onnx").write_bytes(Path(zoo_onnx_path(name)).read_bytes())
@@ -121,10 +123,15 @@ def test_kill_dash_nine_and_resume(tmp_path, zoo_onnx_path):
     manifest.write_text("output: out\ntargets: [{to: tflite, hw: cpu}, {to: coreml, hw: cpu}, {to: tnn, hw: arm}]\n"
                         "models:\n" + "".join(f"  - path: {m}.onnx\n" for m in models))
     out = tmp_path / "out"
-    proc = _cli("batch", str(manifest), "-j", "1")
+    proc = _cli("batch", str(manifest), "-j", str(jobs))
     deadline = time.time() + 240
     while time.time() < deadline and not any((p / "job.json").exists() for p in out.glob("*--*")):
-        time.sleep(0.2)
+        time.sleep(0.1)
+    return proc, manifest, out
+
+
+def test_kill_dash_nine_and_resume(tmp_path, zoo_onnx_path):
+    proc, manifest, out = _start_twelve_job_batch(tmp_path, zoo_onnx_path, jobs=1)
     os.killpg(proc.pid, signal.SIGKILL)
     proc.wait()
     done_before = {p.name for p in out.glob("*--*") if not p.name.startswith(".")}
@@ -157,17 +164,7 @@ def test_ray_executor(release):
 
 
 def test_ctrl_c_stops_parallel_batch_cleanly(tmp_path, zoo_onnx_path):
-    models = ["resnet", "unet", "mobilenetv2", "normalized_input"]
-    for name in models:
-        (tmp_path / f"{name}.onnx").write_bytes(Path(zoo_onnx_path(name)).read_bytes())
-    manifest = tmp_path / "release.yaml"
-    manifest.write_text("output: out\ntargets: [{to: coreml, hw: cpu}, {to: tflite, hw: cpu}, {to: tnn, hw: arm}]\n"
-                        "models:\n" + "".join(f"  - path: {m}.onnx\n" for m in models))
-    out = tmp_path / "out"
-    proc = _cli("batch", str(manifest), "-j", "2")
-    deadline = time.time() + 240
-    while time.time() < deadline and not any((p / "job.json").exists() for p in out.glob("*--*")):
-        time.sleep(0.1)
+    proc, _, out = _start_twelve_job_batch(tmp_path, zoo_onnx_path, jobs=2)
     os.killpg(proc.pid, signal.SIGINT)
     _, stderr = proc.communicate(timeout=120)
     assert proc.returncode == 130

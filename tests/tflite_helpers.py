@@ -28,15 +28,9 @@ def make_model(nodes, inputs: dict, initializers: dict | None = None, outputs=("
 
 
 def feeds_for(model, seed=0) -> dict[str, np.ndarray]:
-    rng = np.random.default_rng(seed)
-    init = {i.name for i in model.graph.initializer}
-    feeds = {}
-    for i in model.graph.input:
-        if i.name in init:
-            continue
-        shape = [d.dim_value for d in i.type.tensor_type.shape.dim]
-        feeds[i.name] = rng.standard_normal(shape).astype(np.float32)
-    return feeds
+    from converter.normalize import seeded_inputs
+
+    return seeded_inputs(model, seed)
 
 
 def reference(model, feeds) -> dict[str, np.ndarray]:

@@ -85,11 +85,10 @@ class CoreMLTarget:
                 )
         except EdgeconvError:
             raise
-        except (ValueError, TypeError, NotImplementedError) as err:
+        except (ValueError, TypeError, NotImplementedError) as err:  # coremltools' own refusals
             raise Unsupported(f"coremltools rejected the program: {str(err).splitlines()[0]}") from None
 
-        name = sanitize(str(options.extra.get("name") or options.extra.get("model_name")
-                            or model.graph.name or "model"))
+        name = sanitize(str(options.extra.get("name") or model.graph.name or "model"))
         source_sha = options.extra.get("source_sha256") or sha256_bytes(
             model.SerializeToString(deterministic=True))
         io = {"inputs": [s.to_json() for s in built.inputs],

@@ -172,7 +172,7 @@ def build_program(model: onnx.ModelProto, opset) -> BuiltProgram:
                 continue  # read through constant_value() where used
             try:
                 result = MAPPINGS[node.op](ctx, node, ctx.name(node.outputs[0].name))
-            except (ValueError, TypeError, NotImplementedError) as err:
+            except (ValueError, TypeError, NotImplementedError) as err:  # MIL's type/value checks
                 raise Unsupported(f"node '{node.name}' ({node.op}): MIL rejected it: "
                                   f"{str(err).splitlines()[0] if str(err) else type(err).__name__}") from None
             results = result if isinstance(result, list) else [result]
