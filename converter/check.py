@@ -19,11 +19,11 @@ JSON (``edgeconv check --json``), schema ``edgeconv.check/1`` — stable; fields
                             "reason": "...", "remedy": null|"postprocess"}],
           "verdicts": [{"node": "...", "op": "Conv", "status": "supported"|"unverified"|"unsupported",
                         "reason": "...", "constraint": null|"...",
-                        "source": null|"Tencent/TNN@f0cb081:doc/en/user/support_en.md#L64-L190",
+                        "source": null|"Tencent/TNN@f0cb081:doc/en/user/support_en.md#L65-L190",
                         "remedy": null|"rewrite"|"postprocess"|"custom"|"retrain", "target": null|"...",
                         "citation": null|{"text": "<the source>", "repo": "Tencent/TNN",
                                           "commit": "<full 40-hex commit>", "path": "doc/en/user/support_en.md",
-                                          "lines": [64, 190], "url": "https://github.com/Tencent/TNN/blob/..."}}]
+                                          "lines": [65, 190], "url": "https://github.com/Tencent/TNN/blob/..."}}]
         }
       ]
     }

@@ -60,9 +60,9 @@ def test_exact_reasons_on_zoo_models(m, zoo_model):
     bad = [v for v in unet_rknpu.verdicts if not v.supported]
     assert [v.op for v in bad] == ["ConvTranspose", "ConvTranspose"]
     assert {v.reason for v in bad} == {"ConvTranspose: rknpu has no Deconvolution"}
-    assert bad[0].source == "Tencent/TNN@f0cb081:doc/en/user/support_en.md#L64-L190"
+    assert bad[0].source == "Tencent/TNN@f0cb081:doc/en/user/support_en.md#L65-L190"
     assert bad[0].citation.url == ("https://github.com/Tencent/TNN/blob/f0cb08129a05c5b60f08e4ef66042a54a883a56a/"
-                                   "doc/en/user/support_en.md#L64-L190")
+                                   "doc/en/user/support_en.md#L65-L190")
 
     superres = check_model(zoo_model("superres"), "mace", "cpu", m)
     (bad,) = superres.unsupported
@@ -169,8 +169,8 @@ def test_cli_exit_codes_and_json(tmp_path, zoo_onnx_path, capsys):
     bad = next(v for v in target["verdicts"] if v["status"] == "unsupported")
     assert bad["citation"] == {
         "text": bad["source"], "repo": "Tencent/TNN", "commit": "f0cb08129a05c5b60f08e4ef66042a54a883a56a",
-        "path": "doc/en/user/support_en.md", "lines": [64, 190],
-        "url": "https://github.com/Tencent/TNN/blob/f0cb08129a05c5b60f08e4ef66042a54a883a56a/doc/en/user/support_en.md#L64-L190"}
+        "path": "doc/en/user/support_en.md", "lines": [65, 190],
+        "url": "https://github.com/Tencent/TNN/blob/f0cb08129a05c5b60f08e4ef66042a54a883a56a/doc/en/user/support_en.md#L65-L190"}
     assert _cli(["check", unet, "--to", "tnn", "--hw", "npu"]) == EXIT_BAD_INPUT
     err = capsys.readouterr().err
     assert err == "edgeconv: error: 'npu' is ambiguous for tnn; choose one of: huawei_npu, rknpu, apple_npu\n"

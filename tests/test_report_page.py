@@ -144,14 +144,14 @@ def test_page_in_headless_chromium(page, browser, tmp_path):
         ".filter(t => t.style.display !== 'none').map(t => t.textContent)")
     assert visible_cols == ["rknpu"]
     cell = browser.find_element("css selector", "#matrix tbody tr[data-op='ConvTranspose'] td.cell:not([style*='none'])")
-    table = "Tencent/TNN@f0cb081:doc/en/user/support_en.md#L64-L190"
+    table = "Tencent/TNN@f0cb081:doc/en/user/support_en.md#L65-L190"
     assert f"source: {table}" in cell.get_attribute("title")
     cell.click()
     assert "ConvTranspose on tnn/rknpu: unsupported" in browser.find_element("id", "details").text
     links = {a.text: a.get_attribute("href") for a in browser.find_elements("css selector", "#details a.cite")}
     assert links == {table: m.citation(table).url}
     assert links[table] == ("https://github.com/Tencent/TNN/blob/f0cb08129a05c5b60f08e4ef66042a54a883a56a/"
-                            "doc/en/user/support_en.md#L64-L190")
+                            "doc/en/user/support_en.md#L65-L190")
 
     for element, value in (("f-fw", ""), ("f-hw", ""), ("f-status", "")):
         _set(browser, element, value)
