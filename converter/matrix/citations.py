@@ -1,7 +1,7 @@
 """Citations of upstream sources: ``owner/repo@commit:path#Lline`` or ``...#Lfirst-Llast``.
 
 A matrix ``source:`` names the upstream document itself (a vendor's doc table row, a kernel's
-check), not a local copy: ``Tencent/TNN@f0cb081:doc/en/user/support_en.md#L64-L190``.  The commit
+check), not a local copy: ``Tencent/TNN@f0cb081:doc/en/user/support_en.md#L65-L190``.  The commit
 may be abbreviated; the matrix's ``upstreams:`` table pins each repository to one full commit, and
 a citation is valid only if its commit is a prefix of that one, so every citation of a repository
 points into the same snapshot and links to a permanent GitHub URL.
