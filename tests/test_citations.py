@@ -62,6 +62,12 @@ def test_mirror_is_present_and_pins_the_same_commits(m):
     for repo in MAIN_UPSTREAMS:
         full = m.upstreams[repo]
         assert re.search(rf"{re.escape(repo)} @ {full}\b", text), f"SOURCES.md pins {repo} at another commit"
+    extra = set(m.upstreams) - set(MAIN_UPSTREAMS)
+    assert extra <= set(TABLE["extra_upstreams"]), f"say why in tests/data/citations.yaml: {extra - set(TABLE['extra_upstreams'])}"
+    for repo in extra:
+        pinned_there = re.search(rf"{re.escape(repo)} @([0-9a-f]{{7,40}})", text)
+        if pinned_there:
+            assert m.upstreams[repo].startswith(pinned_there.group(1)), f"SOURCES.md pins {repo} at another commit"
     for key, name in TABLE["mirrors"].items():
         assert (MIRROR / name).is_file(), f"mirror copy of {key} missing: {name}"
         base = name.split("/")[-1]
