@@ -5,7 +5,7 @@ once; the naive peer approach (what one writes with onnx.utils.extract_model or 
 the graph output) builds and runs one onnxruntime session per intermediate tensor and graph.
 Both must name the same guilty node; the script prints both timings and their ratio.
 
-    /work/venv/bin/python benchmarks/bench_verify.py [--blocks 60] [--width 16] [--size 16]
+    .venv/bin/python benchmarks/bench_verify.py [--blocks 60] [--width 16] [--size 16]
 """
 
 from __future__ import annotations

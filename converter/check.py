@@ -18,11 +18,20 @@ JSON (``edgeconv check --json``), schema ``edgeconv.check/1`` — stable; fields
           "model_issues": [{"kind": "dtype"|"dynamic_shape"|"outputs", "status": "unsupported"|"unverified",
                             "reason": "...", "remedy": null|"postprocess"}],
           "verdicts": [{"node": "...", "op": "Conv", "status": "supported"|"unverified"|"unsupported",
-                        "reason": "...", "constraint": null|"...", "source": null|"tnn/...",
-                        "remedy": null|"rewrite"|"postprocess"|"custom"|"retrain", "target": null|"..."}]
+                        "reason": "...", "constraint": null|"...",
+                        "source": null|"Tencent/TNN@f0cb081:doc/en/user/support_en.md#L65-L190",
+                        "remedy": null|"rewrite"|"postprocess"|"custom"|"retrain", "target": null|"...",
+                        "citation": null|{"text": "<the source>", "repo": "Tencent/TNN",
+                                          "commit": "<full 40-hex commit>", "path": "doc/en/user/support_en.md",
+                                          "lines": [65, 190], "url": "https://github.com/Tencent/TNN/blob/..."}}]
         }
       ]
     }
+
+``source`` is the matrix citation behind the verdict (the entry's, or the failed constraint's):
+``owner/repo@commit:path#Lline`` or ``#Lfirst-Llast``, the upstream document itself.  ``citation``
+(added in this schema version's lifetime, additive) is the same citation taken apart: the commit in
+full as pinned by the matrix's ``upstreams:``, the first and last cited line, and the GitHub link.
 """
 
 from __future__ import annotations

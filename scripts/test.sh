@@ -1,14 +1,15 @@
 #!/usr/bin/env bash
 # The test command: install everything (Python env; g++ and flexbuffers.h to compile generated
-# C++; headless Chromium for the report-page test), then run the whole suite.
+# C++; flatc to check the generated TFLite bindings; headless Chromium for the report-page test),
+# then run the whole suite.
 set -euo pipefail
 cd "$(dirname "$0")/.."
 bash scripts/setup.sh
 if ! command -v chromium >/dev/null 2>&1 || ! command -v chromedriver >/dev/null 2>&1 || ! command -v g++ >/dev/null 2>&1 \
-   || [ ! -f /usr/include/flatbuffers/flexbuffers.h ]; then
+   || [ ! -f /usr/include/flatbuffers/flexbuffers.h ] || ! command -v flatc >/dev/null 2>&1; then
   if [ "$(id -u)" = 0 ]; then SUDO=""; else SUDO="sudo"; fi
   $SUDO apt-get update -qq
-  DEBIAN_FRONTEND=noninteractive $SUDO apt-get install -y -qq chromium chromium-driver g++ libflatbuffers-dev >/dev/null
+  DEBIAN_FRONTEND=noninteractive $SUDO apt-get install -y -qq chromium chromium-driver g++ libflatbuffers-dev flatbuffers-compiler >/dev/null
 fi
 set +e
 .venv/bin/python -m pytest -q -p no:cacheprovider "$@"

@@ -60,7 +60,9 @@ def test_exact_reasons_on_zoo_models(m, zoo_model):
     bad = [v for v in unet_rknpu.verdicts if not v.supported]
     assert [v.op for v in bad] == ["ConvTranspose", "ConvTranspose"]
     assert {v.reason for v in bad} == {"ConvTranspose: rknpu has no Deconvolution"}
-    assert bad[0].source == "tnn/doc_en_user_support_en.md"
+    assert bad[0].source == "Tencent/TNN@f0cb081:doc/en/user/support_en.md#L65-L190"
+    assert bad[0].citation.url == ("https://github.com/Tencent/TNN/blob/f0cb08129a05c5b60f08e4ef66042a54a883a56a/"
+                                   "doc/en/user/support_en.md#L65-L190")
 
     superres = check_model(zoo_model("superres"), "mace", "cpu", m)
     (bad,) = superres.unsupported
@@ -162,7 +164,13 @@ def test_cli_exit_codes_and_json(tmp_path, zoo_onnx_path, capsys):
     assert doc["schema"] == "edgeconv.check/1" and doc["ok"] is False
     (target,) = doc["targets"]
     assert (target["framework"], target["hw"], target["counts"]["unsupported"]) == ("tnn", "rknpu", 2)
-    assert set(target["verdicts"][0]) == {"node", "op", "status", "reason", "constraint", "source", "remedy", "target"}
+    assert set(target["verdicts"][0]) == {"node", "op", "status", "reason", "constraint", "source", "remedy", "target",
+                                          "citation"}
+    bad = next(v for v in target["verdicts"] if v["status"] == "unsupported")
+    assert bad["citation"] == {
+        "text": bad["source"], "repo": "Tencent/TNN", "commit": "f0cb08129a05c5b60f08e4ef66042a54a883a56a",
+        "path": "doc/en/user/support_en.md", "lines": [65, 190],
+        "url": "https://github.com/Tencent/TNN/blob/f0cb08129a05c5b60f08e4ef66042a54a883a56a/doc/en/user/support_en.md#L65-L190"}
     assert _cli(["check", unet, "--to", "tnn", "--hw", "npu"]) == EXIT_BAD_INPUT
     err = capsys.readouterr().err
     assert err == "edgeconv: error: 'npu' is ambiguous for tnn; choose one of: huawei_npu, rknpu, apple_npu\n"
@@ -407,7 +415,7 @@ EXPORTER_CASES = [
     ("tfl-deconv-edgetpu", "tflite", ["edgetpu"], _node("ConvTranspose", _x(1, 4, 5, 5), [("w", Z(4, 3, 3, 3))]),
      'unsupported', 'ConvTranspose: {hw} has no TRANSPOSE_CONV (groups - SPLIT + TRANSPOSE_CONV per group + CONCATENATION)'),
     ("tfl-conv3d-grouped", "tflite", ["cpu"], _node("Conv", _x(1, 4, 5, 5, 5), [("w", Z(6, 2, 3, 3, 3))], group=2),
-     'unsupported', 'Conv group=2 (grouped conv): {hw} supports group in 1 when rank == 5 (input 0) (CONV_3D has no groups: conv3d.cc:129 requires input channels == filter in-channels (tensorflow/lite/kernels/conv3d.cc:138; Conv3DOptions, schema.fbs:874))'),
+     'unsupported', 'Conv group=2 (grouped conv): {hw} supports group in 1 when rank == 5 (input 0) (CONV_3D has no groups: conv3d.cc:129 requires input channels == filter in-channels (Conv3DOptions, schema.fbs:874))'),
     ("tfl-conv3d", "tflite", ["cpu"], _node("Conv", _x(1, 4, 5, 5, 5), [("w", Z(6, 4, 3, 3, 3))]),
      'supported', 'maps to CONV_2D / DEPTHWISE_CONV_2D / CONV_3D'),
     ("tfl-conv1d", "tflite", ["gpu", "nnapi"], _node("Conv", _x(1, 4, 9), [("w", Z(6, 4, 3))]),

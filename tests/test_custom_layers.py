@@ -156,7 +156,7 @@ def _tflite_bytes(monkeypatch, model) -> bytes:
 def test_tflite_file_carries_the_custom_op_and_litert_names_it(monkeypatch, tmp_path):
     from flatbuffers import flexbuffers
 
-    from converter.targets.tflite import schema_generated as fb
+    from converter.targets.tflite._generated import schema_generated as fb
 
     model = grid_sample_model()
     write_custom_layers(model, {"grid_sample"}, "tflite", tmp_path)
@@ -183,7 +183,8 @@ def test_tflite_file_carries_the_custom_op_and_litert_names_it(monkeypatch, tmp_
 
 
 def test_mace_net_has_an_op_of_the_layer_type_with_attribute_args(monkeypatch, tmp_path):
-    from converter.targets.mace import mace_pb2, netdef_writer
+    from converter.targets.mace import netdef_writer
+    from converter.targets.mace._generated import mace_pb2
     from converter.targets.mace.custom import convert_custom
 
     model = grid_sample_model()

@@ -14,7 +14,8 @@ from onnx import TensorProto, helper, numpy_helper
 from converter.errors import Unsupported
 from converter.matrix import load_matrix
 from converter.targets.base import ExportOptions
-from converter.targets.mace import TARGET, mace_pb2
+from converter.targets.mace import TARGET
+from converter.targets.mace._generated import mace_pb2
 
 F, I32, I64, BOOL = TensorProto.FLOAT, TensorProto.INT32, TensorProto.INT64, TensorProto.BOOL
 

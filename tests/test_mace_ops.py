@@ -13,7 +13,8 @@ from onnx import TensorProto, helper, numpy_helper
 
 from converter.errors import Unsupported
 from converter.targets.base import ExportOptions
-from converter.targets.mace import TARGET, mace_pb2, reader
+from converter.targets.mace import TARGET, reader
+from converter.targets.mace._generated import mace_pb2
 
 RNG = np.random.default_rng(0)
 

@@ -18,9 +18,11 @@ import yaml
 from converter import zoo
 from converter.errors import Unsupported
 from converter.targets.base import ExportOptions
-from converter.targets.mace import TARGET, mace_pb2
+from converter.targets.mace import TARGET
+from converter.targets.mace._generated import mace_pb2
 
-PROTO = Path("/work/shared/reference/mace/mace_proto_mace.proto")
+#: MACE's own mace.proto (verbatim, XiaoMi/mace@0fc55a5), committed beside the generated bindings.
+PROTO = Path(mace_pb2.__file__).with_name("mace.proto")
 MACE_ZOO = ("mobilenetv2", "resnet", "unet", "superres", "normalized_input")
 
 
@@ -126,7 +128,7 @@ def test_unmapped_op_names_node_and_op(zoo_model, tmp_path):
 _INDEPENDENT_CHECK = textwrap.dedent(r"""
     import json, sys
     sys.path.insert(0, sys.argv[1])
-    import mace_pb2  # compiled just now from the untouched reference mace.proto
+    import mace_pb2  # compiled just now from the untouched upstream mace.proto
     pb, data = open(sys.argv[2], "rb").read(), open(sys.argv[3], "rb").read()
     multi = mace_pb2.MultiNetDef()
     multi.ParseFromString(pb)

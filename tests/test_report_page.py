@@ -6,6 +6,7 @@ Locally the browser test skips when chromium is missing; with CI set it fails in
 from __future__ import annotations
 
 import os
+import re
 import shutil
 import struct
 import zlib
@@ -34,8 +35,12 @@ def page(tmp_path_factory, zoo_model):
 
 def test_page_is_self_contained_and_deterministic(page):
     m, model, checks, html, _ = page
-    for needle in ("http://", "https://", "<link", "src="):
+    for needle in ("http://", "<link", "src="):
         assert needle not in html
+    # The only URLs are the citation links (anchors, never loaded): cited lines at a full commit.
+    urls = set(re.findall(r"https://[^\"\\ ]+", html))
+    assert urls and urls == {c.url for c in m.citations().values()} & urls
+    assert all(re.fullmatch(r"https://github\.com/[\w.-]+/[\w.-]+/blob/[0-9a-f]{40}/\S+#L\d+(-L\d+)?", u) for u in urls)
     assert build_matrix_page(m, checks, model_name="detector") == html
 
 
@@ -139,9 +144,14 @@ def test_page_in_headless_chromium(page, browser, tmp_path):
         ".filter(t => t.style.display !== 'none').map(t => t.textContent)")
     assert visible_cols == ["rknpu"]
     cell = browser.find_element("css selector", "#matrix tbody tr[data-op='ConvTranspose'] td.cell:not([style*='none'])")
-    assert "source: ../shared/reference/tnn/doc_en_user_support_en.md" in cell.get_attribute("title")
+    table = "Tencent/TNN@f0cb081:doc/en/user/support_en.md#L65-L190"
+    assert f"source: {table}" in cell.get_attribute("title")
     cell.click()
     assert "ConvTranspose on tnn/rknpu: unsupported" in browser.find_element("id", "details").text
+    links = {a.text: a.get_attribute("href") for a in browser.find_elements("css selector", "#details a.cite")}
+    assert links == {table: m.citation(table).url}
+    assert links[table] == ("https://github.com/Tencent/TNN/blob/f0cb08129a05c5b60f08e4ef66042a54a883a56a/"
+                            "doc/en/user/support_en.md#L65-L190")
 
     for element, value in (("f-fw", ""), ("f-hw", ""), ("f-status", "")):
         _set(browser, element, value)

@@ -99,7 +99,7 @@ def test_fp16_weights_halve_the_file_and_stay_close(zoo_model, tmp_path):
 def test_identical_constants_share_one_buffer(tmp_path):
     from onnx import helper
 
-    from converter.targets.tflite import schema_generated as fb
+    from converter.targets.tflite._generated import schema_generated as fb
     from tflite_helpers import make_model
 
     w = np.random.default_rng(0).standard_normal((8, 8, 3, 3)).astype(np.float32)

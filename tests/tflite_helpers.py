@@ -93,7 +93,7 @@ def internal_transposes(path) -> int:
 
 def opcodes(path) -> dict[str, int]:
     """builtin name -> version, read from the file's operator_codes (our generated schema)."""
-    from converter.targets.tflite import schema_generated as fb
+    from converter.targets.tflite._generated import schema_generated as fb
 
     model = fb.ModelT.InitFromObj(fb.Model.GetRootAsModel(open(path, "rb").read(), 0))
     names = {v: k for k, v in vars(fb.BuiltinOperator).items() if not k.startswith("_")}

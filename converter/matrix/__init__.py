@@ -1,12 +1,15 @@
 """The op support matrix: which ONNX op runs on which framework x hardware, and under what limits.
 
-``load_matrix()`` reads ``op_support_matrix.yaml`` (repo root) plus optional overlays, validates
+``load_matrix()`` reads ``op_support_matrix.yaml`` (shipped in the package, see
+:data:`DEFAULT_MATRIX`; the repo root links to it) plus optional overlays, validates
 it (a mistake is reported as ``file:line: path: problem``) and precompiles one lookup table per
 framework x hardware so that :meth:`Matrix.check_node` is a dict lookup plus a few predicates.
 
 Entry statuses: ``supported`` (the vendor documents an implementation), ``unverified`` (the vendor
 is silent, e.g. the Neural Engine), ``unsupported`` (no implementation there).  An op type that is
-not in the matrix at all is ``unsupported: no mapping``.
+not in the matrix at all is ``unsupported: no mapping``.  Every ``source`` is a citation of the
+upstream line the fact comes from (:mod:`.citations`); :meth:`Matrix.citation` resolves it to the
+pinned commit and its GitHub link.
 """
 
 from __future__ import annotations
@@ -17,15 +20,18 @@ from pathlib import Path
 from typing import Any, Iterable
 
 from ..errors import BadInput
+from .citations import Citation, resolve_citation
 from .constraints import Constraint, ConstraintError, Failure, compile_constraint
 from .loader import Lines, MatrixFileError, fail, merge_overlay, read_yaml_with_lines
+from .packaged import packaged_matrix_path
 
 __all__ = [
-    "DEFAULT_MATRIX", "Matrix", "MatrixFileError", "NodeVerdict", "OpRule", "STATUSES",
+    "DEFAULT_MATRIX", "Citation", "Matrix", "MatrixFileError", "NodeVerdict", "OpRule", "STATUSES",
     "load_matrix",
 ]
 
-DEFAULT_MATRIX = Path(__file__).resolve().parents[2] / "op_support_matrix.yaml"
+#: The matrix shipped inside the package (``converter/data/op_support_matrix.yaml``).
+DEFAULT_MATRIX = packaged_matrix_path()
 STATUSES = ("supported", "unverified", "unsupported")
 PROPERTY_KEYS = ("max_outputs", "dtypes", "max_rank", "dynamic_shapes")
 
@@ -49,6 +55,7 @@ class NodeVerdict:
     framework: str = ""
     hw: str = ""
     target: str | None = None
+    citation: Citation | None = None  # ``source`` resolved: full commit and link
 
     @property
     def supported(self) -> bool:
@@ -58,7 +65,7 @@ class NodeVerdict:
         return {
             "node": self.node, "op": self.op, "status": self.status, "reason": self.reason,
             "constraint": self.constraint, "source": self.source, "remedy": self.remedy,
-            "target": self.target,
+            "target": self.target, "citation": self.citation.to_dict() if self.citation else None,
         }
 
 
@@ -78,9 +85,9 @@ class Matrix:
     def __init__(self, data: dict, lines: Lines, files: list[Path]):
         self.data = data
         self.files = files
-        self.reference_root = data.get("reference_root", "../shared/reference")
         self._lines = lines
         self._rules: dict[tuple[str, str], dict[str, OpRule]] = {}
+        self._citations: dict[str, Citation] = {}
         self._validate_and_compile()
 
     # ------------------------------------------------------------------ public API
@@ -156,11 +163,19 @@ class Matrix:
             names.update(self._fw(fw)["ops"])
         return sorted(names)
 
-    def source_path(self, source: str | None) -> Path | None:
-        """The file a ``source:`` names, resolved against the repo root."""
+    @property
+    def upstreams(self) -> dict[str, str]:
+        """Pinned upstream repositories: ``owner/repo`` -> full commit."""
+        return dict(self.data["upstreams"])
+
+    def citation(self, source: str | None) -> Citation | None:
+        """A ``source:`` resolved to its pinned commit (``.url`` links the cited lines)."""
         if not source:
             return None
-        return (DEFAULT_MATRIX.parent / self.reference_root / source.split("#")[0]).resolve()
+        found = self._citations.get(source)
+        if found is None:
+            found = self._citations[source] = resolve_citation(source, self.data["upstreams"])
+        return found
 
     def check_node(self, node, framework: str, hw: str) -> NodeVerdict:
         op = node.op
@@ -170,11 +185,11 @@ class Matrix:
         if rule is None:
             domain = getattr(node, "domain", "")
             shown = f"{domain}:{op}" if domain and domain != "ai.onnx" else op
-            return NodeVerdict(name, op, "unsupported", f"{shown}: no mapping in {framework}",
-                               None, self._fw(framework).get("source"), None, framework, hw, None)
+            return self._verdict(name, op, "unsupported", f"{shown}: no mapping in {framework}",
+                                 None, self._fw(framework).get("source"), framework, hw, None)
         if rule.status == "unsupported":
-            return NodeVerdict(name, op, "unsupported", rule.note, None, rule.source, None,
-                               framework, hw, rule.target)
+            return self._verdict(name, op, "unsupported", rule.note, None, rule.source,
+                                 framework, hw, rule.target)
         failures: list[Failure] = []
         for constraint in rule.constraints:
             failure = constraint.failure(node, op, hw)
@@ -182,13 +197,17 @@ class Matrix:
                 failures.append(failure)
         if not failures:
             reason = rule.note if rule.status == "unverified" else f"maps to {rule.target}"
-            return NodeVerdict(name, op, rule.status, reason, None, rule.source, None,
-                               framework, hw, rule.target)
+            return self._verdict(name, op, rule.status, reason, None, rule.source,
+                                 framework, hw, rule.target)
         failures.sort(key=lambda f: f.status != "unsupported")
         status = "unsupported" if failures[0].status == "unsupported" else "unverified"
         reason = "; ".join(f.reason for f in failures)
-        return NodeVerdict(name, op, status, reason, failures[0].constraint,
-                           failures[0].source or rule.source, None, framework, hw, rule.target)
+        return self._verdict(name, op, status, reason, failures[0].constraint,
+                             failures[0].source or rule.source, framework, hw, rule.target)
+
+    def _verdict(self, name, op, status, reason, constraint, source, framework, hw, target) -> NodeVerdict:
+        return NodeVerdict(name, op, status, reason, constraint, source, None, framework, hw, target,
+                           self.citation(source))
 
     def describe(self, framework: str, hw: str, op_type: str) -> dict:
         """Everything the report page shows for one cell."""
@@ -204,6 +223,12 @@ class Matrix:
                 for c in rule.constraints if c.kind != "_max_rank"
             ],
         }
+
+    def citations(self) -> dict[str, Citation]:
+        """Every citation in the matrix, resolved (text -> Citation)."""
+        from .schema import iter_citations
+
+        return {text: self.citation(text) for _, text in iter_citations(self.data)}
 
     # ------------------------------------------------------------------ internals
 
@@ -240,7 +265,7 @@ class Matrix:
         hw_spec = fw["hardware"][hw_name]
         like = hw_spec.get("like")
         max_rank = (hw_spec.get("properties") or {}).get("max_rank")
-        rank_rule = _max_rank_constraint(max_rank, hw_spec.get("source", fw.get("source")))
+        rank_rule = _max_rank_constraint(max_rank, hw_spec.get("rank_source", hw_spec.get("source")))
         table: dict[str, OpRule] = {}
         defaults = fw.get("defaults", {})
         for op, entry in fw["ops"].items():
@@ -320,7 +345,7 @@ def _load_cached(paths: tuple[str, ...], mtimes: tuple[float, ...]) -> Matrix:
 
 
 def load_matrix(path: str | Path | None = None, overlays: Iterable[str | Path] = ()) -> Matrix:
-    """Load and validate the matrix (default: the repo-root ``op_support_matrix.yaml``).
+    """Load and validate the matrix (default: :data:`DEFAULT_MATRIX`, the packaged one).
 
     ``overlays`` are merged in order; each adds or overrides entries.  Results are cached per
     (files, modification times), so calling this for every model is cheap.

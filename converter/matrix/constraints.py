@@ -37,7 +37,8 @@ Kinds (``N`` is an input index, ``output`` the first output)::
                                                   (converter/matrix/patterns.py registry)
 
 Common modifiers: ``hw`` (list of hardware it applies to; default every hardware the entry
-supports), ``why`` (the vendor's words), ``source`` (file under shared/reference/), and
+supports), ``why`` (the vendor's words), ``source`` (a citation of the upstream line,
+``owner/repo@commit:path#Lline``, see citations.py), and
 ``severity: unverified`` for evidence that is not the vendor's own (a failure then makes the
 verdict ``unverified`` rather than ``unsupported``), and ``when`` (a constraint mapping, or a list
 of them, without ``when``): the constraint applies only to nodes that pass all of them, e.g.

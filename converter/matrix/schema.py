@@ -2,17 +2,19 @@
 
 ```yaml
 version: 1
-reference_root: ../shared/reference        # sources are paths under this directory
+upstreams: {<owner>/<repo>: <full commit>} # the snapshots citations point into
 frameworks:
   <framework>:
     title: str
-    source: str                            # required: the vendor document this data comes from
+    source: <citation>                     # required: where this data comes from (citations.py:
+                                           # owner/repo@commit:path#Lline, commit pinned above)
     aliases: [str]                         # other words for the framework (--to)
     defaults: {supported: all|[hw], unverified: all|[hw]}   # for entries that give neither
     hardware:
       <hw>:
         title: str
-        source: str                        # required
+        source: <citation>                 # required
+        rank_source: <citation>            # where properties.max_rank comes from (default: source)
         aliases: [str]                     # words users type (--hw npu); shared = ambiguous
         like: <hw>                         # a new chip that behaves like an existing column
         properties: {max_outputs: int|null, dtypes: [str], max_rank: int|null,
@@ -20,10 +22,10 @@ frameworks:
     ops:
       <OnnxOpType>:
         target: str                        # the framework's layer/op name
-        source: str                        # where it differs from the framework's source
+        source: <citation>                 # where it differs from the framework's source
         supported: all|[hw]                # hardware with an implementation
         unverified: all|[hw]               # vendor silent; everything else is unsupported
-        sources: {<hw>: str}               # per-hardware source where it differs
+        sources: {<hw>: <citation>}        # per-hardware source where it differs
         notes: {<hw>: str}                 # the reason shown for that hardware
         rank_exempt: bool                  # (rarely) skip the hardware's max_rank
         constraints: [<constraint>]        # see converter/matrix/constraints.py
@@ -32,11 +34,12 @@ frameworks:
 
 from __future__ import annotations
 
+from .citations import CitationError, resolve_citation, valid_full_commit
 from .constraints import ConstraintError, compile_constraint
 from .loader import Lines, fail
 
 _FW_KEYS = {"title", "source", "aliases", "defaults", "hardware", "ops", "notes"}
-_HW_KEYS = {"title", "source", "aliases", "like", "properties", "notes"}
+_HW_KEYS = {"title", "source", "rank_source", "aliases", "like", "properties", "notes"}
 _OP_KEYS = {"target", "source", "supported", "unverified", "sources", "notes", "constraints",
             "rank_exempt"}
 _PROPERTY_TYPES = {
@@ -52,16 +55,62 @@ _PROPERTY_TYPES = {
 def validate(data, lines: Lines) -> None:
     if not isinstance(data, dict):
         fail(lines, (), "the matrix must be a mapping")
-    unknown = set(data) - {"version", "reference_root", "frameworks", "notes"}
+    unknown = set(data) - {"version", "upstreams", "frameworks", "notes"}
     if unknown:
         fail(lines, (sorted(unknown)[0],), "unknown top-level key")
     if data.get("version") != 1:
         fail(lines, ("version",), "version must be 1")
+    upstreams = data.get("upstreams")
+    if not isinstance(upstreams, dict) or not upstreams:
+        fail(lines, ("upstreams",), "must map each cited repository (owner/repo) to its full commit")
+    for repo, commit in upstreams.items():
+        if not valid_full_commit(commit):
+            fail(lines, ("upstreams", repo), "must be a full 40-hex-digit commit")
     frameworks = data.get("frameworks")
     if not isinstance(frameworks, dict) or not frameworks:
         fail(lines, ("frameworks",), "must be a non-empty mapping of frameworks")
     for fw_name, fw in frameworks.items():
         _validate_framework(fw_name, fw, lines)
+    for at, text in iter_citations(data):
+        try:
+            resolve_citation(text, upstreams)
+        except CitationError as err:
+            fail(lines, at, str(err))
+
+
+def iter_citations(data):
+    """``(path, citation text)`` of every ``source`` / ``rank_source`` / ``sources`` value."""
+    for fw_name, fw in (data.get("frameworks") or {}).items():
+        at = ("frameworks", fw_name)
+        if not isinstance(fw, dict):
+            continue
+        if "source" in fw:
+            yield at + ("source",), fw["source"]
+        for hw_name, hw in (fw.get("hardware") or {}).items():
+            for key in ("source", "rank_source"):
+                if isinstance(hw, dict) and key in hw:
+                    yield at + ("hardware", hw_name, key), hw[key]
+        for op, entry in (fw.get("ops") or {}).items():
+            if not isinstance(entry, dict):
+                continue
+            oat = at + ("ops", op)
+            if "source" in entry:
+                yield oat + ("source",), entry["source"]
+            for hw_name, text in (entry.get("sources") or {}).items():
+                yield oat + ("sources", hw_name), text
+            for i, spec in enumerate(entry.get("constraints") or ()):
+                yield from _constraint_citations(spec, oat + ("constraints", i))
+
+
+def _constraint_citations(spec, at: tuple):
+    if isinstance(spec, list):
+        for i, item in enumerate(spec):
+            yield from _constraint_citations(item, at + (i,))
+    elif isinstance(spec, dict):
+        if "source" in spec:
+            yield at + ("source",), spec["source"]
+        if "when" in spec:
+            yield from _constraint_citations(spec["when"], at + ("when",))
 
 
 def _str_list(value) -> bool:
@@ -74,7 +123,7 @@ def _validate_framework(name: str, fw, lines: Lines) -> None:
         fail(lines, at, "must be a mapping")
     _no_unknown(fw, _FW_KEYS, at, lines)
     if not isinstance(fw.get("source"), str):
-        fail(lines, at, "every framework needs a 'source' (a file under reference_root)")
+        fail(lines, at, "every framework needs a 'source' (a citation owner/repo@commit:path#Lline)")
     hardware = fw.get("hardware")
     if not isinstance(hardware, dict) or not hardware:
         fail(lines, at + ("hardware",), "must be a non-empty mapping")

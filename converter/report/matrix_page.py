@@ -2,7 +2,8 @@
 
 ``build_matrix_page(matrix, checks=None, model_name=None) -> str``: the full matrix (op x
 framework x hardware, colored by status, constraint text and source on hover and in a details
-panel on click) with search and filters; with ``checks`` (a list of
+panel on click, where each source is a link to the cited upstream lines on github.com) with search
+and filters; with ``checks`` (a list of
 :class:`~converter.check.CheckResult` for every framework x hardware) the model's ops are
 highlighted and its per-node verdicts are shown side by side.
 
@@ -33,8 +34,7 @@ def page_data(matrix, checks=None, model_name: str | None = None) -> dict:
             cells.append({"s": CODE[d["status"]], "t": d["target"], "n": d["note"], "src": d["source"],
                           "c": d["constraints"]})
         rows.append({"op": op, "cells": cells})
-    data = {"schema": PAGE_SCHEMA, "reference_root": matrix.reference_root, "columns": columns, "rows": rows,
-            "model": None}
+    data = {"schema": PAGE_SCHEMA, "columns": columns, "rows": rows, "model": None}
     if checks:
         by_pair = {(r.framework, r.hw): r for r in checks}
         ordered = [by_pair.get((c["framework"], c["hw"])) for c in columns]
@@ -57,7 +57,20 @@ def page_data(matrix, checks=None, model_name: str | None = None) -> dict:
                                                 "issues": [i.reason for i in r.model_issues]}
                         for r in ordered],
         }
+    data["links"] = _links(matrix, data)
     return data
+
+
+def _links(matrix, data: dict) -> dict:
+    """citation -> its GitHub URL, for every citation the page shows."""
+    cited = {c["source"] for c in data["columns"]}
+    for row in data["rows"]:
+        for cell in row["cells"]:
+            cited.add(cell["src"])
+            cited.update(k["source"] for k in cell["c"])
+    for node in (data["model"] or {}).get("nodes", []):
+        cited.update(v["src"] for v in node["v"] if v)
+    return {text: matrix.citation(text).url for text in sorted(filter(None, cited))}
 
 
 def build_matrix_page(matrix, checks=None, model_name: str | None = None) -> str:
@@ -119,6 +132,7 @@ tr.in-model td.op{background:#dbe8ff}
 tr.in-model td.op::after{content:" \\25CF";color:#2b6ad8}
 #details{border:1px solid #bbb;background:#fcfcfc;padding:.6em 1em;margin:.6em 0;max-width:60em}
 #details code{background:#eee;padding:0 3px}
+a.cite{font-family:ui-monospace,SFMono-Regular,Menlo,monospace;font-size:12px;word-break:break-all}
 #model-summary{margin:.6em 0}
 #model-summary .ok{color:#1b7a1b}#model-summary .bad{color:#b01818}
 td.reason{text-align:left;white-space:normal;max-width:30em}
@@ -145,8 +159,18 @@ _JS = r"""
     if (c.t) { lines.push("maps to: " + c.t); }
     if (c.n) { lines.push(c.n); }
     (c.c || []).forEach(function (k) { lines.push((k.severity === "unverified" ? "(unverified) " : "") + "requires " + k.text); });
-    if (c.src) { lines.push("source: " + data.reference_root + "/" + c.src); }
+    if (c.src) { lines.push("source: " + c.src); }
     return lines.join("\n");
+  }
+  // A citation as a link to the cited lines of the upstream file.
+  function citeLink(text) {
+    var a = el("a", {"class": "cite", href: data.links[text], target: "_blank", rel: "noopener"}, text);
+    return a;
+  }
+  function sourceItem(label, text) {
+    var li = el("li", {}, label);
+    if (text) { li.appendChild(citeLink(text)); } else { li.appendChild(document.createTextNode("(none)")); }
+    return li;
   }
 
   // Header: framework groups, then hardware.
@@ -160,7 +184,7 @@ _JS = r"""
     r1.appendChild(el("th", {colspan: String(n), "data-fw": fw}, fw));
   });
   cols.forEach(function (c, i) {
-    r2.appendChild(el("th", {"data-col": String(i), title: c.title + "\nsource: " + data.reference_root + "/" + c.source +
+    r2.appendChild(el("th", {"data-col": String(i), title: c.title + "\nsource: " + c.source +
       "\nmax_outputs: " + c.properties.max_outputs + ", max_rank: " + c.properties.max_rank}, c.hw));
   });
   thead.appendChild(r1); thead.appendChild(r2);
@@ -190,10 +214,16 @@ _JS = r"""
     ul.appendChild(el("li", {}, "maps to: " + (c.t || "(nothing)")));
     if (c.n) { ul.appendChild(el("li", {}, c.n)); }
     (c.c || []).forEach(function (k) {
-      ul.appendChild(el("li", {}, (k.severity === "unverified" ? "(unverified evidence) " : "") + "requires " + k.text +
-        (k.source ? "  [" + k.source + "]" : "")));
+      var li = el("li", {}, (k.severity === "unverified" ? "(unverified evidence) " : "") + "requires " + k.text);
+      if (k.source) {
+        li.appendChild(document.createTextNode("  ["));
+        li.appendChild(citeLink(k.source));
+        li.appendChild(document.createTextNode("]"));
+      }
+      ul.appendChild(li);
     });
-    ul.appendChild(el("li", {}, "source: " + data.reference_root + "/" + (c.src || "")));
+    ul.appendChild(sourceItem("source: ", c.src));
+    ul.appendChild(sourceItem(col.framework + "/" + col.hw + " column source: ", col.source));
     box.appendChild(ul);
     box.hidden = false;
   });

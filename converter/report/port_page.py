@@ -109,7 +109,7 @@ def _check_table(report: dict) -> str:
     head = "<h2>Check against the support matrix</h2>"
     if not bad and not issues:
         return head + f"<p>All {len(check.get('verdicts', []))} nodes are supported on {html.escape(report['target'])}/{html.escape(report['hw'])}.</p>"
-    rows = [[v.get("node"), v.get("op"), v.get("status"), v.get("reason"), v.get("source")] for v in bad]
+    rows = [[v.get("node"), v.get("op"), v.get("status"), v.get("reason"), _cite_link(v)] for v in bad]
     rows += [["(model)", i.get("kind"), i.get("status"), i.get("reason"), ""] for i in issues]
     return head + _rows(["node", "op", "status", "reason", "source"], rows)
 
@@ -137,10 +137,24 @@ def _matrix_for_model_ops(report: dict, model, matrix) -> str:
             f"<table><tr><th>op</th>{head}</tr>{''.join(body)}</table>")
 
 
+class _Html(str):
+    """A table cell that is markup already (not escaped again by ``_rows``)."""
+
+
+def _cite_link(verdict: dict) -> str | None:
+    """The verdict's source as a link to the cited upstream lines (plain text without a link)."""
+    source, url = verdict.get("source"), (verdict.get("citation") or {}).get("url")
+    if not source or not url:
+        return source
+    return _Html(f'<a href="{html.escape(url)}"><code>{html.escape(source)}</code></a>')
+
+
 def _rows(header, rows) -> str:
     out = ["<table><tr>" + "".join(f"<th>{html.escape(h)}</th>" for h in header) + "</tr>"]
     for row in rows:
-        out.append("<tr>" + "".join(f"<td>{html.escape('' if c is None else str(c))}</td>" for c in row) + "</tr>")
+        out.append("<tr>" + "".join(
+            f"<td>{c if isinstance(c, _Html) else html.escape('' if c is None else str(c))}</td>" for c in row)
+            + "</tr>")
     return "".join(out) + "</table>"
 
 

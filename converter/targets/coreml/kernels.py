@@ -2,7 +2,7 @@
 
 Each kernel follows Apple's MIL op spec (the op docstrings in coremltools
 ``converters/mil/mil/ops/defs/iOS15/{conv,pool,normalization,activation,image_resizing,
-tensor_transformation}.py``; excerpts in ``shared/reference/coreml/mil_selected_op_specs.md``) and
+tensor_transformation}.py`` at apple/coremltools@e0e2f42) and
 is tested against onnxruntime on the equivalent ONNX op (``tests/test_coreml_kernels.py``).
 
 Signature: ``kernel(op, args) -> np.ndarray`` where ``args`` maps the op's input names to

@@ -1,8 +1,8 @@
 """Legalized ONNX -> a MIL program, built with coremltools' own ``mb`` builder.
 
 coremltools (>= 6) no longer reads ONNX, so this module is the ONNX frontend: one small function
-per ONNX op, each calling the MIL op(s) Apple documents for it (op specs:
-``shared/reference/coreml/mil_selected_op_specs.md``; op list ``mil_ops.tsv``; coremltools'
+per ONNX op, each calling the MIL op(s) Apple documents for it (op specs: the op docstrings in
+apple/coremltools@e0e2f42 ``coremltools/converters/mil/mil/ops/defs/iOS1x/*.py``; coremltools'
 torch frontend ``coremltools/converters/mil/frontend/torch/ops.py`` maps the same operations from
 torch and was read for the conventions, e.g. ConvTranspose ``output_padding`` as a post-crop).
 

@@ -20,7 +20,7 @@ import onnx
 
 from ...errors import BadInput, Unsupported
 from ...graph import constant_value, dtype_name, static_shape, to_graph
-from . import mace_pb2
+from ._generated import mace_pb2
 from .data_file import DT_FLOAT, DT_HALF, DT_INT32, pack
 from .ops import APU_OPS, CONVERTERS, DF_AUTO, DF_NCHW, DF_NHWC, DF_NONE, DSP_OPS, FRAMEWORK_ONNX, GPU_OPS
 

@@ -18,7 +18,7 @@ import numpy as np
 import onnx
 import onnx_graphsurgeon as gs
 
-from . import mace_pb2
+from ._generated import mace_pb2
 from .reader_extra_ops import HANDLERS as EXTRA_HANDLERS
 
 _NP = {1: np.float32, 3: np.float16, 4: np.int32, 2: np.uint8}

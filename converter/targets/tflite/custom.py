@@ -40,7 +40,7 @@ def finish_custom(data: bytes, customs: dict[str, tuple[str, bytes]]) -> bytes:
     """Give every CUSTOM operator of ``data`` its custom_code and custom_options."""
     if not customs:
         return data
-    from . import schema_generated as fb  # noqa: PLC0415
+    from ._generated import schema_generated as fb  # noqa: PLC0415
     from .writer import _AlignedBuffer  # noqa: PLC0415  (keeps the 16-byte buffer alignment)
     import flatbuffers  # noqa: PLC0415
 

@@ -15,7 +15,7 @@ import onnx_graphsurgeon as gs
 from ...errors import Unsupported
 from ...graph import constant_value, static_shape
 from . import layout as L
-from . import schema_generated as fb
+from ._generated import schema_generated as fb
 from .writer import ModelWriter
 
 

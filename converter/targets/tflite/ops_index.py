@@ -14,7 +14,7 @@ import numpy as np
 
 from ...graph import attr
 from . import layout as L
-from . import schema_generated as fb
+from ._generated import schema_generated as fb
 from .ops_logic import TFLITE_TYPE, dtype_of
 from .ops_tensor import _axis, _options
 

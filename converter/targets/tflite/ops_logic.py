@@ -15,7 +15,7 @@ import onnx_graphsurgeon as gs
 
 from ...graph import attr
 from . import layout as L
-from . import schema_generated as fb
+from ._generated import schema_generated as fb
 from .ops_tensor import SubNode, _axis, _input_for, _layout_of, _options
 
 #: numpy dtype -> schema TensorType, for CAST/ARG_MAX/SHAPE options.

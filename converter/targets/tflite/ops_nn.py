@@ -14,7 +14,7 @@ import numpy as np
 
 from ...graph import attr
 from . import layout as L
-from . import schema_generated as fb
+from ._generated import schema_generated as fb
 from .ops_tensor import _axis, _options, lower_identity
 
 _FLT_LOWEST = np.float32(-3.4028234663852886e38)

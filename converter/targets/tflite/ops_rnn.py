@@ -21,7 +21,7 @@ from __future__ import annotations
 import numpy as np
 
 from ...graph import attr
-from . import schema_generated as fb
+from ._generated import schema_generated as fb
 from .ops_tensor import _options
 
 _ONNX_GATES = {"i": 0, "o": 1, "f": 2, "c": 3}  # ONNX's block order in W, R, B

@@ -13,7 +13,7 @@ import numpy as np
 
 from ...graph import attr
 from . import layout as L
-from . import schema_generated as fb
+from ._generated import schema_generated as fb
 
 
 @dataclass

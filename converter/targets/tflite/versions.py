@@ -1,8 +1,7 @@
 """The builtin op version each written op needs (float32 graphs, float16 weights).
 
 Rules transcribed from LiteRT's ``GetBuiltinOperatorVersion``
-(google-ai-edge/LiteRT@f67457790c, tflite/converter/tools/versioning/op_version.cc, excerpted in
-../shared/reference/tflite/selected_ops_options_versions.md; the ops not excerpted there follow
+(google-ai-edge/LiteRT@f67457790c, tflite/converter/tools/versioning/op_version.cc; for some ops
 tensorflow/tensorflow@0208740, tensorflow/lite/tools/versioning/op_version.cc): a float op is version 1 unless a
 feature listed there bumps it.  Writing the lowest sufficient version keeps files loadable by the
 oldest runtime that can run them, exactly as TensorFlow's converter does.  Quantized cases are

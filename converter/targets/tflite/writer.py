@@ -20,7 +20,7 @@ import flatbuffers
 import numpy as np
 
 from ...graph import unique_name
-from . import schema_generated as fb
+from ._generated import schema_generated as fb
 from .versions import builtin_version
 
 #: numpy dtype -> schema TensorType.

@@ -1,13 +1,9 @@
 # Generated code: TFLite schema bindings (flatbuffers object API).  Do not edit by hand.
 #
-# Source: ../shared/reference/tflite/schema.fbs (google-ai-edge/LiteRT@f67457790c9c2ab67347d6fe53270e8d3df20868,
-# tflite/converter/schema/schema.fbs).  Regenerate with flatc 2.0.8 (Debian flatbuffers-compiler), which
-# cannot parse attributes on enum values / union members, so two "(deprecated)" markers are dropped first:
-#
-#   sed -e 's/REDUCE_WINDOW = 205 (deprecated),/REDUCE_WINDOW = 205,/' \
-#       -e 's/^  ReduceWindowOptions (deprecated),/  ReduceWindowOptions,/' schema.fbs > /tmp/schema.fbs
-#   flatc --python --gen-object-api --gen-onefile -o /tmp/out /tmp/schema.fbs
-#   cp /tmp/out/schema_generated.py converter/targets/tflite/schema_generated.py  (plus this header)
+# Source: schema.fbs beside this file, a verbatim copy of
+# google-ai-edge/LiteRT@f67457790c9c2ab67347d6fe53270e8d3df20868:tflite/converter/schema/schema.fbs.
+# Regenerate: bash scripts/regenerate.sh (flatc 2.0.8, Debian flatbuffers-compiler, which cannot
+# parse attributes on enum values / union members: the script drops two "(deprecated)" markers first).
 #
 # Buffer.data is declared (force_align: 16), which flatc 2.0.8 ignores for Python; writer.py packs
 # buffers itself with that alignment.
