@@ -32,7 +32,8 @@ class TnnTarget:
     hardware = HARDWARE
 
     def export(self, model: onnx.ModelProto, out_dir: Path, hw: str, options: ExportOptions | None = None) -> Artifact:
-        from .emit import build_net, sanitize
+        from .context import sanitize
+        from .emit import build_net
         from .intermediates import blob_map
         from .model_writer import model_bytes
         from .proto_writer import proto_text
