@@ -14,6 +14,11 @@ import onnx
 
 from ...fsutil import atomic_output_dir, sha256_bytes
 from ..base import Artifact, ExportOptions
+from ..names import NameRule
+
+#: File names of the .pb/.data/.yml trio: letters, digits, '-' and '_' (MACE's tools/ build the
+#: file names into shell commands and generated C++).
+FILE_NAME = NameRule(r"[^\w-]")
 
 
 class MaceTarget:
@@ -27,7 +32,7 @@ class MaceTarget:
         options = options or ExportOptions()
         out_dir = Path(out_dir)
         name = options.extra.get("name") or (model.graph.name or "model")
-        name = "".join(c if c.isalnum() or c in "-_" else "_" for c in name)
+        name = FILE_NAME(name)
         pb, data, inputs, outputs, meta = netdef_writer.build(model, hw, name, options.fp16_weights)
         files = {f"{name}.pb": pb, f"{name}.data": data}
         yml = deploy_yaml.render(name, hw, f"{name}.pb", sha256_bytes(pb), f"{name}.data",
