@@ -193,7 +193,7 @@ def test_unknown_op_is_unsupported_and_writes_nothing(tmp_path):
 
 def test_bad_device_and_dynamic_shapes_are_bad_input(tmp_path):
     model = single_node_model("Relu", {"x": (2, 3)})
-    with pytest.raises(BadInput, match="unknown TNN device 'tpu'"):
+    with pytest.raises(BadInput, match="unknown TNN hardware 'tpu'"):
         TARGET.export(model, tmp_path, "tpu")
     dynamic = single_node_model("Relu", {"x": ("n", 3)})
     with pytest.raises(BadInput, match="static shapes"):

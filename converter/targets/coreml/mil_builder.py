@@ -23,7 +23,7 @@ import onnx_graphsurgeon as gs
 from ...errors import BadInput, Unsupported
 from ...graph import constant_value, static_shape, to_graph, unique_name
 from ..driver import NodeContext, lower_nodes
-from ..names import NameRule
+from ..naming import NameRule
 from .mil_mappings import OPS, supported_onnx_ops  # noqa: F401  (re-exported)
 from .mil_registry import unsupported
 

@@ -30,20 +30,22 @@ import onnx
 from ...errors import BadInput, MissingExtra, Unsupported
 from ...fsutil import atomic_write_bytes, sha256_bytes
 from ...graph import dtype_name, to_graph
-from ..base import Artifact, ExportOptions
-from ..names import FILE_STEM
+from ..base import Artifact, ExportOptions, Target
+from ..naming import FILE_STEM
 from . import layout as L
+from .registry import OPS
 
 
-class TFLiteTarget:
+class TFLiteTarget(Target):
     name = "tflite"
+    title = OPS.title
     hardware = ("cpu", "gpu", "nnapi", "edgetpu")
+    default_hw = "cpu"
 
     def export(self, model: onnx.ModelProto, out_dir: Path, hw: str = "cpu",
                options: ExportOptions | None = None) -> Artifact:
         options = options or ExportOptions()
-        if hw not in self.hardware:
-            raise BadInput(f"tflite: unknown hardware '{hw}'; choose one of: {', '.join(self.hardware)}")
+        self.check_hw(hw)
         data, meta = convert(model, options)
         name = FILE_STEM(options.extra.get("name") or model.graph.name or "model")
         out_dir = Path(out_dir)

@@ -13,7 +13,7 @@ import onnx_graphsurgeon as gs
 from ...errors import BadInput
 from ...graph import constant_value, static_shape, unique_name
 from ..driver import NodeContext
-from ..names import NameRule
+from ..naming import NameRule
 from .layer_types import DATA_FLOAT, DATA_INT8, DATA_INT32, DATA_UINT32
 from .net import RawBuffer, TnnLayer
 from .registry import OPS
