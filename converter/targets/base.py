@@ -9,6 +9,7 @@ A target is a :class:`Target` subclass instance, found by name through
   ``default_hw`` — the one ``--hw`` defaults to (the framework's CPU),
 * ``custom_layers`` — whether its format can carry custom layers (remedy 4); CoreML ML Programs
   cannot, and the pipeline refuses such a port before exporting,
+* ``ops`` — its :class:`~converter.targets.registry.OpRegistry` (loaded from ``ops_module``),
 * ``export(model, out_dir, hw, options) -> Artifact`` — write real files for a *legalized*,
   normalized ONNX model (opset ``converter.graph.CANONICAL_OPSET``), deterministically; an
   ``hw`` outside ``hardware`` is :class:`~converter.errors.BadInput` (:meth:`Target.check_hw`),
@@ -35,6 +36,7 @@ checks every registered target against this contract.
 
 from __future__ import annotations
 
+import importlib
 from abc import ABC, abstractmethod
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -118,6 +120,14 @@ class Target(ABC):
     #: What ``--hw`` defaults to: the framework's CPU (one of ``hardware``).
     default_hw: str
     custom_layers: bool = True
+    #: The module whose import fills the target's op registry (its ``OPS``); None for a target
+    #: that does not map ONNX ops one by one.
+    ops_module: str | None = None
+
+    @property
+    def ops(self):
+        """The target's :class:`~converter.targets.registry.OpRegistry`, with every family loaded."""
+        return None if self.ops_module is None else importlib.import_module(self.ops_module).OPS
 
     def check_hw(self, hw: str) -> None:
         """BadInput unless ``hw`` is one of the target's hardware names."""

@@ -58,6 +58,7 @@ def _precision(hw: str, options: ExportOptions) -> str:
 class CoreMLTarget(Target):
     name = "coreml"
     title = OPS.title
+    ops_module = "converter.targets.coreml.mil_mappings"
     hardware = ("cpu", "gpu", "ane")
     default_hw = "cpu"
     #: ML Programs have no custom layers (Apple supports them only in the older NeuralNetwork

@@ -25,6 +25,7 @@ FILE_NAME = NameRule(r"[^\w-]")
 class MaceTarget(Target):
     name = "mace"
     title = OPS.title
+    ops_module = "converter.targets.mace.ops"
     hardware = ("cpu", "gpu", "dsp", "apu")
     default_hw = "cpu"
 

@@ -39,6 +39,7 @@ from .registry import OPS
 class TFLiteTarget(Target):
     name = "tflite"
     title = OPS.title
+    ops_module = "converter.targets.tflite.ops"
     hardware = ("cpu", "gpu", "nnapi", "edgetpu")
     default_hw = "cpu"
 

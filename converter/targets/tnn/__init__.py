@@ -30,6 +30,7 @@ RUNTIME = "tnn-reader+onnxruntime"
 class TnnTarget(Target):
     name = "tnn"
     title = OPS.title
+    ops_module = "converter.targets.tnn.emit"
     hardware = HARDWARE
     default_hw = "arm"
 
