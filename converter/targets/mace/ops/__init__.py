@@ -24,7 +24,7 @@ int32).
 
 from __future__ import annotations
 
-from ..registry import OPS
+from ..registry import OPS  # noqa: F401  (the filled registry: Target.ops, netdef_writer)
 from . import activation, conv, dense, eltwise, index, norm, reduce, resize, shape  # noqa: F401  (they fill OPS)
 from .common import DF_AUTO, DF_NCHW, DF_NHWC, DF_NONE, FRAMEWORK_ONNX, NCHW_TO_NHWC_AXIS  # noqa: F401
 
