@@ -28,7 +28,7 @@ BUILTIN = ("tflite", "tnn", "mace", "coreml")
 
 # -- onnxcopy: a fifth target that lives in this module only ----------------------------------------
 
-COPY_OPS = OpRegistry("onnxcopy", title="ONNX-copy", skip={"Constant"}, missing="onnxcopy copies only {op}-free graphs")
+COPY_OPS = OpRegistry("onnxcopy", title="ONNX-copy", skip={"Constant"}, missing="onnxcopy copies only Conv, Relu and Add")
 
 
 class CopyContext(NodeContext):

@@ -80,7 +80,7 @@ def lower_nodes(ops: OpRegistry, ctx: NodeContext, nodes: Iterable, *, model=Non
             raise cannot_express(ops.title, node, f"{ops.title} maps only ONNX ops (domain '{node.domain}')")
         handler = ops.get(node.op)
         if handler is None:
-            raise cannot_express(ops.title, node, ops.missing.format(op=node.op))
+            raise cannot_express(ops.title, node, ops.missing)
         _call(ops, node, handler, ctx, node)
     ctx.begin(None)
 

@@ -3,7 +3,7 @@
 Every exporter maps ONNX ops the same way: a family module (``ops_nn.py``, ``layers_shape.py``,
 ...) decorates one small function per op::
 
-    OPS = OpRegistry("tnn", title="TNN", missing="TNN has no layer type for this op")
+    OPS = OpRegistry("tnn", title="TNN", skip={"Constant"}, missing="no TNN layer type for this op")
 
     @OPS.register("Conv", "ConvInteger")
     def conv(ctx, node) -> None:
@@ -45,7 +45,7 @@ class OpRegistry(Mapping):
         self.title = title or target
         self.skip = frozenset(skip)
         self.foreign = frozenset(foreign)
-        self.missing = missing or f"{self.title} has no mapping for this op"
+        self.missing = missing or f"no {self.title} mapping for this op"
         #: The table itself (tests may monkeypatch entries of this dict).
         self.handlers: dict[Hashable, Handler] = {}
 

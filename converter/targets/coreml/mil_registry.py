@@ -14,7 +14,7 @@ from ...graph import static_shape
 from ..driver import cannot_express
 from ..registry import OpRegistry
 
-OPS = OpRegistry("coreml", title="CoreML", skip={"Constant"}, missing="ONNX op {op} has no CoreML (MIL) mapping")
+OPS = OpRegistry("coreml", title="CoreML", skip={"Constant"}, missing="no CoreML (MIL) mapping for this op")
 
 
 def unsupported(node, what: str) -> Unsupported:

@@ -5,4 +5,4 @@ from __future__ import annotations
 
 from ..registry import OpRegistry
 
-OPS = OpRegistry("mace", title="MACE", missing="MACE has no op for ONNX {op}")
+OPS = OpRegistry("mace", title="MACE", missing="no MACE op for this ONNX op")

@@ -9,4 +9,4 @@ from ..registry import OpRegistry
 # it goes to the .tnnmodel constant map (model_interpreter.cc InterpretModel).  TNN's own
 # ``Const`` layer has an interpreter but no ``Layer`` (source/tnn/layer has no const_layer.cc),
 # so it cannot run.
-OPS = OpRegistry("tnn", title="TNN", skip={"Constant"}, missing="TNN has no layer type for op {op}")
+OPS = OpRegistry("tnn", title="TNN", skip={"Constant"}, missing="no TNN layer type for this op")
