@@ -8,8 +8,9 @@ length)`` (``tensorflow/lite/core/c/common.h`` TfLiteRegistration).  Inputs and 
 the ONNX layout, which the generated kernel (``converter/custom``) computes in.
 
 Two steps, so the writer needs no change: :func:`lower_custom` (the driver's custom-layer hook)
-writes the node as a ``CUSTOM`` op during lowering, and :func:`finish_custom` sets each CUSTOM operator's own OperatorCode
-(custom_code) and custom_options in the serialized model, found by the operator's output name.
+writes the node as a ``CUSTOM`` op during lowering, and :func:`finish_custom` sets each CUSTOM
+operator's own OperatorCode (custom_code) and custom_options in the serialized model, found by the
+operator's output name.
 """
 
 from __future__ import annotations

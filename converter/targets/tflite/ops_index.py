@@ -123,7 +123,8 @@ def lower_one_hot(Lw, node):
         itype = dtype_of(Lw, idx)
         negative, shifted, fixed = (Lw.temp(f"{name}/{k}", stored, d) for k, d in
                                     (("negative", np.bool_), ("shifted", itype), ("indices", itype)))
-        Lw.emit("LESS", [idx, Lw.constant(f"{node.name}/zero", np.array(0, itype))], [negative], builtin_options("LessOptions"))
+        Lw.emit("LESS", [idx, Lw.constant(f"{node.name}/zero", np.array(0, itype))], [negative],
+                builtin_options("LessOptions"))
         Lw.emit("ADD", [idx, Lw.constant(f"{node.name}/depth_value", np.array(depth, itype))], [shifted],
                 builtin_options("AddOptions"))
         Lw.emit("SELECT_V2", [negative, shifted, idx], [fixed], builtin_options("SelectV2Options"))

@@ -106,7 +106,8 @@ def lower_cast(Lw, node):
     src_t, out_t = dtype_of(Lw, src), dtype_of(Lw, out)
     if src_t not in TFLITE_TYPE or out_t not in TFLITE_TYPE:
         raise Lw.unsupported(f"Cast {src_t} -> {out_t} has no TFLite tensor type")
-    Lw.emit("CAST", [src], [out], builtin_options("CastOptions", inDataType=TFLITE_TYPE[src_t], outDataType=TFLITE_TYPE[out_t]))
+    Lw.emit("CAST", [src], [out],
+            builtin_options("CastOptions", inDataType=TFLITE_TYPE[src_t], outDataType=TFLITE_TYPE[out_t]))
 
 
 @OPS.register("ArgMax", "ArgMin")
@@ -126,7 +127,8 @@ def lower_arg(Lw, node):
     last = bool(attr(node, "select_last_index", 0))
     if last:
         rev = Lw.temp(f"{name}/reversed", stored, dtype_of(Lw, src))
-        Lw.emit("REVERSE_V2", [src, Lw.int32(f"{node.name}/axis_list", [pos])], [rev], builtin_options("ReverseV2Options"))
+        Lw.emit("REVERSE_V2", [src, Lw.int32(f"{node.name}/axis_list", [pos])], [rev],
+                builtin_options("ReverseV2Options"))
         src = rev
     dropped_perm = L.drop_axes(perm, [axis])
     reduced = tuple(d for i, d in enumerate(stored) if i != pos)
@@ -189,7 +191,8 @@ def lower_cumsum(Lw, node):
     perm = perm_of(Lw, x)
     pos = L.position(perm, positive_axis(int(np.asarray(axis).reshape(())), Lw.rank(x)))
     Lw.emit("CUMSUM", [Lw.get(x, perm), Lw.int32(f"{node.name}/axis", pos)], [Lw.define(node.outputs[0], perm)],
-            builtin_options("CumsumOptions", exclusive=bool(attr(node, "exclusive", 0)), reverse=bool(attr(node, "reverse", 0))))
+            builtin_options("CumsumOptions", exclusive=bool(attr(node, "exclusive", 0)),
+                            reverse=bool(attr(node, "reverse", 0))))
 
 
 COMPARISONS = {"Equal": ("EQUAL", "EqualOptions"), "Greater": ("GREATER", "GreaterOptions"),

@@ -106,7 +106,8 @@ def lower_lp_norm(Lw, node):
     if p == 2:
         if perm[-1] != axis:
             perm = L.axis_last(perm, axis)
-        Lw.emit("L2_NORMALIZATION", [Lw.get(x, perm)], [Lw.define(node.outputs[0], perm)], builtin_options("L2NormOptions"))
+        Lw.emit("L2_NORMALIZATION", [Lw.get(x, perm)], [Lw.define(node.outputs[0], perm)],
+                builtin_options("L2NormOptions"))
         return
     if p != 1:
         raise Lw.unsupported(f"LpNormalization with p={p} is not mapped")
@@ -116,7 +117,8 @@ def lower_lp_norm(Lw, node):
     e = _Emitter(Lw, node, perm)
     absolute = e.op("ABS", [xi], e.temp("abs", stored))
     total = e.temp("l1", tuple(1 if i == pos else d for i, d in enumerate(stored)))
-    Lw.emit("SUM", [absolute, Lw.int32(f"{node.name}/axis", [pos])], [total], builtin_options("ReducerOptions", keepDims=True))
+    Lw.emit("SUM", [absolute, Lw.int32(f"{node.name}/axis", [pos])], [total],
+            builtin_options("ReducerOptions", keepDims=True))
     e.op("DIV", [xi, total], Lw.define(node.outputs[0], perm), "DivOptions")
 
 

@@ -127,7 +127,8 @@ def _write_outputs(Lw, node, results, y_t, yh_t, seq, batch, hidden):
             Lw.reshape_to(in_time, part, (seq, 1, batch, hidden))
             parts.append(part)
         if dirs > 1:
-            Lw.emit("CONCATENATION", parts, [Lw.define(y_t, (0, 1, 2, 3))], builtin_options("ConcatenationOptions", axis=1))
+            Lw.emit("CONCATENATION", parts, [Lw.define(y_t, (0, 1, 2, 3))],
+                    builtin_options("ConcatenationOptions", axis=1))
     if yh_t is not None and yh_t.name:
         lasts = []
         for d, (raw, _) in enumerate(results):
@@ -138,4 +139,5 @@ def _write_outputs(Lw, node, results, y_t, yh_t, seq, batch, hidden):
                     builtin_options("StridedSliceOptions"))
             lasts.append(last)
         if dirs > 1:
-            Lw.emit("CONCATENATION", lasts, [Lw.define(yh_t, (0, 1, 2))], builtin_options("ConcatenationOptions", axis=0))
+            Lw.emit("CONCATENATION", lasts, [Lw.define(yh_t, (0, 1, 2))],
+                    builtin_options("ConcatenationOptions", axis=0))

@@ -326,7 +326,8 @@ def lower_slice(Lw, node):
         raise Lw.unsupported("Slice needs constant starts/ends/axes/steps")
     starts = [int(v) for v in np.asarray(starts).reshape(-1)]
     ends = [int(v) for v in np.asarray(ends).reshape(-1)]
-    axes = list(range(len(starts))) if axes is None else [positive_axis(int(a), rank) for a in np.asarray(axes).reshape(-1)]
+    axes = (list(range(len(starts))) if axes is None
+            else [positive_axis(int(a), rank) for a in np.asarray(axes).reshape(-1)])
     steps = [1] * len(starts) if steps is None else [int(s) for s in np.asarray(steps).reshape(-1)]
     perm = Lw.home(x) or L.identity(rank)
     begin = [0] * rank
