@@ -109,12 +109,12 @@ def port(model_path: str, opts: PortOptions, progress=None, preloaded=None) -> P
     from .legalize import legalize  # noqa: PLC0415
     from .load import save_onnx  # noqa: PLC0415
     from .matrix import load_matrix  # noqa: PLC0415
-    from .targets.base import ExportOptions  # noqa: PLC0415
+    from .targets.base import ExportOptions, Target  # noqa: PLC0415
 
     timer = _Timer(progress)
     matrix = load_matrix(opts.matrix, opts.matrix_overlays)
-    hw = matrix.resolve_hw(opts.target, opts.hw)
-    target = targets.get(opts.target)
+    target: Target = targets.get(opts.target)
+    hw = matrix.resolve_hw(opts.target, opts.hw or target.default_hw)
     report: dict[str, Any] = {
         "edgeconv_version": __version__,
         "command_line": opts.command_line,
@@ -153,7 +153,7 @@ def port(model_path: str, opts: PortOptions, progress=None, preloaded=None) -> P
         if legal.unresolved:
             status = "unsupported"
             reason = "; ".join(legal.unresolved)
-        elif legal.custom_nodes and not getattr(target, "custom_layers", True):
+        elif legal.custom_nodes and not target.custom_layers:
             status = "unsupported"
             reason = (f"{opts.target} has no custom layers for ML Programs; nodes needing one: "
                       f"{', '.join(sorted(legal.custom_nodes))} (see custom/ for the composite-op path)")

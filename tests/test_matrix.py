@@ -654,6 +654,7 @@ GELU_VARIANTS = {"plain": True, "mul_by_inverse_and_half_first": True, "swapped_
 def test_gelu_erf_pattern_agrees_with_the_tflite_fusion(m, name):
     """The matrix keeps an Erf on TFLite exactly when the exporter's fuse_gelu makes it a GELU."""
     from converter.graph import to_graph
+    from converter.matrix.patterns import PATTERNS
     from converter.targets.tflite.fuse import fuse_gelu
 
     model = _gelu_variant(name)
@@ -661,6 +662,11 @@ def test_gelu_erf_pattern_agrees_with_the_tflite_fusion(m, name):
     verdict = m.check_node(erf, "tflite", "cpu")
     fused = fuse_gelu(to_graph(model))
     assert verdict.supported == GELU_VARIANTS[name] == (fused == 1), (name, verdict.reason, fused)
+    found = PATTERNS["gelu_erf"].find(erf)  # the one definition both sides use
+    assert (found is not None) == GELU_VARIANTS[name]
+    if found is not None:
+        assert [n.op for n in found.nodes][1:3] == ["Erf", "Add"] and len(found.nodes) == 5
+        assert found.input.name == "x" and found.output.outputs == []  # y: what the fused Gelu computes
     if not verdict.supported:
         assert verdict.reason == ("Erf outside the Erf-GELU pattern x*0.5*(1+Erf(x/sqrt(2))): cpu supports only inside "
                                   "the Erf-GELU pattern x*0.5*(1+Erf(x/sqrt(2))) (no TFLite builtin for Erf; only the "

@@ -186,14 +186,14 @@ def test_layer_norm_scale_and_bias_are_constant_map_blobs(tmp_path):
 def test_unknown_op_is_unsupported_and_writes_nothing(tmp_path):
     # Hardmax has no TNN layer type (source/tnn/core/layer_type.cc).
     model = single_node_model("Hardmax", {"a": (2, 3)}, dict(axis=1))
-    with pytest.raises(Unsupported, match=r"node 'hardmax_node' \(op Hardmax\)"):
+    with pytest.raises(Unsupported, match=r"node 'hardmax_node' \(Hardmax\): no TNN layer type"):
         TARGET.export(model, tmp_path / "out", "arm")
     assert not any((tmp_path / "out").rglob("*.tnn*"))
 
 
 def test_bad_device_and_dynamic_shapes_are_bad_input(tmp_path):
     model = single_node_model("Relu", {"x": (2, 3)})
-    with pytest.raises(BadInput, match="unknown TNN device 'tpu'"):
+    with pytest.raises(BadInput, match="unknown TNN hardware 'tpu'"):
         TARGET.export(model, tmp_path, "tpu")
     dynamic = single_node_model("Relu", {"x": ("n", 3)})
     with pytest.raises(BadInput, match="static shapes"):

@@ -7,10 +7,12 @@ Exit codes: 0 when every node (and the model) is supported on every requested ta
 
 from __future__ import annotations
 
+from typing import Optional
+
 import typer
 
-from .options import (Framework, HardwareOrAll, Json, MatrixSource, ModelSource, matrix_options, model_options,
-                      stdout_console)
+from .options import (Framework, HardwareOrAll, Json, MatrixSource, ModelSource, hw_or_default, matrix_options,
+                      model_options, stdout_console)
 
 _MARK = {"supported": "ok", "unverified": "?", "unsupported": "NO"}
 _STYLE = {"supported": "green", "unverified": "yellow", "unsupported": "bold red"}
@@ -22,7 +24,7 @@ def register(app: typer.Typer) -> None:
     @matrix_options()
     def check_cmd(
         to: str = Framework,
-        hw: str = HardwareOrAll,
+        hw: Optional[str] = HardwareOrAll,
         source: ModelSource = None,  # MODEL, -s, --trust-pickle (see options.model_options)
         matrix: MatrixSource = None,  # --matrix, --matrix-overlay
         json_out: bool = Json,
@@ -32,7 +34,7 @@ def register(app: typer.Typer) -> None:
         from ..errors import EXIT_UNSUPPORTED  # noqa: PLC0415
 
         m = matrix.load()
-        pairs = m.resolve_targets(to, hw)
+        pairs = m.resolve_targets(to, hw_or_default(m, to, hw))
         results = check_targets(source.normalized(require_static=False), pairs, m)
         if json_out:
             import json  # noqa: PLC0415

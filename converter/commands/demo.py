@@ -2,9 +2,11 @@
 
 from __future__ import annotations
 
+from typing import Optional
+
 import typer
 
-from .options import out_dir
+from .options import Hardware, default_hw, out_dir
 
 
 def register(app: typer.Typer) -> None:
@@ -15,7 +17,7 @@ def register(app: typer.Typer) -> None:
                                   help="Zoo model to build: mobilenetv2, resnet, unet, superres, detector, "
                                        "transformer or normalized_input."),
         to: str = typer.Option("tflite", "--to", "-t", metavar="FRAMEWORK", help="Framework: tflite, tnn, mace, coreml, or all."),
-        hw: str = typer.Option("cpu", "--hw", metavar="HW", help="Hardware as users say it (cpu, gpu, npu, dsp, ane, arm, ...), or all."),
+        hw: Optional[str] = Hardware,
     ) -> int:
         """Build a seeded zoo model (TorchScript .pt) and run `edgeconv port` on it."""
         import importlib.util  # noqa: PLC0415
@@ -28,7 +30,7 @@ def register(app: typer.Typer) -> None:
             raise MissingExtra("torch", "the demo (it builds its model in torch)")
         import torch  # noqa: PLC0415
 
-        from .. import zoo  # noqa: PLC0415
+        from .. import targets, zoo  # noqa: PLC0415
         from ..cli import main  # noqa: PLC0415
 
         if model not in zoo.NAMES:
@@ -43,7 +45,10 @@ def register(app: typer.Typer) -> None:
         # TorchScript names its inputs after forward()'s parameters, not the zoo's names.
         names = [n for n in inspect.signature(net.forward).parameters if n != "self"]
         shape_flags = [f"{name}={'x'.join(map(str, s))}" for name, s in zip(names, shapes.values())]
-        args = ["port", str(path), "--to", to, "--hw", hw, "-o", str(out_dir / f"{to}-{hw}")]
+        if hw is None and to != "all":
+            hw = default_hw(to) if to in targets.names() else "cpu"
+        hw_args = ["--hw", hw] if hw is not None else []  # --to all: port's default, each framework's CPU
+        args = ["port", str(path), "--to", to, *hw_args, "-o", str(out_dir / f"{to}-{hw or 'cpu'}")]
         for flag in shape_flags:
             args += ["--input-shape", flag]
         print(f"built {path} (seeded {model}); running: edgeconv {' '.join(args)}")

@@ -30,11 +30,31 @@ Json = typer.Option(False, "--json", help="Print machine-readable JSON on stdout
 Framework = typer.Option(..., "--to", "-t", metavar="FRAMEWORK",
                          help="Framework: tflite, tnn, mace, coreml, or all.")
 OneFramework = typer.Option(..., "--to", "-t", metavar="FRAMEWORK", help="Framework: tflite, tnn, mace or coreml.")
-HardwareOrAll = typer.Option("all", "--hw", metavar="HW",
-                             help="Hardware as users say it (cpu, gpu, npu, dsp, ane, arm, ...), or all.")
-Hardware = typer.Option(..., "--hw", metavar="HW",
-                        help="Hardware as users say it (cpu, gpu, npu, dsp, ane, arm, ...), or all.")
-OneHardware = typer.Option(..., "--hw", metavar="HW", help="Hardware as users say it (cpu, gpu, npu, dsp, ane, arm, ...).")
+_HW = "Hardware as users say it (cpu, gpu, npu, dsp, ane, arm, ...)"
+_CPU = "the framework's CPU (tflite cpu, tnn arm, mace cpu, coreml cpu)"
+HardwareOrAll = typer.Option(None, "--hw", metavar="HW", show_default=False,
+                             help=f"{_HW}, or all. Default: {_CPU}; with --to all: all hardware of every framework.")
+Hardware = typer.Option(None, "--hw", metavar="HW", show_default=False,
+                        help=f"{_HW}, or all. Default: {_CPU}; with --to all: each framework's CPU.")
+OneHardware = typer.Option(None, "--hw", metavar="HW", show_default=False, help=f"{_HW}. Default: {_CPU}.")
+
+
+def default_hw(framework: str) -> str:
+    """The hardware ``--hw`` means when omitted for one framework: its target's ``default_hw``
+    (the framework's CPU), or ``cpu`` for a matrix framework without an exporter."""
+    from .. import targets  # noqa: PLC0415
+
+    return targets.default_hw(framework) if framework in targets.names() else "cpu"
+
+
+def hw_or_default(matrix, to: str, hw: str | None) -> str:
+    """``--hw`` as given, or, when omitted: ``all`` for ``--to all`` (check, plan), else the
+    framework's CPU."""
+    if hw is not None:
+        return hw
+    if to.strip().lower() == "all":
+        return "all"
+    return default_hw(matrix.resolve_framework(to))
 
 # Verification (``port`` and ``verify``).
 VerifyInputs = typer.Option(None, "--inputs", metavar="NPZ",

@@ -8,10 +8,12 @@ layer must be written).  Exit 0 when no node needs a custom layer, else 3; ``--j
 
 from __future__ import annotations
 
+from typing import Optional
+
 import typer
 
-from .options import (Framework, HardwareOrAll, Json, MatrixSource, ModelSource, matrix_options, model_options,
-                      stdout_console)
+from .options import (Framework, HardwareOrAll, Json, MatrixSource, ModelSource, hw_or_default, matrix_options,
+                      model_options, stdout_console)
 
 _STYLE = {"supported": "green", "rewrite": "cyan", "retrain": "magenta", "postprocess": "yellow",
           "custom": "bold red"}
@@ -23,7 +25,7 @@ def register(app: typer.Typer) -> None:
     @matrix_options()
     def plan_cmd(
         to: str = Framework,
-        hw: str = HardwareOrAll,
+        hw: Optional[str] = HardwareOrAll,
         source: ModelSource = None,  # MODEL, -s, --trust-pickle (see options.model_options)
         matrix: MatrixSource = None,  # --matrix, --matrix-overlay
         all_nodes: bool = typer.Option(False, "--all-nodes", help="Also list the supported nodes."),
@@ -34,7 +36,7 @@ def register(app: typer.Typer) -> None:
         from ..plan import plan_model  # noqa: PLC0415
 
         m = matrix.load()
-        pairs = m.resolve_targets(to, hw)
+        pairs = m.resolve_targets(to, hw_or_default(m, to, hw))
         onnx_model = source.normalized(require_static=False)
         plans = [plan_model(onnx_model, fw, h, m) for fw, h in pairs]
         if json_out:

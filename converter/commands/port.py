@@ -16,7 +16,7 @@ def register(app: typer.Typer) -> None:
     @matrix_options()
     def port_cmd(
         to: str = Framework,
-        hw: str = Hardware,
+        hw: Optional[str] = Hardware,
         out: str = out_dir("edgeconv-out", "Output directory (with --to/--hw all: one subdirectory per target)."),
         source: ModelSource = None,  # MODEL, -s, --trust-pickle (see options.model_options)
         matrix: MatrixSource = None,  # --matrix, --matrix-overlay

@@ -9,19 +9,23 @@ from pathlib import Path
 from ..errors import EXIT_OK, EXIT_UNSUPPORTED, BadInput, EdgeconvError
 
 
-def combinations(base, to: str, hw: str) -> list[tuple[str, str]]:
-    """``--to``/``--hw`` (each possibly ``all``) -> [(framework, resolved hardware)]."""
+def combinations(base, to: str, hw: str | None) -> list[tuple[str, str]]:
+    """``--to``/``--hw`` (each possibly ``all``; ``hw`` None: each framework's CPU) ->
+    [(framework, resolved hardware)]."""
     from .. import targets  # noqa: PLC0415
     from ..matrix import load_matrix  # noqa: PLC0415
+    from .options import default_hw  # noqa: PLC0415
 
     matrix = load_matrix(base.matrix, base.matrix_overlays)
-    frameworks = targets.names() if to == "all" else [to]
+    frameworks = [fw for fw in targets.names() if fw in matrix.frameworks] if to == "all" else [to]
     for fw in frameworks:
         if fw not in targets.names():
             raise BadInput(f"unknown framework '{fw}' for --to; choose one of: {', '.join(targets.names())}, all")
     combos = []
     for fw in frameworks:
-        if hw == "all":
+        if hw is None:
+            combos.append((fw, matrix.resolve_hw(fw, default_hw(fw))))
+        elif hw == "all":
             combos += [(fw, h) for h in matrix.hardware(fw)]
         elif to == "all":
             try:

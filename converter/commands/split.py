@@ -12,7 +12,8 @@ from typing import List, Optional
 
 import typer
 
-from .options import MatrixSource, ModelSource, OneFramework, OneHardware, Json, matrix_options, model_options, out_dir
+from .options import (MatrixSource, ModelSource, OneFramework, OneHardware, Json, hw_or_default, matrix_options,
+                      model_options, out_dir)
 
 # A C++ namespace, possibly nested (a::b); the generated header must compile.
 _CPP_NAMESPACE = re.compile(r"[A-Za-z_][A-Za-z0-9_]*(::[A-Za-z_][A-Za-z0-9_]*)*")
@@ -24,7 +25,7 @@ def register(app: typer.Typer) -> None:
     @matrix_options()
     def split_cmd(
         to: str = OneFramework,
-        hw: str = OneHardware,
+        hw: Optional[str] = OneHardware,
         out: str = out_dir(..., "Output directory: model.onnx and postproc/."),
         source: ModelSource = None,  # MODEL, -s, --trust-pickle (see options.model_options)
         matrix: MatrixSource = None,  # --matrix, --matrix-overlay
@@ -51,7 +52,7 @@ def register(app: typer.Typer) -> None:
             raise BadInput(f"--cpp-namespace '{namespace}': not a C++ namespace name (letters, digits, _ and ::)")
         m = matrix.load()
         framework = m.resolve_framework(to)
-        hardware = m.resolve_hw(framework, hw)
+        hardware = m.resolve_hw(framework, hw_or_default(m, framework, hw))
         onnx_model = source.normalized(require_static=False)
         graph = to_graph(onnx_model)
         must_move = {n.name for n in graph.nodes if not m.check_node(n, framework, hardware).supported}

@@ -3,12 +3,13 @@
 Some targets have no kernel for an op on its own but do for a pattern that contains it: TFLite has
 no ERF builtin, yet its exporter turns the exact-GELU subgraph into the builtin GELU.  The matrix
 says so declaratively (``Erf: {supported: [cpu], constraints: [{pattern: gelu_erf}]}``); this
-module maps the *name* to a matcher that looks only at the node's neighbours (the producer and
+module maps the *name* to a finder that looks only at the node's neighbours (the producer and
 consumer links of its tensors), so it runs inside :meth:`Matrix.check_node` without the graph.
 
-A matcher returns True when the node sits inside the pattern.  Each pattern documents the
-subgraph it accepts; keep it the same set of forms the exporter that relies on it rewrites
-(tests/test_matrix.py checks ``gelu_erf`` against ``converter.targets.tflite.fuse.fuse_gelu``).
+A pattern is defined once and serves both sides: :meth:`Pattern.match` answers the matrix
+constraint ("does this node sit inside the pattern?") and :meth:`Pattern.find` hands an exporter
+the matched subgraph (its nodes, the tensor it reads and the tensor it computes) to rewrite —
+``converter/targets/tflite/fuse.py:fuse_gelu`` fuses exactly what ``gelu_erf`` finds.
 """
 
 from __future__ import annotations
@@ -21,22 +22,41 @@ import numpy as np
 
 
 @dataclass(frozen=True)
+class Match:
+    """One occurrence of a pattern: its nodes (in data-flow order), what it reads and computes."""
+
+    nodes: tuple
+    input: object
+    output: object
+
+
+#: ``find(anchor, keep) -> Match | None``; ``keep``: names of tensors that must stay visible (graph
+#: outputs), so a subgraph whose intermediate is one of them does not match.
+Finder = Callable[..., "Match | None"]
+
+
+@dataclass(frozen=True)
 class Pattern:
     name: str
     #: what a reader sees in reasons, e.g. "the Erf-GELU pattern x*0.5*(1+Erf(x/sqrt(2)))"
     title: str
     #: op types the pattern can be checked from (the constraint's node)
     anchors: tuple[str, ...]
-    match: Callable[[object], bool]
+    find: Finder
+
+    def match(self, node) -> bool:
+        """Does ``node`` sit inside the pattern?  (The matrix constraint; it cannot see graph
+        outputs, which only :meth:`find`'s ``keep`` can rule out.)"""
+        return self.find(node) is not None
 
 
 PATTERNS: dict[str, Pattern] = {}
 
 
 def pattern(name: str, title: str, anchors: tuple[str, ...]):
-    """Register ``fn(node) -> bool`` as the matcher of the pattern ``name``."""
+    """Register ``find(node, keep=frozenset()) -> Match | None`` as the pattern ``name``."""
 
-    def register(fn: Callable[[object], bool]) -> Callable[[object], bool]:
+    def register(fn: Finder) -> Finder:
         PATTERNS[name] = Pattern(name, title, anchors, fn)
         return fn
 
@@ -51,9 +71,9 @@ def _producer(tensor):
     return producers[0] if len(producers) == 1 else None
 
 
-def _sole_consumer(tensor):
+def _sole_consumer(tensor, keep=frozenset()):
     consumers = getattr(tensor, "outputs", None) or []
-    return consumers[0] if len(consumers) == 1 else None
+    return consumers[0] if len(consumers) == 1 and tensor.name not in keep else None
 
 
 def _scalar(tensor) -> float | None:
@@ -78,35 +98,39 @@ def _other(node, tensor):
 
 
 @pattern("gelu_erf", "the Erf-GELU pattern x*0.5*(1+Erf(x/sqrt(2)))", ("Erf",))
-def gelu_erf(erf) -> bool:
+def gelu_erf(erf, keep=frozenset()) -> Match | None:
     """The exact GELU as torch exports it, seen from its Erf::
 
         u = Div(x, √2) | Mul(x, 1/√2)      (u read only by the Erf)
         e = Erf(u);  a = Add(e, 1)         (e read only by the Add)
         y = Mul(Mul(x, a), 0.5)   or   y = Mul(Mul(x, 0.5), a)   (a read only by the first Mul)
 
-    These are the forms ``converter/targets/tflite/fuse.py:fuse_gelu`` turns into one GELU.
+    Constants match within a relative 1e-4.  The match is (pre, Erf, Add, Mul, Mul), x and y.
     """
     if erf.op != "Erf" or len(erf.inputs) != 1 or len(erf.outputs) != 1:
-        return False
+        return None
     scaled = erf.inputs[0]
     pre = _producer(scaled)
-    if pre is None or _sole_consumer(scaled) is not erf or pre.op not in ("Div", "Mul") or len(pre.inputs) != 2:
-        return False
+    if pre is None or _sole_consumer(scaled, keep) is not erf or pre.op not in ("Div", "Mul") or len(pre.inputs) != 2:
+        return None
     if not _close(pre.inputs[1], math.sqrt(2.0) if pre.op == "Div" else 1.0 / math.sqrt(2.0)):
-        return False
+        return None
     x = pre.inputs[0]
-    add = _sole_consumer(erf.outputs[0])
+    add = _sole_consumer(erf.outputs[0], keep)
     if add is None or add.op != "Add" or len(add.inputs) != 2 or not _close(_other(add, erf.outputs[0]), 1.0):
-        return False
-    mul1 = _sole_consumer(add.outputs[0])
+        return None
+    mul1 = _sole_consumer(add.outputs[0], keep)
     if mul1 is None or mul1.op != "Mul" or len(mul1.inputs) != 2:
-        return False
+        return None
     other = _other(mul1, add.outputs[0])
     if other is x:  # y = Mul(Mul(x, a), 0.5)
-        mul2 = _sole_consumer(mul1.outputs[0])
-        return (mul2 is not None and mul2.op == "Mul" and len(mul2.inputs) == 2
-                and _close(_other(mul2, mul1.outputs[0]), 0.5))
+        mul2 = _sole_consumer(mul1.outputs[0], keep)
+        if (mul2 is None or mul2.op != "Mul" or len(mul2.inputs) != 2
+                or not _close(_other(mul2, mul1.outputs[0]), 0.5)):
+            return None
+        return Match((pre, erf, add, mul1, mul2), x, mul2.outputs[0])
     half = _producer(other)  # y = Mul(Mul(x, 0.5), a)
-    return (half is not None and half.op == "Mul" and _sole_consumer(other) is mul1 and len(half.inputs) == 2
-            and x in half.inputs and _close(_other(half, x), 0.5))
+    if (half is None or half.op != "Mul" or _sole_consumer(other, keep) is not mul1 or len(half.inputs) != 2
+            or x not in half.inputs or not _close(_other(half, x), 0.5)):
+        return None
+    return Match((pre, erf, add, half, mul1), x, mul1.outputs[0])

@@ -1,11 +1,19 @@
-"""The one small interface every target implements.
+"""The one interface every target implements, and the values it exchanges with the pipeline.
 
-A target is one module under ``converter/targets/`` exposing ``TARGET``, an object with:
+A target is a :class:`Target` subclass instance, found by name through
+:func:`converter.targets.get` (a built-in package's ``TARGET``, or one registered with
+:func:`converter.targets.register`).  It has:
 
-* ``name`` — the framework name users type (``"tnn"``),
-* ``hardware`` — the matrix columns it can legalize for (``("arm", "x86", ...)``),
+* ``name`` — the framework name users type (``"tnn"``); ``title`` — how messages name it (``"TNN"``),
+* ``hardware`` — the matrix columns it can export for (``("arm", "x86", ...)``), and
+  ``default_hw`` — the one ``--hw`` defaults to (the framework's CPU),
+* ``custom_layers`` — whether its format can carry custom layers (remedy 4); CoreML ML Programs
+  cannot, and the pipeline refuses such a port before exporting,
+* ``ops`` — its :class:`~converter.targets.registry.OpRegistry` (loaded from ``ops_module``),
 * ``export(model, out_dir, hw, options) -> Artifact`` — write real files for a *legalized*,
-  normalized ONNX model (opset ``converter.graph.CANONICAL_OPSET``), deterministically,
+  normalized ONNX model (opset ``converter.graph.CANONICAL_OPSET``), deterministically; an
+  ``hw`` outside ``hardware`` is :class:`~converter.errors.BadInput` (:meth:`Target.check_hw`),
+  a node the format cannot express is :class:`~converter.errors.Unsupported`,
 * ``run(artifact, inputs) -> dict[str, np.ndarray]`` — execute the written files on the
   framework's real runtime, or on the independent reference executor where the runtime cannot
   be installed here; raise :class:`~converter.errors.RuntimeUnavailable` if neither exists.
@@ -19,17 +27,25 @@ Optionally (a target may leave it out; :func:`supports_intermediates` tells):
   the target departs from the legalized ONNX (``converter/verify/target_layers.py``).  The map
   from file tensors to ONNX tensors is recorded at export time in ``artifact.meta``.
 
-Adding a target means adding a module and one line in ``converter/targets/__init__.py``.
+Exporters map ONNX ops through one :class:`~converter.targets.registry.OpRegistry` each, walked by
+the shared :func:`converter.targets.driver.lower_nodes`.  Adding a target means one new package
+(a ``Target`` subclass and its registry) and one ``targets.register(name, ...)`` call (the four
+built-ins are listed in ``converter/targets/__init__.py``); ``tests/test_target_contract.py``
+checks every registered target against this contract.
 """
 
 from __future__ import annotations
 
+import importlib
+from abc import ABC, abstractmethod
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any, Protocol
+from typing import Any
 
 import numpy as np
 import onnx
+
+from ..errors import BadInput
 
 
 @dataclass
@@ -94,12 +110,33 @@ def supports_intermediates(target) -> bool:
     return callable(getattr(target, "intermediates", None))
 
 
-class Target(Protocol):
+class Target(ABC):
+    """Base of every target: subclass it, set the attributes, implement ``export`` and ``run``."""
+
     name: str
+    #: The framework's name in messages ("TFLite", "TNN", "MACE", "CoreML").
+    title: str
     hardware: tuple[str, ...]
+    #: What ``--hw`` defaults to: the framework's CPU (one of ``hardware``).
+    default_hw: str
+    custom_layers: bool = True
+    #: The module whose import fills the target's op registry (its ``OPS``); None for a target
+    #: that does not map ONNX ops one by one.
+    ops_module: str | None = None
 
-    def export(
-        self, model: onnx.ModelProto, out_dir: Path, hw: str, options: ExportOptions | None = None
-    ) -> Artifact: ...
+    @property
+    def ops(self):
+        """The target's :class:`~converter.targets.registry.OpRegistry`, with every family loaded."""
+        return None if self.ops_module is None else importlib.import_module(self.ops_module).OPS
 
+    def check_hw(self, hw: str) -> None:
+        """BadInput unless ``hw`` is one of the target's hardware names."""
+        if hw not in self.hardware:
+            raise BadInput(f"unknown {self.title} hardware '{hw}'; choose one of: {', '.join(self.hardware)}")
+
+    @abstractmethod
+    def export(self, model: onnx.ModelProto, out_dir: Path, hw: str,
+               options: ExportOptions | None = None) -> Artifact: ...
+
+    @abstractmethod
     def run(self, artifact: Artifact, inputs: dict[str, np.ndarray]) -> dict[str, np.ndarray]: ...

@@ -32,8 +32,9 @@ import onnx
 from ... import __version__
 from ...errors import BadInput, EdgeconvError, Unsupported
 from ...fsutil import sha256_bytes
-from ..base import Artifact, ExportOptions
+from ..base import Artifact, ExportOptions, Target
 from .mil_builder import sanitize
+from .mil_registry import OPS
 
 COMPUTE_UNITS = {"cpu": "CPU_ONLY", "gpu": "CPU_AND_GPU", "ane": "CPU_AND_NE"}
 MINIMUM_DEPLOYMENT_TARGET = "iOS16"
@@ -54,9 +55,12 @@ def _precision(hw: str, options: ExportOptions) -> str:
     return chosen
 
 
-class CoreMLTarget:
+class CoreMLTarget(Target):
     name = "coreml"
+    title = OPS.title
+    ops_module = "converter.targets.coreml.mil_mappings"
     hardware = ("cpu", "gpu", "ane")
+    default_hw = "cpu"
     #: ML Programs have no custom layers (Apple supports them only in the older NeuralNetwork
     #: format); the custom/ scaffold explains the composite-op path instead.
     custom_layers = False
@@ -69,8 +73,7 @@ class CoreMLTarget:
         from .quiet import coremltools, silenced
 
         options = options or ExportOptions()
-        if hw not in self.hardware:
-            raise BadInput(f"unknown CoreML hardware '{hw}'; choose one of: {', '.join(self.hardware)}")
+        self.check_hw(hw)
         precision = _precision(hw, options)
         ct = coremltools()
         target = getattr(ct.target, MINIMUM_DEPLOYMENT_TARGET)

@@ -14,34 +14,18 @@ from __future__ import annotations
 
 import itertools
 import math
-from typing import Any, Callable
-
 import numpy as np
 
 from ...errors import Unsupported
-
-KERNELS: dict[str, Callable[[Any, dict[str, Any]], np.ndarray]] = {}
-
-
-def kernel(op_type: str):
-    def register(fn):
-        KERNELS[op_type] = fn
-        return fn
-
-    return register
-
-
-def _f32(x) -> np.ndarray:
-    return np.asarray(x, dtype=np.float32)
-
+from . import kernels_tensor, kernels_vision  # noqa: F401  (importing this module loads every kernel family)
+from .kernel_registry import KERNELS, as_f32, text
 
 def _ints(value, n: int, default: int) -> list[int]:
     return [default] * n if value is None else [int(v) for v in np.asarray(value).reshape(-1)]
 
 
 def _pad_type(args) -> str:
-    value = args.get("pad_type", "valid")
-    return str(value.item() if isinstance(value, np.ndarray) else value)
+    return text(args.get("pad_type", "valid"))
 
 
 def _conv_pads(args, in_sizes, window_sizes, strides) -> list[tuple[int, int]]:
@@ -78,10 +62,10 @@ def _windows(x: np.ndarray, windows: list[int], strides: list[int], dilations: l
     return view[index]
 
 
-@kernel("conv")
+@KERNELS.register("conv")
 def conv(op, args) -> np.ndarray:
     """y[n, o, p] = bias[o] + sum_{c in group(o), k} w[o, c, k] * x_pad[n, c, p*stride + k*dilation]."""
-    x, w = _f32(args["x"]), _f32(args["weight"])
+    x, w = as_f32(args["x"]), as_f32(args["weight"])
     spatial = x.ndim - 2
     strides = _ints(args.get("strides"), spatial, 1)
     dilations = _ints(args.get("dilations"), spatial, 1)
@@ -101,15 +85,15 @@ def conv(op, args) -> np.ndarray:
         outs.append(np.einsum(f"nc{letters}{kl},oc{kl}->no{letters}", xg, wg, optimize=True))
     y = np.concatenate(outs, axis=1)
     if args.get("bias") is not None:
-        y = y + _f32(args["bias"]).reshape((1, -1) + (1,) * spatial)
+        y = y + as_f32(args["bias"]).reshape((1, -1) + (1,) * spatial)
     return y
 
 
-@kernel("conv_transpose")
+@KERNELS.register("conv_transpose")
 def conv_transpose(op, args) -> np.ndarray:
     """Scatter form: every input position p adds w[c, o, k] * x[n, c, p] to
     y_full[n, o, p*stride + k*dilation]; then ``pad`` crops (begin, end) per axis."""
-    x, w = _f32(args["x"]), _f32(args["weight"])
+    x, w = as_f32(args["x"]), as_f32(args["weight"])
     spatial = x.ndim - 2
     strides = _ints(args.get("strides"), spatial, 1)
     dilations = _ints(args.get("dilations"), spatial, 1)
@@ -142,7 +126,7 @@ def conv_transpose(op, args) -> np.ndarray:
         raise Unsupported(f"conv_transpose output_shape {_ints(output_shape, x.ndim, 0)} differs "
                           f"from the padded result {list(y.shape)}")
     if args.get("bias") is not None:
-        y = y + _f32(args["bias"]).reshape((1, -1) + (1,) * spatial)
+        y = y + as_f32(args["bias"]).reshape((1, -1) + (1,) * spatial)
     return y
 
 
@@ -180,9 +164,9 @@ def _crop_to(view, outs):
     return view[(slice(None), slice(None)) + tuple(slice(0, o) for o in outs)]
 
 
-@kernel("max_pool")
+@KERNELS.register("max_pool")
 def max_pool(op, args) -> np.ndarray:
-    x = _f32(args["x"])
+    x = as_f32(args["x"])
     kernel_sizes, strides, pads, outs = _pool_geometry(args, x.shape[2:])
     padded, _, _ = _pool_inputs(x, kernel_sizes, strides, pads, outs, -np.inf)
     spatial = len(kernel_sizes)
@@ -190,11 +174,11 @@ def max_pool(op, args) -> np.ndarray:
     return cols.max(axis=tuple(range(-spatial, 0)))
 
 
-@kernel("avg_pool")
+@KERNELS.register("avg_pool")
 def avg_pool(op, args) -> np.ndarray:
     """Divisor: input positions only (``exclude_padding_from_average``) or input plus declared
     padding; never the ceil-mode overhang beyond the padding."""
-    x = _f32(args["x"])
+    x = as_f32(args["x"])
     kernel_sizes, strides, pads, outs = _pool_geometry(args, x.shape[2:])
     padded, inside, declared = _pool_inputs(x, kernel_sizes, strides, pads, outs, 0.0)
     spatial = len(kernel_sizes)
@@ -207,12 +191,12 @@ def avg_pool(op, args) -> np.ndarray:
 
 
 def _channel(v, ndim):
-    return _f32(v).reshape((1, -1) + (1,) * (ndim - 2))
+    return as_f32(v).reshape((1, -1) + (1,) * (ndim - 2))
 
 
-@kernel("batch_norm")
+@KERNELS.register("batch_norm")
 def batch_norm(op, args) -> np.ndarray:
-    x = _f32(args["x"])
+    x = as_f32(args["x"])
     eps = np.float32(args.get("epsilon", 1e-5))
     scale = _channel(args["gamma"], x.ndim) if args.get("gamma") is not None else 1.0
     shift = _channel(args["beta"], x.ndim) if args.get("beta") is not None else 0.0
@@ -220,9 +204,9 @@ def batch_norm(op, args) -> np.ndarray:
     return (x - _channel(args["mean"], x.ndim)) * inv * scale + shift
 
 
-@kernel("instance_norm")
+@KERNELS.register("instance_norm")
 def instance_norm(op, args) -> np.ndarray:
-    x = _f32(args["x"])
+    x = as_f32(args["x"])
     axes = tuple(range(2, x.ndim))
     mean = x.mean(axis=axes, keepdims=True)
     var = ((x - mean) ** 2).mean(axis=axes, keepdims=True)
@@ -234,15 +218,15 @@ def instance_norm(op, args) -> np.ndarray:
     return y
 
 
-@kernel("silu")
+@KERNELS.register("silu")
 def silu(op, args) -> np.ndarray:
-    x = _f32(args["x"])
+    x = as_f32(args["x"])
     return x / (1.0 + np.exp(-x))
 
 
-@kernel("upsample_nearest_neighbor")
+@KERNELS.register("upsample_nearest_neighbor")
 def upsample_nearest_neighbor(op, args) -> np.ndarray:
-    x = _f32(args["x"])
+    x = as_f32(args["x"])
     sh = float(np.asarray(args.get("scale_factor_height", 1)))
     sw = float(np.asarray(args.get("scale_factor_width", 1)))
     if not (sh.is_integer() and sw.is_integer()):
@@ -250,37 +234,37 @@ def upsample_nearest_neighbor(op, args) -> np.ndarray:
     return np.repeat(np.repeat(x, int(sh), axis=-2), int(sw), axis=-1)
 
 
-@kernel("depth_to_space")
+@KERNELS.register("depth_to_space")
 def depth_to_space(op, args) -> np.ndarray:
     """TF/ONNX-DCR order: channel c*b*b + (i*b + j)... -> y[c, h*b + i, w*b + j]."""
-    x = _f32(args["x"])
+    x = as_f32(args["x"])
     b = int(np.asarray(args["block_size"]))
     n, c, h, w = x.shape
     y = x.reshape(n, b, b, c // (b * b), h, w).transpose(0, 3, 4, 1, 5, 2)
     return y.reshape(n, c // (b * b), h * b, w * b)
 
 
-@kernel("pixel_shuffle")
+@KERNELS.register("pixel_shuffle")
 def pixel_shuffle(op, args) -> np.ndarray:
     """PyTorch / ONNX-CRD order: channel c*r*r + i*r + j -> y[c, h*r + i, w*r + j]."""
-    x = _f32(args["x"])
+    x = as_f32(args["x"])
     r = int(np.asarray(args["upscale_factor"]))
     n, c, h, w = x.shape
     y = x.reshape(n, c // (r * r), r, r, h, w).transpose(0, 1, 4, 2, 5, 3)
     return y.reshape(n, c // (r * r), h * r, w * r)
 
 
-@kernel("space_to_depth")
+@KERNELS.register("space_to_depth")
 def space_to_depth(op, args) -> np.ndarray:
     """Inverse of depth_to_space (TF/ONNX order): x[c, h*b + i, w*b + j] -> y[(i*b + j)*C + c, h, w]."""
-    x = _f32(args["x"])
+    x = as_f32(args["x"])
     b = int(np.asarray(args["block_size"]))
     n, c, h, w = x.shape
     y = x.reshape(n, c, h // b, b, w // b, b).transpose(0, 3, 5, 1, 2, 4)
     return y.reshape(n, c * b * b, h // b, w // b)
 
 
-@kernel("cumsum")
+@KERNELS.register("cumsum")
 def cumsum(op, args) -> np.ndarray:
     """Own kernel although coremltools has a value_inference: its ``exclusive=True`` branch fails
     (``np.zeros(shape, data)`` in coremltools 9.0 ops/defs/iOS15/tensor_operation.py cumsum).  Spec: exclusive
@@ -296,7 +280,3 @@ def cumsum(op, args) -> np.ndarray:
     if bool(np.asarray(args.get("reverse", False))):
         y = np.flip(y, axis=axis)
     return y
-
-
-# Kernels of more op families register themselves into KERNELS on import.
-from . import kernels_tensor, kernels_vision  # noqa: E402, F401

@@ -11,14 +11,10 @@ from __future__ import annotations
 import numpy as np
 
 from ...errors import Unsupported
-from .kernels import _f32, kernel
+from .kernel_registry import KERNELS, as_f32, text
 
 
-def _text(value) -> str:
-    return str(value.item() if isinstance(value, np.ndarray) else value)
-
-
-@kernel("gather_nd")
+@KERNELS.register("gather_nd")
 def gather_nd(op, args) -> np.ndarray:
     """V = K[:-1] + D[batch_dims + K[-1]:]: each index row picks a slice of its batch's x."""
     x, indices = np.asarray(args["x"]), np.asarray(args["indices"]).astype(np.int64)
@@ -34,13 +30,13 @@ _SCATTER = {"update": lambda old, new: new, "add": np.add, "sub": np.subtract, "
             "div": np.divide, "max": np.maximum, "min": np.minimum}
 
 
-@kernel("scatter_nd")
+@KERNELS.register("scatter_nd")
 def scatter_nd(op, args) -> np.ndarray:
     """output = data; then for each index row in order, output[idx] = mode(output[idx], update)."""
     data = np.array(args["data"], copy=True)
     indices = np.asarray(args["indices"]).astype(np.int64)
     updates = np.asarray(args["updates"])
-    mode = _text(args.get("mode", "add"))
+    mode = text(args.get("mode", "add"))
     if mode not in _SCATTER:
         raise Unsupported(f"scatter_nd mode '{mode}' is not implemented")
     rows = indices.reshape(-1, indices.shape[-1])
@@ -51,7 +47,7 @@ def scatter_nd(op, args) -> np.ndarray:
     return data
 
 
-@kernel("one_hot")
+@KERNELS.register("one_hot")
 def one_hot(op, args) -> np.ndarray:
     """A new axis of length ``one_hot_vector_size`` at ``axis``: on_value where it equals the index."""
     indices = np.asarray(args["indices"]).astype(np.int64)
@@ -85,30 +81,30 @@ def _lstm_direction(x, h, c, w_ih, w_hh, bias, peep, acts, reverse):
     return np.stack(ys), h, c
 
 
-@kernel("lstm")
+@KERNELS.register("lstm")
 def lstm(op, args):
     """Outputs (y [s or 1, b, DIRECTIONS*H], h [b, DIRECTIONS*H], c [b, DIRECTIONS*H])."""
-    x = _f32(args["x"])
-    direction = _text(args.get("direction", "forward"))
+    x = as_f32(args["x"])
+    direction = text(args.get("direction", "forward"))
     acts = []
     for name, default in (("recurrent_activation", "sigmoid"), ("cell_activation", "tanh"), ("activation", "tanh")):
-        act = _text(args.get(name, default))
+        act = text(args.get(name, default))
         if act not in _ACTIVATIONS:
             raise Unsupported(f"lstm activation '{act}' is not implemented")
         acts.append(_ACTIVATIONS[act])
     if args.get("clip") is not None:
         raise Unsupported("lstm clip is not implemented")
     hidden = np.asarray(args["weight_hh"]).shape[1]
-    h0, c0 = _f32(args["initial_h"]), _f32(args["initial_c"])
+    h0, c0 = as_f32(args["initial_h"]), as_f32(args["initial_c"])
     runs = []
     for d, suffix in enumerate(["", "_back"] if direction == "bidirectional" else [""]):
         peep = args.get(f"peephole{suffix}")
-        peep = np.zeros((3, hidden), np.float32) if peep is None else _f32(peep).reshape(3, hidden)
+        peep = np.zeros((3, hidden), np.float32) if peep is None else as_f32(peep).reshape(3, hidden)
         bias = args.get(f"bias{suffix}")
-        bias = np.zeros(4 * hidden, np.float32) if bias is None else _f32(bias)
+        bias = np.zeros(4 * hidden, np.float32) if bias is None else as_f32(bias)
         state = slice(d * hidden, (d + 1) * hidden)
-        runs.append(_lstm_direction(x, h0[:, state], c0[:, state], _f32(args[f"weight_ih{suffix}"]),
-                                    _f32(args[f"weight_hh{suffix}"]), bias, peep, acts,
+        runs.append(_lstm_direction(x, h0[:, state], c0[:, state], as_f32(args[f"weight_ih{suffix}"]),
+                                    as_f32(args[f"weight_hh{suffix}"]), bias, peep, acts,
                                     reverse=direction == "reverse" or d == 1))
     y = np.concatenate([r[0] for r in runs], axis=-1)
     h = np.concatenate([r[1] for r in runs], axis=-1)

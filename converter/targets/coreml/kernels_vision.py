@@ -13,11 +13,7 @@ from __future__ import annotations
 import numpy as np
 
 from ...errors import Unsupported
-from .kernels import _f32, kernel
-
-
-def _text(value) -> str:
-    return str(value.item() if isinstance(value, np.ndarray) else value)
+from .kernel_registry import KERNELS, as_f32, text
 
 
 def _bilinear_grid(mode: str, size_in: int, size_out: int) -> np.ndarray:
@@ -52,10 +48,10 @@ def _lerp_axis(x: np.ndarray, grid: np.ndarray, axis: int) -> np.ndarray:
     return np.take(x, low, axis=axis) * (1 - frac) + np.take(x, high, axis=axis) * frac
 
 
-@kernel("resize_bilinear")
+@KERNELS.register("resize_bilinear")
 def resize_bilinear(op, args) -> np.ndarray:
-    x = _f32(args["x"])
-    mode = _text(args.get("sampling_mode", "DEFAULT"))
+    x = as_f32(args["x"])
+    mode = text(args.get("sampling_mode", "DEFAULT"))
     height = int(np.asarray(args.get("target_size_height", 1)))
     width = int(np.asarray(args.get("target_size_width", 1)))
     y = _lerp_axis(x, _bilinear_grid(mode, x.shape[-2], height), x.ndim - 2)
@@ -95,13 +91,13 @@ def _unnormalize(g: np.ndarray, n: int, mode: str, align_corners: bool) -> np.nd
     return unit * (n - 1) if align_corners else unit * n - 0.5
 
 
-@kernel("resample")
+@KERNELS.register("resample")
 def resample(op, args) -> np.ndarray:
-    x = _f32(args["x"])
+    x = as_f32(args["x"])
     coords = np.asarray(args["coordinates"], dtype=np.float64)
-    padding = _text(args.get("padding_mode", "constant"))
+    padding = text(args.get("padding_mode", "constant"))
     fill = np.float32(np.asarray(args.get("padding_value", 0.0)))
-    mode, align = _text(args.get("coordinates_mode")), bool(np.asarray(args.get("align_corners", False)))
+    mode, align = text(args.get("coordinates_mode")), bool(np.asarray(args.get("align_corners", False)))
     _, _, height, width = x.shape
     px = _unnormalize(coords[..., 0], width, mode, align)  # [B, H2, W2]
     py = _unnormalize(coords[..., 1], height, mode, align)
@@ -114,7 +110,7 @@ def resample(op, args) -> np.ndarray:
         values = np.where((in_y & in_x)[..., None], values, fill)
         return np.moveaxis(values, -1, 1)
 
-    sampling = _text(args.get("sampling_mode", "bilinear"))
+    sampling = text(args.get("sampling_mode", "bilinear"))
     if sampling == "nearest":
         return pixel(np.rint(py).astype(np.int64), np.rint(px).astype(np.int64))
     if sampling != "bilinear":
@@ -143,16 +139,16 @@ def _crop_grid(start: float, end: float, n: int, mode: str) -> np.ndarray:
     return start + np.arange(n) * (end - start) / (n - 1)
 
 
-@kernel("crop_resize")
+@KERNELS.register("crop_resize")
 def crop_resize(op, args) -> np.ndarray:
     """Out-of-image samples take ``pad_value`` (iOS16 spec: TF's ``extrapolation_value``)."""
-    x = _f32(args["x"])
+    x = as_f32(args["x"])
     roi = np.asarray(args["roi"], dtype=np.float64).reshape(np.asarray(args["roi"]).shape[0], -1)
     th, tw = int(np.asarray(args.get("target_height", 1))), int(np.asarray(args.get("target_width", 1)))
     scale = float(np.asarray(args.get("spatial_scale", 1.0)))
     normalized = bool(np.asarray(args.get("normalized_coordinates", False)))
-    layout = _BOX_LAYOUTS[_text(args.get("box_coordinate_mode", "CORNERS_HEIGHT_FIRST"))]
-    mode = _text(args.get("sampling_mode", "DEFAULT"))
+    layout = _BOX_LAYOUTS[text(args.get("box_coordinate_mode", "CORNERS_HEIGHT_FIRST"))]
+    mode = text(args.get("sampling_mode", "DEFAULT"))
     fill = np.float32(np.asarray(args.get("pad_value", 0.0)))
     n_batch, channels, height, width = x.shape
     per_image = roi.shape[1] == 4
@@ -184,7 +180,7 @@ def _iou(box: np.ndarray, others: np.ndarray) -> np.ndarray:
     return np.where(union > 0, inter / np.where(union > 0, union, 1), 0.0)
 
 
-@kernel("non_maximum_suppression")
+@KERNELS.register("non_maximum_suppression")
 def non_maximum_suppression(op, args):
     """Greedy NMS per batch in descending score order (a box's score: its best class; with
     ``per_class_suppression`` only boxes of the same best class suppress each other); scores below
@@ -217,11 +213,11 @@ def non_maximum_suppression(op, args):
     return out_boxes, out_scores, out_indices, counts
 
 
-@kernel("local_response_norm")
+@KERNELS.register("local_response_norm")
 def local_response_norm(op, args) -> np.ndarray:
     """x / (k + alpha/size * sum_{window} x^2)^beta over ``size`` neighbouring channels centred on
     each channel (odd sizes; the spec does not place an even window)."""
-    x = _f32(args["x"])
+    x = as_f32(args["x"])
     size = int(np.asarray(args["size"]))
     if size % 2 == 0:
         raise Unsupported("local_response_norm with an even size is not implemented")

@@ -13,7 +13,6 @@ mapping raises :class:`~converter.errors.Unsupported` naming the node and the op
 
 from __future__ import annotations
 
-import re
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -22,8 +21,11 @@ import onnx
 import onnx_graphsurgeon as gs
 
 from ...errors import BadInput, Unsupported
-from ...graph import constant_value, static_shape, to_graph
-from .mil_mappings import MAPPINGS, supported_onnx_ops  # noqa: F401  (re-exported)
+from ...graph import constant_value, static_shape, to_graph, unique_name
+from ..driver import NodeContext, lower_nodes
+from ..naming import NameRule
+from .mil_mappings import OPS, supported_onnx_ops  # noqa: F401  (re-exported)
+from .mil_registry import unsupported
 
 
 @dataclass
@@ -51,30 +53,39 @@ class BuiltProgram:
     tensor_names: dict[str, str] = field(default_factory=dict)
 
 
-def sanitize(name: str) -> str:
-    """A MIL identifier for an ONNX tensor name ('/conv/Conv_output_0' -> 'conv_Conv_output_0')."""
-    clean = re.sub(r"[^A-Za-z0-9_]", "_", name).strip("_") or "t"
-    return clean if re.match(r"[A-Za-z_]", clean) else f"t_{clean}"
+#: A MIL identifier for an ONNX tensor name ('/conv/Conv_output_0' -> 'conv_Conv_output_0').
+sanitize = NameRule(r"[^A-Za-z0-9_]", strip="_", empty="t", digit_prefix="t_")
 
 
-class _Context:
+class BuildContext(NodeContext):
     """What an op mapping needs: MIL values of ONNX tensors and unique MIL names."""
+
+    title = OPS.title
 
     def __init__(self, mb, types):
         self.mb, self.types = mb, types
         self.values: dict[str, Any] = {}  # ONNX tensor name -> MIL Var or numpy constant
-        self._names: dict[str, str] = {}
+        self.names: dict[str, str] = {}  # ONNX tensor name -> MIL name
         self._used: set[str] = set()
+        #: The MIL name of the current node's first output (reserved before the mapping runs).
+        self.out: str | None = None
+
+    def begin(self, node) -> None:
+        super().begin(node)
+        self.out = self.name(node.outputs[0].name) if node is not None else None
+
+    def bind(self, node: gs.Node, result) -> None:
+        """The mapping's result for ``node``: a MIL Var, a list of them (one per output) or a
+        numpy value MIL needs at build time (a shape, a range)."""
+        results = result if isinstance(result, list) else [result]
+        for tensor, var in zip(node.outputs, results):
+            if tensor.name:
+                self.values[tensor.name] = var
 
     def name(self, onnx_name: str) -> str:
-        if onnx_name not in self._names:
-            base = candidate = sanitize(onnx_name)
-            k = 1
-            while candidate in self._used:
-                candidate, k = f"{base}_{k}", k + 1
-            self._used.add(candidate)
-            self._names[onnx_name] = candidate
-        return self._names[onnx_name]
+        if onnx_name not in self.names:
+            self.names[onnx_name] = unique_name(sanitize(onnx_name), self._used)
+        return self.names[onnx_name]
 
     def value(self, tensor: gs.Tensor):
         const = constant_value(tensor)
@@ -89,14 +100,12 @@ class _Context:
     def const(self, node: gs.Node, index: int, what: str) -> np.ndarray:
         """An input that MIL needs at build time (weights, shapes, axes)."""
         if index >= len(node.inputs) or node.inputs[index].name == "":
-            raise Unsupported(f"node '{node.name}' ({node.op}): missing input {what}")
+            raise unsupported(node, f"missing input {what}")
         value = constant_value(node.inputs[index])
         if value is None and isinstance(self.values.get(node.inputs[index].name), np.ndarray):
             value = self.values[node.inputs[index].name]
         if value is None:
-            raise Unsupported(
-                f"node '{node.name}' ({node.op}): {what} must be a constant for CoreML"
-            )
+            raise unsupported(node, f"{what} must be a constant for CoreML")
         return value
 
     def optional_const(self, node: gs.Node, index: int) -> np.ndarray | None:
@@ -147,11 +156,7 @@ def build_program(model: onnx.ModelProto, opset) -> BuiltProgram:
 
     graph = to_graph(model)
     graph.toposort()
-    ctx = _Context(mb, types)
-    unmapped = [n for n in graph.nodes if n.op not in MAPPINGS and n.op != "Constant"]
-    if unmapped:
-        node = unmapped[0]
-        raise Unsupported(f"node '{node.name}': ONNX op {node.op} has no CoreML (MIL) mapping")
+    ctx = BuildContext(mb, types)
 
     inputs: list[IOSpec] = []
     placeholders = {}
@@ -167,18 +172,9 @@ def build_program(model: onnx.ModelProto, opset) -> BuiltProgram:
     with Function(placeholders, opset_version=opset) as func:
         for spec in inputs:
             ctx.values[spec.onnx_name] = func.inputs[spec.name]
-        for node in graph.nodes:
-            if node.op == "Constant":
-                continue  # read through constant_value() where used
-            try:
-                result = MAPPINGS[node.op](ctx, node, ctx.name(node.outputs[0].name))
-            except (ValueError, TypeError, NotImplementedError) as err:  # MIL's type/value checks
-                raise Unsupported(f"node '{node.name}' ({node.op}): MIL rejected it: "
-                                  f"{str(err).splitlines()[0] if str(err) else type(err).__name__}") from None
-            results = result if isinstance(result, list) else [result]
-            for tensor, var in zip(node.outputs, results):
-                if tensor.name:
-                    ctx.values[tensor.name] = var
+        # Constant nodes are skipped (read through constant_value() where used); a mapping error,
+        # e.g. a type or value check of MIL's builder, is Unsupported (the driver's error mapping).
+        lower_nodes(OPS, ctx, graph.nodes)
         final = []
         for tensor in graph.outputs:
             var = ctx.value(tensor)
@@ -195,4 +191,4 @@ def build_program(model: onnx.ModelProto, opset) -> BuiltProgram:
     hist: dict[str, int] = {}
     for node in graph.nodes:
         hist[node.op] = hist.get(node.op, 0) + 1
-    return BuiltProgram(program, inputs, outputs, dict(sorted(hist.items())), dict(ctx._names))
+    return BuiltProgram(program, inputs, outputs, dict(sorted(hist.items())), dict(ctx.names))

@@ -1,48 +1,36 @@
-"""The ONNX op -> MIL mapping registry shared by the ``ops_*`` family modules.
+"""The CoreML op registry (ONNX op -> MIL mapping) and the helpers the ``ops_*`` families share.
 
-A mapping is ``fn(ctx, node, out) -> MIL Var | list[Var] | np.ndarray``: ``ctx.value(tensor)`` is
-the MIL Var or constant of an ONNX tensor, ``ctx.const(node, i, what)`` an input MIL needs at
-build time, ``ctx.mb`` coremltools' builder; ``out`` is the MIL name for the node's first output.
+A mapping is ``handler(ctx, node) -> None`` (``@OPS.register("Conv")``), called by the shared
+driver (``converter/targets/driver.py``): ``ctx.value(tensor)`` is the MIL Var or constant of an
+ONNX tensor, ``ctx.const(node, i, what)`` an input MIL needs at build time, ``ctx.mb``
+coremltools' builder, ``ctx.out`` the MIL name for the node's first output; the handler hands
+its result (a MIL Var, a list of them, or a build-time numpy constant) to ``ctx.bind(node, ...)``.
 """
 
 from __future__ import annotations
 
-from typing import Callable
-
 from ...errors import Unsupported
-from ...graph import attr, static_shape
+from ...graph import static_shape
+from ..driver import cannot_express
+from ..registry import OpRegistry
 
-MAPPINGS: dict[str, Callable] = {}
+OPS = OpRegistry("coreml", title="CoreML", skip={"Constant"}, missing="no CoreML (MIL) mapping for this op")
 
 
-def maps(*onnx_ops: str):
-    """Register ``fn`` as the mapping of ``onnx_ops``."""
-    def register(fn):
-        for op in onnx_ops:
-            MAPPINGS[op] = fn
-        return fn
-
-    return register
+def unsupported(node, what: str) -> Unsupported:
+    """``raise unsupported(node, "...")``: CoreML cannot write this node."""
+    return cannot_express(OPS.title, node, what)
 
 
 def output_shape(node, index: int = 0) -> list[int]:
     shape = static_shape(node.outputs[index])
     if shape is None:
-        raise Unsupported(f"node '{node.name}' ({node.op}): output shape must be static for CoreML")
+        raise unsupported(node, "output shape must be static for CoreML")
     return list(shape)
 
 
 def input_shape(node, index: int = 0) -> list[int]:
     shape = static_shape(node.inputs[index])
     if shape is None:
-        raise Unsupported(f"node '{node.name}' ({node.op}): input {index} shape must be static for CoreML")
+        raise unsupported(node, f"input {index} shape must be static for CoreML")
     return list(shape)
-
-
-def str_attr(node, name: str, default: str) -> str:
-    value = attr(node, name, default)
-    return value.decode() if isinstance(value, bytes) else value
-
-
-def unsupported(node, what: str) -> Unsupported:
-    return Unsupported(f"node '{node.name}' ({node.op}): {what}")

@@ -8,7 +8,8 @@ from __future__ import annotations
 import numpy as np
 
 from ...graph import attr, constant_value
-from .mil_registry import input_shape, maps, str_attr, unsupported
+from ..onnx_attrs import str_attr
+from .mil_registry import OPS, input_shape, unsupported
 
 
 def _as_var(ctx, tensor, name: str):
@@ -34,36 +35,39 @@ def _int32_indices(ctx, node, index: int, dims: list[int], name: str):
     return ctx.mb.select(cond=negative, a=wrapped, b=idx, name=f"{name}_nonneg")
 
 
-@maps("GatherND")
-def _gather_nd(ctx, node, out):
+@OPS.register("GatherND")
+def _gather_nd(ctx, node) -> None:
     """``gather_nd`` (iOS16) has ONNX's ``batch_dims``; V = K[:-1] + D[batch_dims + K[-1]:]."""
+    out = ctx.out
     batch_dims = int(attr(node, "batch_dims", 0))
     depth = input_shape(node, 1)[-1]
     dims = input_shape(node, 0)[batch_dims:batch_dims + depth]
     indices = _int32_indices(ctx, node, 1, dims, out)
-    return ctx.mb.gather_nd(x=ctx.value(node.inputs[0]), indices=indices, batch_dims=batch_dims, name=out)
+    ctx.bind(node, ctx.mb.gather_nd(x=ctx.value(node.inputs[0]), indices=indices, batch_dims=batch_dims, name=out))
 
 
 _SCATTER_MODES = {"none": "update", "add": "add", "mul": "mul", "max": "max", "min": "min"}
 
 
-@maps("ScatterND")
-def _scatter_nd(ctx, node, out):
+@OPS.register("ScatterND")
+def _scatter_nd(ctx, node) -> None:
     """ONNX ``reduction`` -> scatter_nd ``mode`` (update/add/mul/max/min are all MIL modes)."""
+    out = ctx.out
     reduction = str_attr(node, "reduction", "none")
     if reduction not in _SCATTER_MODES:
         raise unsupported(node, f"reduction '{reduction}' has no scatter_nd mode")
     depth = input_shape(node, 1)[-1]
     indices = _int32_indices(ctx, node, 1, input_shape(node, 0)[:depth], out)
-    return ctx.mb.scatter_nd(data=ctx.value(node.inputs[0]), indices=indices,
-                             updates=ctx.value(node.inputs[2]), mode=_SCATTER_MODES[reduction], name=out)
+    ctx.bind(node, ctx.mb.scatter_nd(data=ctx.value(node.inputs[0]), indices=indices,
+                                     updates=ctx.value(node.inputs[2]), mode=_SCATTER_MODES[reduction], name=out))
 
 
-@maps("OneHot")
-def _one_hot(ctx, node, out):
+@OPS.register("OneHot")
+def _one_hot(ctx, node) -> None:
     """ONNX indices may be negative ([-depth, depth)) and non-integer (cast to int); one_hot wants
     int32 in [0, depth), so ``mod(cast(indices), depth)`` (mod is Python's, ``operator.mod`` in
     coremltools' elementwise_binary.py mod)."""
+    out = ctx.out
     depth = int(np.asarray(ctx.const(node, 1, "depth")).reshape(-1)[0])
     off, on = (np.asarray(ctx.const(node, 2, "values")).reshape(-1)[:2])
     dtype = np.float32 if off.dtype.kind == "f" else np.int32
@@ -74,38 +78,41 @@ def _one_hot(ctx, node, out):
         if str(indices.dtype.__name__) != "int32":
             indices = ctx.mb.cast(x=indices, dtype="int32", name=f"{out}_i32")
         indices = ctx.mb.mod(x=indices, y=np.int32(depth), name=f"{out}_wrapped")
-    return ctx.mb.one_hot(indices=indices, one_hot_vector_size=np.int32(depth),
-                          axis=int(attr(node, "axis", -1)), on_value=dtype(on), off_value=dtype(off),
-                          name=out)
+    ctx.bind(node, ctx.mb.one_hot(indices=indices, one_hot_vector_size=np.int32(depth),
+                                  axis=int(attr(node, "axis", -1)), on_value=dtype(on), off_value=dtype(off),
+                                  name=out))
 
 
-@maps("TopK")
-def _topk(ctx, node, out):
+@OPS.register("TopK")
+def _topk(ctx, node) -> None:
     """Values and int32 indices; ``sorted=0`` leaves the order to the runtime in ONNX, so the
     sorted MIL result is one valid answer."""
+    out = ctx.out
     k = int(np.asarray(ctx.const(node, 1, "K")).reshape(-1)[0])
     values, indices = ctx.mb.topk(x=ctx.value(node.inputs[0]), k=k, axis=int(attr(node, "axis", -1)),
                                   ascending=not bool(attr(node, "largest", 1)), sort=True,
                                   return_indices=True, name=out)
-    return [values, indices]
+    ctx.bind(node, [values, indices])
 
 
-@maps("NonZero")
-def _non_zero(ctx, node, out):
+@OPS.register("NonZero")
+def _non_zero(ctx, node) -> None:
     """MIL non_zero returns [N, rank] (one row per element); ONNX wants [rank, N]."""
+    out = ctx.out
     rows = ctx.mb.non_zero(x=ctx.value(node.inputs[0]), name=f"{out}_rows")
-    return ctx.mb.transpose(x=rows, perm=[1, 0], name=out)
+    ctx.bind(node, ctx.mb.transpose(x=rows, perm=[1, 0], name=out))
 
 
-@maps("Einsum")
-def _einsum(ctx, node, out):
+@OPS.register("Einsum")
+def _einsum(ctx, node) -> None:
     """coremltools' own einsum lowering (``frontend/_utils.py`` build_einsum_mil, used by its
     torch and TensorFlow frontends): the MIL ``einsum`` op for the two equations it covers,
     transposes / matmul / reduce_sum for the rest."""
+    out = ctx.out
     from coremltools.converters.mil.frontend._utils import build_einsum_mil
 
     equation = str_attr(node, "equation", "")
     if "..." in equation:
         raise unsupported(node, "ellipsis ('...') equations are not mapped")
     operands = [_as_var(ctx, t, f"{out}_in{i}") for i, t in enumerate(node.inputs)]
-    return build_einsum_mil(operands, equation, out)
+    ctx.bind(node, build_einsum_mil(operands, equation, out))

@@ -7,9 +7,8 @@ from typing import Any
 
 import numpy as np
 
-from ...errors import Unsupported
 from ...graph import attr, static_shape
-from .mil_registry import maps
+from .mil_registry import OPS, unsupported
 
 def _spatial_pads(node, rank: int) -> tuple[str, list[int]]:
     """ONNX auto_pad/pads -> MIL (pad_type, pad) where pad is [begin0, end0, begin1, end1, ...]."""
@@ -25,8 +24,9 @@ def _spatial_pads(node, rank: int) -> tuple[str, list[int]]:
     return "custom", [int(pads[i + j]) for i in range(rank) for j in (0, rank)]
 
 
-@maps("Conv")
-def _conv(ctx, node, out):
+@OPS.register("Conv")
+def _conv(ctx, node) -> None:
+    out = ctx.out
     weight = ctx.const(node, 1, "weight").astype(np.float32)
     rank = weight.ndim - 2
     pad_type, pad = _spatial_pads(node, rank)
@@ -41,25 +41,23 @@ def _conv(ctx, node, out):
         kwargs["pad"] = pad
     if bias is not None:
         kwargs["bias"] = bias.astype(np.float32)
-    return ctx.mb.conv(**kwargs)
+    ctx.bind(node, ctx.mb.conv(**kwargs))
 
 
-@maps("ConvTranspose")
-def _conv_transpose(ctx, node, out):
+@OPS.register("ConvTranspose")
+def _conv_transpose(ctx, node) -> None:
     """``output_padding`` becomes a smaller end crop (the extra rows are real deconv outputs, not
     zeros), as coremltools' torch frontend does; it must not exceed the end padding."""
+    out = ctx.out
     weight = ctx.const(node, 1, "weight").astype(np.float32)
     rank = weight.ndim - 2
     pad_type, pad = _spatial_pads(node, rank)
     if pad_type != "custom" or attr(node, "output_shape") is not None:
-        raise Unsupported(f"node '{node.name}' (ConvTranspose): only explicit pads are mapped")
+        raise unsupported(node, "only explicit pads are mapped")
     output_padding = list(attr(node, "output_padding", [0] * rank))
     for i, extra in enumerate(output_padding):
         if extra > pad[2 * i + 1]:
-            raise Unsupported(
-                f"node '{node.name}' (ConvTranspose): output_padding {extra} exceeds end pad "
-                f"{pad[2 * i + 1]} on spatial axis {i}"
-            )
+            raise unsupported(node, f"output_padding {extra} exceeds end pad {pad[2 * i + 1]} on spatial axis {i}")
         pad[2 * i + 1] -= int(extra)
     bias = ctx.optional_const(node, 2)
     kwargs = dict(
@@ -70,14 +68,14 @@ def _conv_transpose(ctx, node, out):
     )
     if bias is not None:
         kwargs["bias"] = bias.astype(np.float32)
-    return ctx.mb.conv_transpose(**kwargs)
+    ctx.bind(node, ctx.mb.conv_transpose(**kwargs))
 
 
 def _pool_kwargs(node) -> dict[str, Any]:
     kernel = list(attr(node, "kernel_shape"))
     rank = len(kernel)
     if any(d != 1 for d in attr(node, "dilations", [1] * rank)):
-        raise Unsupported(f"node '{node.name}' ({node.op}): dilated pooling is not in MIL")
+        raise unsupported(node, "dilated pooling is not in MIL")
     pad_type, pad = _spatial_pads(node, rank)
     kwargs = dict(kernel_sizes=kernel, strides=list(attr(node, "strides", [1] * rank)),
                   pad_type=pad_type, ceil_mode=bool(attr(node, "ceil_mode", 0)))
@@ -86,82 +84,91 @@ def _pool_kwargs(node) -> dict[str, Any]:
     return kwargs
 
 
-@maps("MaxPool")
-def _max_pool(ctx, node, out):
+@OPS.register("MaxPool")
+def _max_pool(ctx, node) -> None:
+    out = ctx.out
     if len(node.outputs) > 1 and node.outputs[1].name:
-        raise Unsupported(f"node '{node.name}' (MaxPool): the Indices output is not in MIL")
-    return ctx.mb.max_pool(x=ctx.value(node.inputs[0]), name=out, **_pool_kwargs(node))
+        raise unsupported(node, "the Indices output is not in MIL")
+    ctx.bind(node, ctx.mb.max_pool(x=ctx.value(node.inputs[0]), name=out, **_pool_kwargs(node)))
 
 
-@maps("AveragePool")
-def _avg_pool(ctx, node, out):
-    return ctx.mb.avg_pool(
+@OPS.register("AveragePool")
+def _avg_pool(ctx, node) -> None:
+    out = ctx.out
+    ctx.bind(node, ctx.mb.avg_pool(
         x=ctx.value(node.inputs[0]), name=out,
         exclude_padding_from_average=not bool(attr(node, "count_include_pad", 0)),
         **_pool_kwargs(node),
-    )
+    ))
 
 
 def _spatial_axes(node) -> list[int]:
     shape = static_shape(node.inputs[0])
     if shape is None:
-        raise Unsupported(f"node '{node.name}' ({node.op}): input rank must be known")
+        raise unsupported(node, "input rank must be known")
     return list(range(2, len(shape)))
 
 
-@maps("GlobalAveragePool")
-def _global_avg_pool(ctx, node, out):
-    return ctx.mb.reduce_mean(x=ctx.value(node.inputs[0]), axes=_spatial_axes(node), keep_dims=True,
-                              name=out)
+@OPS.register("GlobalAveragePool")
+def _global_avg_pool(ctx, node) -> None:
+    out = ctx.out
+    ctx.bind(node, ctx.mb.reduce_mean(x=ctx.value(node.inputs[0]), axes=_spatial_axes(node), keep_dims=True,
+                                      name=out))
 
 
-@maps("GlobalMaxPool")
-def _global_max_pool(ctx, node, out):
-    return ctx.mb.reduce_max(x=ctx.value(node.inputs[0]), axes=_spatial_axes(node), keep_dims=True,
-                             name=out)
+@OPS.register("GlobalMaxPool")
+def _global_max_pool(ctx, node) -> None:
+    out = ctx.out
+    ctx.bind(node, ctx.mb.reduce_max(x=ctx.value(node.inputs[0]), axes=_spatial_axes(node), keep_dims=True,
+                                     name=out))
 
 
 _REDUCE = {"ReduceMean": "reduce_mean", "ReduceMax": "reduce_max", "ReduceMin": "reduce_min",
            "ReduceSum": "reduce_sum", "ReduceProd": "reduce_prod"}
 
 
-@maps(*_REDUCE)
-def _reduce(ctx, node, out):
+@OPS.register(*_REDUCE)
+def _reduce(ctx, node) -> None:
+    out = ctx.out
     # Opset 17: ReduceSum takes axes as input 1, the others as an attribute.
     axes = ctx.optional_const(node, 1) if node.op == "ReduceSum" else attr(node, "axes")
     kwargs = dict(x=ctx.value(node.inputs[0]), keep_dims=bool(attr(node, "keepdims", 1)), name=out)
     if axes is not None and len(axes):
         kwargs["axes"] = [int(a) for a in np.asarray(axes).reshape(-1)]
     elif attr(node, "noop_with_empty_axes", 0):
-        return ctx.mb.identity(x=kwargs["x"], name=out)
-    return getattr(ctx.mb, _REDUCE[node.op])(**kwargs)
+        ctx.bind(node, ctx.mb.identity(x=kwargs["x"], name=out))
+        return
+    ctx.bind(node, getattr(ctx.mb, _REDUCE[node.op])(**kwargs))
 
 
-@maps("BatchNormalization")
-def _batch_norm(ctx, node, out):
+@OPS.register("BatchNormalization")
+def _batch_norm(ctx, node) -> None:
+    out = ctx.out
     c = lambda i, what: ctx.const(node, i, what).astype(np.float32)  # noqa: E731
-    return ctx.mb.batch_norm(
+    ctx.bind(node, ctx.mb.batch_norm(
         x=ctx.value(node.inputs[0]), gamma=c(1, "scale"), beta=c(2, "bias"), mean=c(3, "mean"),
         variance=c(4, "var"), epsilon=np.float32(attr(node, "epsilon", 1e-5)), name=out,
-    )
+    ))
 
 
-@maps("InstanceNormalization")
-def _instance_norm(ctx, node, out):
-    return ctx.mb.instance_norm(
+@OPS.register("InstanceNormalization")
+def _instance_norm(ctx, node) -> None:
+    out = ctx.out
+    ctx.bind(node, ctx.mb.instance_norm(
         x=ctx.value(node.inputs[0]), gamma=ctx.const(node, 1, "scale").astype(np.float32),
         beta=ctx.const(node, 2, "bias").astype(np.float32),
         epsilon=np.float32(attr(node, "epsilon", 1e-5)), name=out,
-    )
+    ))
 
 
-@maps("LayerNormalization")
-def _layer_norm(ctx, node, out):
+@OPS.register("LayerNormalization")
+def _layer_norm(ctx, node) -> None:
+    out = ctx.out
     if len(node.outputs) > 1 and any(t.name for t in node.outputs[1:]):
-        raise Unsupported(f"node '{node.name}' (LayerNormalization): Mean/InvStdDev outputs")
+        raise unsupported(node, "Mean/InvStdDev outputs")
     shape = static_shape(node.inputs[0])
     if shape is None:
-        raise Unsupported(f"node '{node.name}' (LayerNormalization): input rank must be known")
+        raise unsupported(node, "input rank must be known")
     axis = int(attr(node, "axis", -1)) % len(shape)
     kwargs = dict(x=ctx.value(node.inputs[0]), axes=list(range(axis, len(shape))),
                   gamma=ctx.const(node, 1, "scale").astype(np.float32),
@@ -169,14 +176,15 @@ def _layer_norm(ctx, node, out):
     bias = ctx.optional_const(node, 2)
     if bias is not None:
         kwargs["beta"] = bias.astype(np.float32)
-    return ctx.mb.layer_norm(**kwargs)
+    ctx.bind(node, ctx.mb.layer_norm(**kwargs))
 
 
-@maps("Gemm")
-def _gemm(ctx, node, out):
+@OPS.register("Gemm")
+def _gemm(ctx, node) -> None:
     """``alpha*A'B' + beta*C`` -> ``linear`` when B and C are constants (the usual dense layer)."""
+    out = ctx.out
     if attr(node, "transA", 0):
-        raise Unsupported(f"node '{node.name}' (Gemm): transA=1 is not mapped")
+        raise unsupported(node, "transA=1 is not mapped")
     weight = ctx.const(node, 1, "B").astype(np.float32)
     weight = weight if attr(node, "transB", 0) else weight.T  # linear wants [out, in]
     weight = weight * np.float32(attr(node, "alpha", 1.0))
@@ -186,37 +194,40 @@ def _gemm(ctx, node, out):
         bias = np.broadcast_to(bias.astype(np.float32) * np.float32(attr(node, "beta", 1.0)),
                                (weight.shape[0],))
         kwargs["bias"] = np.ascontiguousarray(bias)
-    return ctx.mb.linear(**kwargs)
+    ctx.bind(node, ctx.mb.linear(**kwargs))
 
 
-@maps("MatMul")
-def _matmul(ctx, node, out):
-    return ctx.mb.matmul(x=ctx.value(node.inputs[0]), y=ctx.value(node.inputs[1]), name=out)
+@OPS.register("MatMul")
+def _matmul(ctx, node) -> None:
+    out = ctx.out
+    ctx.bind(node, ctx.mb.matmul(x=ctx.value(node.inputs[0]), y=ctx.value(node.inputs[1]), name=out))
 
 
 
-@maps("LRN")
-def _lrn(ctx, node, out):
+@OPS.register("LRN")
+def _lrn(ctx, node) -> None:
     """``local_response_norm``: x / (k + alpha/size * sum of squares over ``size`` channels)^beta,
     ONNX's formula.  The MIL spec does not say where an even-sized window sits (ONNX puts the
     extra channel after the center), so only odd sizes are mapped."""
+    out = ctx.out
     size = int(attr(node, "size"))
     if size % 2 == 0:
-        raise Unsupported(f"node '{node.name}' (LRN): even size {size} (window placement unspecified in MIL)")
-    return ctx.mb.local_response_norm(
+        raise unsupported(node, f"even size {size} (window placement unspecified in MIL)")
+    ctx.bind(node, ctx.mb.local_response_norm(
         x=ctx.value(node.inputs[0]), size=size, alpha=np.float32(attr(node, "alpha", 1e-4)),
-        beta=np.float32(attr(node, "beta", 0.75)), k=np.float32(attr(node, "bias", 1.0)), name=out)
+        beta=np.float32(attr(node, "beta", 0.75)), k=np.float32(attr(node, "bias", 1.0)), name=out))
 
 
-@maps("LpNormalization")
-def _lp_normalization(ctx, node, out):
+@OPS.register("LpNormalization")
+def _lp_normalization(ctx, node) -> None:
     """x / ||x||_p along one axis.  Not MIL ``l2_norm``: that one normalizes the last three axes
     together and adds epsilon under the root (iOS15/normalization.py l2_norm); ``reduce_l2_norm`` /
     ``reduce_l1_norm`` over the ONNX axis then ``real_div`` is ONNX's formula exactly."""
+    out = ctx.out
     p = int(attr(node, "p", 2))
     if p not in (1, 2):
-        raise Unsupported(f"node '{node.name}' (LpNormalization): p={p} (ONNX allows 1 or 2)")
+        raise unsupported(node, f"p={p} (ONNX allows 1 or 2)")
     x = ctx.value(node.inputs[0])
     reduce = ctx.mb.reduce_l2_norm if p == 2 else ctx.mb.reduce_l1_norm
     norm = reduce(x=x, axes=[int(attr(node, "axis", -1))], keep_dims=True, name=f"{out}_norm")
-    return ctx.mb.real_div(x=x, y=norm, name=out)
+    ctx.bind(node, ctx.mb.real_div(x=x, y=norm, name=out))

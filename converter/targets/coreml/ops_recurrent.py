@@ -10,7 +10,8 @@ from __future__ import annotations
 import numpy as np
 
 from ...graph import attr
-from .mil_registry import input_shape, maps, str_attr, unsupported
+from ..onnx_attrs import str_attr
+from .mil_registry import OPS, input_shape, unsupported
 
 #: ONNX LSTM gate blocks are [i, o, f, c]; MIL lstm wants [input, forget, output, cell].
 _LSTM_GATES = [0, 2, 1, 3]
@@ -53,10 +54,11 @@ def _output_names(ctx, node) -> list[str]:
     return [ctx.name(t.name) if t.name else ctx.name(f"{node.name}_unused{i}") for i, t in enumerate(node.outputs)]
 
 
-@maps("LSTM")
-def _lstm(ctx, node, out):
+@OPS.register("LSTM")
+def _lstm(ctx, node) -> None:
     """``lstm`` with output_sequence: y [s, b, dirs*H] -> Y [s, dirs, b, H]; h, c [b, dirs*H] ->
     Y_h, Y_c [dirs, b, H].  Biases are summed (MIL's one bias is input-hidden + hidden-hidden)."""
+    out = ctx.out
     mb = ctx.mb
     direction, seq, batch, hidden = _check_common(ctx, node, ["Sigmoid", "Tanh", "Tanh"])
     dirs = 2 if direction == "bidirectional" else 1
@@ -83,7 +85,7 @@ def _lstm(ctx, node, out):
     for state, name in zip((h, c), names[1:3]):
         state = mb.reshape(x=state, shape=[batch, dirs, hidden], name=f"{name}_bdh")
         results.append(mb.transpose(x=state, perm=[1, 0, 2], name=name))
-    return results[:len(node.outputs)]
+    ctx.bind(node, results[:len(node.outputs)])
 
 
 def _gru_direction(ctx, node, x, d: int, reverse: bool, hidden: int, h, tag: str) -> tuple[list, object]:
@@ -123,12 +125,13 @@ def _gru_direction(ctx, node, x, d: int, reverse: bool, hidden: int, h, tag: str
     return outputs, h
 
 
-@maps("GRU")
-def _gru(ctx, node, out):
+@OPS.register("GRU")
+def _gru(ctx, node) -> None:
     """Unrolled, not MIL ``gru``: that op computes ``r * (W_ho h) + b_o`` with one summed bias
     (iOS15/recurrent.py gru), which is neither ONNX's default (linear_before_reset=0) nor, with a
     recurrent bias, linear_before_reset=1; coremltools' torch frontend unrolls torch GRU for the
     same reason (frontend/torch/ops.py _add_gru_layer)."""
+    out = ctx.out
     mb = ctx.mb
     direction, seq, batch, hidden = _check_common(ctx, node, ["Sigmoid", "Tanh"])
     dirs = 2 if direction == "bidirectional" else 1
@@ -152,4 +155,4 @@ def _gru(ctx, node, out):
     results = [y]
     if len(node.outputs) > 1:
         results.append(mb.stack(values=finals, axis=0, name=names[1]))
-    return results
+    ctx.bind(node, results)

@@ -6,49 +6,54 @@ from __future__ import annotations
 import numpy as np
 import onnx
 
-from ...errors import Unsupported
 from ...graph import attr, static_shape
-from .mil_registry import maps, output_shape
+from .mil_registry import OPS, output_shape, unsupported
 
-@maps("Reshape", "Flatten")
-def _reshape(ctx, node, out):
+@OPS.register("Reshape", "Flatten")
+def _reshape(ctx, node) -> None:
+    out = ctx.out
     # The normalized graph has static shapes: use the inferred output shape, which already
     # resolves ONNX's 0 (copy) and -1 (infer) entries.
-    return ctx.mb.reshape(x=ctx.value(node.inputs[0]), shape=output_shape(node), name=out)
+    ctx.bind(node, ctx.mb.reshape(x=ctx.value(node.inputs[0]), shape=output_shape(node), name=out))
 
 
-@maps("Squeeze")
-def _squeeze(ctx, node, out):
+@OPS.register("Squeeze")
+def _squeeze(ctx, node) -> None:
+    out = ctx.out
     axes = ctx.optional_const(node, 1)
     kwargs = dict(x=ctx.value(node.inputs[0]), name=out)
     if axes is not None:
         kwargs["axes"] = [int(a) for a in axes.reshape(-1)]
-    return ctx.mb.squeeze(**kwargs)
+    ctx.bind(node, ctx.mb.squeeze(**kwargs))
 
 
-@maps("Unsqueeze")
-def _unsqueeze(ctx, node, out):
+@OPS.register("Unsqueeze")
+def _unsqueeze(ctx, node) -> None:
+    out = ctx.out
     axes = ctx.const(node, 1, "axes")
-    return ctx.mb.expand_dims(x=ctx.value(node.inputs[0]), axes=[int(a) for a in axes.reshape(-1)],
-                              name=out)
+    ctx.bind(node, ctx.mb.expand_dims(x=ctx.value(node.inputs[0]), axes=[int(a) for a in axes.reshape(-1)],
+                                      name=out))
 
 
-@maps("Transpose")
-def _transpose(ctx, node, out):
+@OPS.register("Transpose")
+def _transpose(ctx, node) -> None:
+    out = ctx.out
     perm = attr(node, "perm")
     if perm is None:
         perm = list(reversed(range(len(output_shape(node)))))
-    return ctx.mb.transpose(x=ctx.value(node.inputs[0]), perm=[int(p) for p in perm], name=out)
+    ctx.bind(node, ctx.mb.transpose(x=ctx.value(node.inputs[0]), perm=[int(p) for p in perm], name=out))
 
 
-@maps("Concat")
-def _concat(ctx, node, out):
-    return ctx.mb.concat(values=[ctx.value(t) for t in node.inputs], axis=int(attr(node, "axis")),
-                         name=out)
+@OPS.register("Concat")
+def _concat(ctx, node) -> None:
+    out = ctx.out
+    ctx.bind(node, ctx.mb.concat(values=[ctx.value(t) for t in node.inputs], axis=int(attr(node, "axis")),
+                                 name=out))
 
 
-@maps("Split")
-def _split(ctx, node, out):
+@OPS.register("Split")
+def _split(ctx, node) -> None:
+    out = ctx.out
     axis = int(attr(node, "axis", 0))
     sizes = ctx.optional_const(node, 1)
     kwargs = dict(x=ctx.value(node.inputs[0]), axis=axis, name=out)
@@ -56,14 +61,15 @@ def _split(ctx, node, out):
         kwargs["split_sizes"] = [int(s) for s in sizes]
     else:
         kwargs["num_splits"] = len(node.outputs)
-    return list(ctx.mb.split(**kwargs))
+    ctx.bind(node, list(ctx.mb.split(**kwargs)))
 
 
-@maps("Slice")
-def _slice(ctx, node, out):
+@OPS.register("Slice")
+def _slice(ctx, node) -> None:
+    out = ctx.out
     shape = static_shape(node.inputs[0])
     if shape is None:
-        raise Unsupported(f"node '{node.name}' (Slice): input shape must be static")
+        raise unsupported(node, "input shape must be static")
     starts, ends = ctx.const(node, 1, "starts"), ctx.const(node, 2, "ends")
     axes = ctx.optional_const(node, 3)
     steps = ctx.optional_const(node, 4)
@@ -75,48 +81,53 @@ def _slice(ctx, node, out):
         a = int(a) % len(shape)
         lo, hi, step = slice(int(s), int(e), int(st)).indices(shape[a])
         if step < 0:
-            raise Unsupported(f"node '{node.name}' (Slice): negative steps are not mapped")
+            raise unsupported(node, "negative steps are not mapped")
         begin[a], end[a], stride[a] = lo, max(hi, lo), step
-    return ctx.mb.slice_by_index(x=ctx.value(node.inputs[0]), begin=begin, end=end, stride=stride,
-                                 name=out)
+    ctx.bind(node, ctx.mb.slice_by_index(x=ctx.value(node.inputs[0]), begin=begin, end=end, stride=stride,
+                                         name=out))
 
 
-@maps("Gather")
-def _gather(ctx, node, out):
+@OPS.register("Gather")
+def _gather(ctx, node) -> None:
+    out = ctx.out
     indices = ctx.const(node, 1, "indices").astype(np.int32)
-    return ctx.mb.gather(x=ctx.value(node.inputs[0]), indices=indices, axis=int(attr(node, "axis", 0)),
-                         name=out)
+    ctx.bind(node, ctx.mb.gather(x=ctx.value(node.inputs[0]), indices=indices, axis=int(attr(node, "axis", 0)),
+                                 name=out))
 
 
-@maps("Pad")
-def _pad(ctx, node, out):
+@OPS.register("Pad")
+def _pad(ctx, node) -> None:
+    out = ctx.out
     mode = attr(node, "mode", "constant")
     mode = mode.decode() if isinstance(mode, bytes) else mode
     pads = ctx.const(node, 1, "pads").astype(np.int64)
     if len(node.inputs) > 3 and node.inputs[3].name:
-        raise Unsupported(f"node '{node.name}' (Pad): the axes input is not mapped")
+        raise unsupported(node, "the axes input is not mapped")
     value = ctx.optional_const(node, 2)
     rank = len(pads) // 2
     mil_pad = [int(pads[i + j]) for i in range(rank) for j in (0, rank)]
-    return ctx.mb.pad(x=ctx.value(node.inputs[0]), pad=mil_pad, mode=mode,
-                      constant_val=np.float32(0.0 if value is None else value.reshape(())), name=out)
+    ctx.bind(node, ctx.mb.pad(x=ctx.value(node.inputs[0]), pad=mil_pad, mode=mode,
+                              constant_val=np.float32(0.0 if value is None else value.reshape(())), name=out))
 
 
-@maps("DepthToSpace")
-def _depth_to_space(ctx, node, out):
+@OPS.register("DepthToSpace")
+def _depth_to_space(ctx, node) -> None:
+    out = ctx.out
     mode = attr(node, "mode", "DCR")
     mode = mode.decode() if isinstance(mode, bytes) else mode
     if mode == "DCR":
-        return ctx.mb.depth_to_space(x=ctx.value(node.inputs[0]), block_size=int(attr(node, "blocksize")),
-                                     name=out)
-    return ctx.mb.pixel_shuffle(x=ctx.value(node.inputs[0]), upscale_factor=int(attr(node, "blocksize")),
-                                name=out)
+        ctx.bind(node, ctx.mb.depth_to_space(x=ctx.value(node.inputs[0]), block_size=int(attr(node, "blocksize")),
+                                             name=out))
+        return
+    ctx.bind(node, ctx.mb.pixel_shuffle(x=ctx.value(node.inputs[0]), upscale_factor=int(attr(node, "blocksize")),
+                                        name=out))
 
-@maps("Cast")
-def _cast(ctx, node, out):
+@OPS.register("Cast")
+def _cast(ctx, node) -> None:
+    out = ctx.out
     to = onnx.helper.tensor_dtype_to_np_dtype(int(attr(node, "to")))
     dtype = {np.dtype(np.float32): "fp32", np.dtype(np.float16): "fp16", np.dtype(np.int32): "int32",
              np.dtype(np.int64): "int32", np.dtype(np.bool_): "bool"}.get(np.dtype(to))
     if dtype is None:
-        raise Unsupported(f"node '{node.name}' (Cast): no MIL dtype for {np.dtype(to).name}")
-    return ctx.mb.cast(x=ctx.value(node.inputs[0]), dtype=dtype, name=out)
+        raise unsupported(node, f"no MIL dtype for {np.dtype(to).name}")
+    ctx.bind(node, ctx.mb.cast(x=ctx.value(node.inputs[0]), dtype=dtype, name=out))

@@ -8,7 +8,8 @@ from __future__ import annotations
 import numpy as np
 
 from ...graph import attr
-from .mil_registry import input_shape, maps, output_shape, str_attr, unsupported
+from ..onnx_attrs import str_attr
+from .mil_registry import OPS, input_shape, output_shape, unsupported
 
 #: ONNX Resize coordinate_transformation_mode -> resize_bilinear sampling_mode with the same grid
 #: (spec Notes of resize_bilinear): half_pixel x' = (x + 0.5) * in/out - 0.5 is UNALIGN_CORNERS,
@@ -32,10 +33,11 @@ def _resize_sizes(ctx, node):
     return in_shape, out_shape
 
 
-@maps("Resize", "Upsample")
-def _resize(ctx, node, out):
+@OPS.register("Resize", "Upsample")
+def _resize(ctx, node) -> None:
     """nearest: integer upscaling with a grid that floors (``upsample_nearest_neighbor``);
     linear: ``resize_bilinear`` to the output size.  Upsample (opset <= 9) is asymmetric."""
+    out = ctx.out
     mode = str_attr(node, "mode", "nearest")
     ctm = "asymmetric" if node.op == "Upsample" else str_attr(node, "coordinate_transformation_mode", "half_pixel")
     in_shape, out_shape = _resize_sizes(ctx, node)
@@ -43,8 +45,9 @@ def _resize(ctx, node, out):
     if mode == "linear":
         if ctm not in _BILINEAR_MODES or (ctm == "pytorch_half_pixel" and 1 in out_shape[2:]):
             raise unsupported(node, f"linear resize with coordinate_transformation_mode '{ctm}'")
-        return ctx.mb.resize_bilinear(x=x, target_size_height=out_shape[2], target_size_width=out_shape[3],
-                                      sampling_mode=_BILINEAR_MODES[ctm], name=out)
+        ctx.bind(node, ctx.mb.resize_bilinear(x=x, target_size_height=out_shape[2], target_size_width=out_shape[3],
+                                              sampling_mode=_BILINEAR_MODES[ctm], name=out))
+        return
     nearest = "floor" if node.op == "Upsample" else str_attr(node, "nearest_mode", "round_prefer_floor")
     # With an integer scale s, half_pixel gives x' = q + (r + 0.5)/s - 0.5 in (q - 0.5, q + 0.5)
     # for x = q*s + r, which every nearest_mode rounds to q = floor(x / s).
@@ -53,7 +56,7 @@ def _resize(ctx, node, out):
         raise unsupported(node, f"{mode} resize ({ctm}, {nearest}) is mapped for integer upscaling "
                                 "with half_pixel or asymmetric+floor only")
     sh, sw = (o // i for i, o in zip(in_shape[2:], out_shape[2:]))
-    return ctx.mb.upsample_nearest_neighbor(x=x, scale_factor_height=sh, scale_factor_width=sw, name=out)
+    ctx.bind(node, ctx.mb.upsample_nearest_neighbor(x=x, scale_factor_height=sh, scale_factor_width=sw, name=out))
 
 
 #: ONNX GridSample padding_mode -> resample padding_mode; reflection about the edge pixels' centers
@@ -65,8 +68,9 @@ def _grid_padding(padding: str, align_corners: bool) -> str | None:
     return {"zeros": "constant", "border": "border"}.get(padding)
 
 
-@maps("GridSample")
-def _grid_sample(ctx, node, out):
+@OPS.register("GridSample")
+def _grid_sample(ctx, node) -> None:
+    out = ctx.out
     mode = str_attr(node, "mode", "bilinear")
     align_corners = bool(attr(node, "align_corners", 0))
     padding = _grid_padding(str_attr(node, "padding_mode", "zeros"), align_corners)
@@ -75,14 +79,14 @@ def _grid_sample(ctx, node, out):
                                 "has no resample equivalent")
     if len(input_shape(node)) != 4:
         raise unsupported(node, "only 4-D inputs (2-D images) are mapped")
-    return ctx.mb.resample(x=ctx.value(node.inputs[0]), coordinates=ctx.value(node.inputs[1]),
-                           sampling_mode=mode, padding_mode=padding, padding_value=np.float32(0.0),
-                           coordinates_mode="normalized_minus_one_to_one", align_corners=align_corners,
-                           name=out)
+    ctx.bind(node, ctx.mb.resample(x=ctx.value(node.inputs[0]), coordinates=ctx.value(node.inputs[1]),
+                                   sampling_mode=mode, padding_mode=padding, padding_value=np.float32(0.0),
+                                   coordinates_mode="normalized_minus_one_to_one", align_corners=align_corners,
+                                   name=out))
 
 
-@maps("RoiAlign")
-def _roi_align(ctx, node, out):
+@OPS.register("RoiAlign")
+def _roi_align(ctx, node) -> None:
     """``crop_resize`` samples each RoI on an (oh*sr) x (ow*sr) grid, ``avg_pool`` averages each
     sr x sr block into a bin.
 
@@ -92,6 +96,7 @@ def _roi_align(ctx, node, out):
     ``normalized_coordinates=False``, ``CORNERS_WIDTH_FIRST`` like ONNX's [x1, y1, x2, y2]).  With
     batch 1 every batch index is 0, so the 4-element RoI form is used.
     """
+    out = ctx.out
     mb = ctx.mb
     if input_shape(node)[0] != 1:
         # crop_resize's 5-element RoIs (with a batch index) are documented to give [R, 1, C, h, w],
@@ -124,7 +129,7 @@ def _roi_align(ctx, node, out):
                            name=f"{out}_crops")  # [R, 1, C, oh*sr, ow*sr]
     channels = input_shape(node)[1]
     crops = mb.reshape(x=crops, shape=[count, channels, oh * sr, ow * sr], name=f"{out}_samples")
-    return mb.avg_pool(x=crops, kernel_sizes=[sr, sr], strides=[sr, sr], pad_type="valid", name=out)
+    ctx.bind(node, mb.avg_pool(x=crops, kernel_sizes=[sr, sr], strides=[sr, sr], pad_type="valid", name=out))
 
 
 def _center_size_boxes(mb, boxes, center_point_box: int, out: str):
@@ -140,8 +145,8 @@ def _center_size_boxes(mb, boxes, center_point_box: int, out: str):
     return mb.concat(values=[cx, cy, w, h], axis=-1, name=f"{out}_center")
 
 
-@maps("NonMaxSuppression")
-def _non_max_suppression(ctx, node, out):
+@OPS.register("NonMaxSuppression")
+def _non_max_suppression(ctx, node) -> None:
     """One MIL NMS per (batch, class) — ONNX suppresses classes independently and may select a
     box for several classes — then the (batch, class, box) rows of the valid selections.
 
@@ -149,6 +154,7 @@ def _non_max_suppression(ctx, node, out):
     over is the next float32 above.  Without a threshold, float32's lowest value (as coremltools'
     torch frontend does for torchvision nms, frontend/torch/ops.py torchvision_nms).
     """
+    out = ctx.out
     mb = ctx.mb
     batches, n_boxes, _ = input_shape(node, 0)
     _, classes, _ = input_shape(node, 1)
@@ -180,4 +186,4 @@ def _non_max_suppression(ctx, node, out):
     table = mb.concat(values=rows, axis=0, name=f"{out}_table") if len(rows) > 1 else rows[0]
     mask = mb.concat(values=masks, axis=0, name=f"{out}_mask") if len(masks) > 1 else masks[0]
     chosen = mb.squeeze(x=mb.non_zero(x=mask, name=f"{out}_nz"), axes=[1], name=f"{out}_chosen")
-    return mb.gather(x=table, indices=chosen, axis=0, name=out)
+    ctx.bind(node, mb.gather(x=table, indices=chosen, axis=0, name=out))

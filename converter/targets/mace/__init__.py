@@ -13,21 +13,31 @@ import numpy as np
 import onnx
 
 from ...fsutil import atomic_output_dir, sha256_bytes
-from ..base import Artifact, ExportOptions
+from ..base import Artifact, ExportOptions, Target
+from ..naming import NameRule
+from .registry import OPS
+
+#: File names of the .pb/.data/.yml trio: letters, digits, '-' and '_' (MACE's tools/ build the
+#: file names into shell commands and generated C++).
+FILE_NAME = NameRule(r"[^\w-]")
 
 
-class MaceTarget:
+class MaceTarget(Target):
     name = "mace"
+    title = OPS.title
+    ops_module = "converter.targets.mace.ops"
     hardware = ("cpu", "gpu", "dsp", "apu")
+    default_hw = "cpu"
 
     def export(self, model: onnx.ModelProto, out_dir: Path, hw: str,
                options: ExportOptions | None = None) -> Artifact:
         from . import deploy_yaml, netdef_writer
 
         options = options or ExportOptions()
+        self.check_hw(hw)
         out_dir = Path(out_dir)
         name = options.extra.get("name") or (model.graph.name or "model")
-        name = "".join(c if c.isalnum() or c in "-_" else "_" for c in name)
+        name = FILE_NAME(name)
         pb, data, inputs, outputs, meta = netdef_writer.build(model, hw, name, options.fp16_weights)
         files = {f"{name}.pb": pb, f"{name}.data": data}
         yml = deploy_yaml.render(name, hw, f"{name}.pb", sha256_bytes(pb), f"{name}.data",

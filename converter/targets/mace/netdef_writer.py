@@ -19,10 +19,12 @@ import numpy as np
 import onnx
 
 from ...errors import BadInput, Unsupported
-from ...graph import constant_value, dtype_name, static_shape, to_graph
+from ...graph import constant_value, dtype_name, static_shape, to_graph, unique_name
+from ..driver import NodeContext, lower_nodes
 from ._generated import mace_pb2
+from .custom import convert_custom
 from .data_file import DT_FLOAT, DT_HALF, DT_INT32, pack
-from .ops import APU_OPS, CONVERTERS, DF_AUTO, DF_NCHW, DF_NHWC, DF_NONE, DSP_OPS, FRAMEWORK_ONNX, GPU_OPS
+from .ops import APU_OPS, DF_AUTO, DF_NCHW, DF_NHWC, DF_NONE, DSP_OPS, FRAMEWORK_ONNX, GPU_OPS, OPS
 
 #: include/mace/public/mace.h RuntimeType, keyed by our hardware names.
 RUNTIME_TYPE = {"cpu": 0, "gpu": 2, "dsp": 3, "apu": 5}
@@ -42,8 +44,10 @@ class IoInfo:
 
 
 @dataclass
-class Emitter:
+class Emitter(NodeContext):
     """What an op converter writes into: MACE ops and weights, plus ONNX shape facts."""
+
+    title = OPS.title
 
     shapes: dict[str, list[int]]
     dtypes: dict[str, str]
@@ -86,15 +90,8 @@ class Emitter:
             return self.weight(tensor.name, constant_value(tensor))
         return tensor.name
 
-    def _fresh(self, base: str) -> str:
-        name, k = base, 1
-        while name in self.used_names:
-            name, k = f"{base}_{k}", k + 1
-        self.used_names.add(name)
-        return name
-
     def tensor(self, base: str, shape: list[int]) -> str:
-        name = self._fresh(base)
+        name = unique_name(base, self.used_names)
         self.shapes[name] = [int(d) for d in shape]
         return name
 
@@ -112,7 +109,7 @@ class Emitter:
         if existing is not None and existing[0].shape == value.shape and np.array_equal(existing[0], value):
             return base
         free = base not in self.weights and (base in self.onnx_consts or base not in self.used_names)
-        name = base if free else self._fresh(base)
+        name = base if free else unique_name(base, self.used_names)
         self.used_names.add(name)
         self.weights[name] = (value, dtype)
         return name
@@ -121,7 +118,7 @@ class Emitter:
            fixed: bool = False, transposable: bool = False, T: int = DT_FLOAT,
            output_types: list[int] | None = None) -> None:
         auto = fixed or transposable
-        op = mace_pb2.OperatorDef(name=self._fresh(name), type=op_type)
+        op = mace_pb2.OperatorDef(name=unique_name(name, self.used_names), type=op_type)
         op.input.extend(inputs)
         op.output.extend(outputs)
         # Common args, as onnx_converter.py:convert_general_op writes them.
@@ -199,18 +196,8 @@ def build(model: onnx.ModelProto, hw: str, name: str, fp16_weights: bool = False
                  graph_outputs={t.name for t in graph.outputs})
     inputs = [_io_info(t) for t in graph.inputs if constant_value(t) is None]
     outputs = [_io_info(t) for t in graph.outputs]
-    from ...custom import custom_nodes_of  # noqa: PLC0415
-    from .custom import convert_custom  # noqa: PLC0415
-
-    marks = custom_nodes_of(model)
-    for node in graph.nodes:
-        if node.name in marks:  # remedy (4): an op of its own type, registered by the app
-            convert_custom(em, node, marks[node.name]["layer"], marks[node.name]["attrs"])
-            continue
-        convert = CONVERTERS.get(node.op)
-        if convert is None:
-            raise Unsupported(f"MACE has no mapping for node '{node.name}' ({node.op})")
-        convert(em, node)
+    # remedy (4): a marked node becomes an op of its own type, registered by the app
+    lower_nodes(OPS, em, graph.nodes, model=model, custom=convert_custom)
     allowed = {"dsp": DSP_OPS, "apu": APU_OPS}.get(hw)
     if allowed is not None:
         for op in em.ops:

@@ -18,53 +18,14 @@ import numpy as np
 import onnx
 import onnx_graphsurgeon as gs
 
+from . import reader_extra_ops  # noqa: F401  (reader_extra_ops fills OP_READERS)
 from ._generated import mace_pb2
-from .reader_extra_ops import HANDLERS as EXTRA_HANDLERS
+from .reader_builder import (NHWC_TO_NCHW_AXIS, OP_READERS, Args, Builder, apply_activation, fused_activation,
+                             rank_of)
 
 _NP = {1: np.float32, 3: np.float16, 4: np.int32, 2: np.uint8}
 _ONNX_DTYPE = {1: np.float32, 4: np.int32}
 _ACT_KINDS = ("NOOP", "RELU", "RELUX", "PRELU", "TANH", "SIGMOID", "LEAKYRELU", "ELU", "HARDSIGMOID")
-_NHWC_TO_NCHW_AXIS = {0: 0, 1: 2, 2: 3, 3: 1}  # concat.cc:64-68, reduce.cc:101-106
-
-
-class _Args:
-    def __init__(self, op):
-        self._by_name = {a.name: a for a in op.arg}
-
-    def i(self, name, default):
-        return int(self._by_name[name].i) if name in self._by_name else default
-
-    def f(self, name, default):
-        return float(self._by_name[name].f) if name in self._by_name else default
-
-    def s(self, name, default):
-        return self._by_name[name].s.decode() if name in self._by_name else default
-
-    def ints(self, name, default=None):
-        return [int(v) for v in self._by_name[name].ints] if name in self._by_name else default
-
-    def floats(self, name, default=None):
-        return [float(v) for v in self._by_name[name].floats] if name in self._by_name else default
-
-
-class _Builder:
-    def __init__(self):
-        self.nodes: list[gs.Node] = []
-        self.values: dict[str, gs.Tensor] = {}
-        self.counter = 0
-
-    def fresh(self, base: str) -> gs.Variable:
-        self.counter += 1
-        return gs.Variable(f"{base}__r{self.counter}")
-
-    def const(self, value, base="c") -> gs.Constant:
-        self.counter += 1
-        return gs.Constant(f"{base}__k{self.counter}", np.asarray(value))
-
-    def node(self, op, inputs, out=None, **attrs) -> gs.Variable:
-        out = out or self.fresh(op)
-        self.nodes.append(gs.Node(op, name=f"n{len(self.nodes)}_{op}", attrs=attrs, inputs=inputs, outputs=[out]))
-        return out
 
 
 def read(pb_path: str | Path, data_path: str | Path, tensor_names: dict[str, str] | None = None) -> onnx.ModelProto:
@@ -75,13 +36,13 @@ def read(pb_path: str | Path, data_path: str | Path, tensor_names: dict[str, str
     if len(multi.net_def) != 1:
         raise ValueError(f"expected one NetDef in the MultiNetDef, found {len(multi.net_def)}")
     net = multi.net_def[0]
-    net_args = _Args(net)
+    net_args = Args(net)
     if net_args.i("runtime_type", None) is None:
         raise ValueError("NetDef has no runtime_type argument (serial_engine.cc:190-193 refuses it)")
     blob = Path(data_path).read_bytes()
     if net.data_size:  # serial_engine.cc:264-268: 0 means the whole file
         blob = blob[net.data_offset: net.data_offset + net.data_size]
-    b = _Builder()
+    b = Builder()
     for t in net.tensors:
         np_dtype = np.dtype(_NP[t.data_type]).newbyteorder("<")
         end = t.offset + t.data_size * np_dtype.itemsize
@@ -105,10 +66,10 @@ def read(pb_path: str | Path, data_path: str | Path, tensor_names: dict[str, str
         else:
             b.values[info.name] = var
     for op in net.op:
-        handler = _HANDLERS.get(op.type)
+        handler = OP_READERS.get(op.type)
         if handler is None:
             raise ValueError(f"reader does not model MACE op type '{op.type}'")
-        outs = handler(b, op, _Args(op), [b.values[i] for i in op.input])
+        outs = handler(b, op, Args(op), [b.values[i] for i in op.input])
         for k, (name, value) in enumerate(zip(op.output, outs)):
             # Only the rank of output_shape is used (AUTO ops write 4-D shapes NHWC).
             if k < len(op.output_shape) and isinstance(value, gs.Variable):
@@ -137,37 +98,6 @@ def read(pb_path: str | Path, data_path: str | Path, tensor_names: dict[str, str
 
 # ------------------------------------------------------------------ helpers
 
-def _fused_activation(b, args, x):
-    """Fused activation of Conv2D/Deconv2D/FullyConnected (``activation`` default NOOP)."""
-    kind = args.s("activation", "NOOP")
-    return _apply_activation(b, kind, args, x, None)
-
-
-def _apply_activation(b, kind, args, x, alpha):
-    coef = args.f("activation_coefficient", 0.0)
-    if kind == "NOOP":
-        return x
-    if kind == "RELU":
-        return b.node("Relu", [x])
-    if kind == "RELUX":  # min(max(x, 0), max_limit)
-        return b.node("Clip", [x, b.const(np.float32(0)), b.const(np.float32(args.f("max_limit", 0.0)))])
-    if kind == "LEAKYRELU":
-        return b.node("LeakyRelu", [x], alpha=coef)
-    if kind == "ELU":
-        return b.node("Elu", [x], alpha=coef)
-    if kind == "TANH":
-        return b.node("Tanh", [x])
-    if kind == "SIGMOID":
-        return b.node("Sigmoid", [x])
-    if kind == "HARDSIGMOID":
-        return b.node("HardSigmoid", [x], alpha=args.f("hardsigmoid_alpha", 0.0),
-                      beta=args.f("hardsigmoid_beta", 0.0))
-    if kind == "PRELU":  # one slope per channel of NCHW (activation.h PReLUActivation)
-        slope = b.node("Reshape", [alpha, b.const(np.array([-1, 1, 1], np.int64))])
-        return b.node("PRelu", [x, slope])
-    raise ValueError(f"activation '{kind}' not modelled")
-
-
 def _total_to_pads(total):
     """MACE pads total//2 at the start (ref/conv_2d.cc:66, pooling.cc pad_hw = paddings / 2)."""
     return [total[0] // 2, total[1] // 2, total[0] - total[0] // 2, total[1] - total[1] // 2]
@@ -182,6 +112,7 @@ def _need_padding_values(op, args):
 
 # ------------------------------------------------------------------ op handlers
 
+@OP_READERS.register("Conv2D", "DepthwiseConv2d")
 def _conv2d(b, op, args, ins):
     strides = args.ints("strides")
     dilations = args.ints("dilations", [1, 1])
@@ -195,9 +126,10 @@ def _conv2d(b, op, args, ins):
     y = b.node("Conv", [ins[0], weight] + ins[2:3], strides=strides, dilations=dilations,
                pads=_total_to_pads(_need_padding_values(op, args)), group=group,
                kernel_shape=list(filt.shape[2:]))
-    return [_fused_activation(b, args, y)]
+    return [fused_activation(b, args, y)]
 
 
+@OP_READERS.register("Deconv2D", "DepthwiseDeconv2d")
 def _deconv2d(b, op, args, ins):
     if args.i("framework_type", 0) == 0:
         # deconv_2d.cc:74-82: TF form, input 2 is an output shape and input 3 the bias.
@@ -211,16 +143,18 @@ def _deconv2d(b, op, args, ins):
     weight = b.const(filt.transpose(1, 0, 2, 3), "deconv_w")
     y = b.node("ConvTranspose", [ins[0], weight] + ins[2:3], strides=args.ints("strides"), group=group,
                pads=_total_to_pads(_need_padding_values(op, args)), kernel_shape=list(filt.shape[2:]))
-    return [_fused_activation(b, args, y)]
+    return [fused_activation(b, args, y)]
 
 
+@OP_READERS.register("Activation")
 def _activation(b, op, args, ins):
-    return [_apply_activation(b, args.s("activation", "NOOP"), args, ins[0], ins[1] if len(ins) > 1 else None)]
+    return [apply_activation(b, args.s("activation", "NOOP"), args, ins[0], ins[1] if len(ins) > 1 else None)]
 
 
 _ELTWISE_BINARY = {0: "Add", 1: "Sub", 2: "Mul", 3: "Div", 4: "Min", 5: "Max", 9: "Pow"}
 
 
+@OP_READERS.register("Eltwise")
 def _eltwise(b, op, args, ins):
     kind = args.i("type", 14)
     coeff = args.floats("coeff", [])
@@ -241,7 +175,7 @@ def _eltwise(b, op, args, ins):
         scalar = b.const(np.float32(args.f("scalar_input", 1.0)), "scalar")
         operands.insert(args.i("scalar_input_index", 1), scalar)
     has_df = args.i("has_data_format", 0)
-    shapes = [_rank(t, "Eltwise") for t in operands]
+    shapes = [rank_of(t, "Eltwise") for t in operands]
     if has_df and 4 in shapes and 1 in shapes:
         # eltwise.cc:1064-1075: a 1-D operand of a 4-D input broadcasts per channel.
         operands = [b.node("Reshape", [t, b.const(np.array([-1, 1, 1], np.int64))]) if r == 1 else t
@@ -251,19 +185,7 @@ def _eltwise(b, op, args, ins):
     return [b.node(_ELTWISE_BINARY[kind], operands)]
 
 
-def _rank_hint(tensor):
-    if isinstance(tensor, gs.Constant):
-        return tensor.values.ndim
-    return None if tensor.shape is None else len(tensor.shape)
-
-
-def _rank(tensor, what):
-    rank = _rank_hint(tensor)
-    if rank is None:
-        raise ValueError(f"{what} needs the rank of its input (output_shape missing upstream)")
-    return rank
-
-
+@OP_READERS.register("Pooling")
 def _pooling(b, op, args, ins):
     kind = args.i("pooling_type", 1)
     attrs = dict(kernel_shape=args.ints("kernels"), strides=args.ints("strides"),
@@ -279,12 +201,13 @@ def _pooling(b, op, args, ins):
 _REDUCE = {0: "ReduceMean", 1: "ReduceMin", 2: "ReduceMax", 3: "ReduceProd", 4: "ReduceSum"}
 
 
+@OP_READERS.register("Reduce")
 def _reduce(b, op, args, ins):
     axes = args.ints("axis", [])
-    rank = _rank(ins[0], "Reduce")
+    rank = rank_of(ins[0], "Reduce")
     axes = [a % rank for a in axes] if axes else list(range(rank))
     if args.i("has_data_format", 0) and rank == 4:
-        axes = [_NHWC_TO_NCHW_AXIS[a] for a in axes]
+        axes = [NHWC_TO_NCHW_AXIS[a] for a in axes]
     keep = args.i("keepdims", 0)
     name = _REDUCE[args.i("reduce_type", 0)]
     if name == "ReduceSum":
@@ -292,12 +215,13 @@ def _reduce(b, op, args, ins):
     return [b.node(name, [ins[0]], axes=sorted(axes), keepdims=keep)]
 
 
+@OP_READERS.register("MatMul")
 def _matmul(b, op, args, ins):
     a, m = ins[0], ins[1]
     for flag, idx in (("transpose_a", 0), ("transpose_b", 1)):
         if args.i(flag, 0):
             t = ins[idx]
-            rank = _rank(t, "MatMul")
+            rank = rank_of(t, "MatMul")
             perm = list(range(rank - 2)) + [rank - 1, rank - 2]
             if idx == 0:
                 a = b.node("Transpose", [t], perm=perm)
@@ -309,6 +233,7 @@ def _matmul(b, op, args, ins):
     return [y]
 
 
+@OP_READERS.register("Reshape")
 def _reshape(b, op, args, ins):
     dims = args.ints("dim", [])
     if not dims:
@@ -318,25 +243,29 @@ def _reshape(b, op, args, ins):
     return [b.node("Reshape", [ins[0], b.const(np.array(dims, np.int64))])]
 
 
+@OP_READERS.register("Transpose")
 def _transpose(b, op, args, ins):
     return [b.node("Transpose", [ins[0]], perm=args.ints("dims"))]
 
 
+@OP_READERS.register("Concat")
 def _concat(b, op, args, ins):
     axis = args.i("axis", 3)
-    rank = _rank(ins[0], "Concat")
+    rank = rank_of(ins[0], "Concat")
     if args.i("has_data_format", 0) and rank == 4:
-        axis = _NHWC_TO_NCHW_AXIS[axis % 4]
+        axis = NHWC_TO_NCHW_AXIS[axis % 4]
     return [b.node("Concat", ins, axis=axis)]
 
 
+@OP_READERS.register("Softmax")
 def _softmax(b, op, args, ins):
-    rank = _rank(ins[0], "Softmax")
+    rank = rank_of(ins[0], "Softmax")
     channel = rank == 4 and args.i("axis", 1) == 1  # softmax.cc isNCHW() && axis_ == 1
     return [b.node("LogSoftmax" if args.i("use_log", 0) else "Softmax", [ins[0]],
                    axis=1 if channel else rank - 1)]
 
 
+@OP_READERS.register("Pad")
 def _pad(b, op, args, ins):
     paddings = args.ints("paddings")
     if len(paddings) != 8:
@@ -352,6 +281,7 @@ def _pad(b, op, args, ins):
     return [b.node("Pad", [ins[0], b.const(np.array(onnx_pads, np.int64)), value], mode=mode)]
 
 
+@OP_READERS.register("Slice")
 def _slice(b, op, args, ins):
     axes, starts, ends = args.ints("axes"), args.ints("starts"), args.ints("ends")
     if not (len(axes) == len(starts) == len(ends) == 1):
@@ -359,6 +289,7 @@ def _slice(b, op, args, ins):
     return [b.node("Slice", [ins[0]] + [b.const(np.array(v, np.int64)) for v in (starts, ends, axes)])]
 
 
+@OP_READERS.register("Cast")
 def _cast(b, op, args, ins):
     src = args.i("T", 1)
     if src not in (1, 4) or len(op.output_type) != 1:
@@ -367,20 +298,11 @@ def _cast(b, op, args, ins):
     return [b.node("Cast", [ins[0]], to=to)]
 
 
+@OP_READERS.register("BatchNorm")
 def _batch_norm(b, op, args, ins):
     if len(ins) != 3:
         raise ValueError("BatchNorm with mean/var inputs not modelled")
     shape = b.const(np.array([-1, 1, 1], np.int64))
     y = b.node("Mul", [ins[0], b.node("Reshape", [ins[1], shape])])
     y = b.node("Add", [y, b.node("Reshape", [ins[2], shape])])
-    return [_fused_activation(b, args, y)]
-
-
-_HANDLERS = {
-    "Conv2D": _conv2d, "DepthwiseConv2d": _conv2d, "Deconv2D": _deconv2d,
-    "Activation": _activation, "Eltwise": _eltwise, "Pooling": _pooling, "Reduce": _reduce,
-    "MatMul": _matmul, "Reshape": _reshape, "Transpose": _transpose, "Concat": _concat,
-    "Softmax": _softmax, "Pad": _pad, "Slice": _slice, "Cast": _cast, "BatchNorm": _batch_norm,
-    "DepthwiseDeconv2d": _deconv2d, **EXTRA_HANDLERS,
-}
-
+    return [fused_activation(b, args, y)]

@@ -11,16 +11,9 @@ import numpy as np
 import onnx
 import onnx_graphsurgeon as gs
 
-_NHWC_TO_NCHW_AXIS = {0: 0, 1: 2, 2: 3, 3: 1}
+from .reader_builder import NHWC_TO_NCHW_AXIS, OP_READERS, fused_activation, rank_of
+
 _BIG = np.iinfo(np.int64).max
-
-
-def _rank(tensor, what):
-    rank = tensor.values.ndim if isinstance(tensor, gs.Constant) else (
-        None if tensor.shape is None else len(tensor.shape))
-    if rank is None:
-        raise ValueError(f"{what} needs the rank of its input (output_shape missing upstream)")
-    return rank
 
 
 def _const_ints(tensor, what):
@@ -33,14 +26,15 @@ def _i64(b, values):
     return b.const(np.array(values, np.int64))
 
 
+@OP_READERS.register("Split")
 def split(b, op, args, ins):
     """split.cc:36-75: axis default 3, += rank if negative, then NHWC->NCHW remap for 4-D with
     has_data_format; sizes from int32 input 1, else equal parts."""
-    rank = _rank(ins[0], "Split")
+    rank = rank_of(ins[0], "Split")
     axis = args.i("axis", 3)
     axis = axis + rank if axis < 0 else axis
     if args.i("has_data_format", 0) and rank == 4:
-        axis = _NHWC_TO_NCHW_AXIS[axis]
+        axis = NHWC_TO_NCHW_AXIS[axis]
     outs = [b.fresh("split") for _ in op.output]
     inputs = [ins[0]]
     if len(ins) > 1:
@@ -50,6 +44,7 @@ def split(b, op, args, ins):
     return outs
 
 
+@OP_READERS.register("StridedSlice")
 def strided_slice(b, op, args, ins):
     """strided_slice.cc:29-231 (non-``slice`` form): begin/end/strides int32 inputs, padded with
     0 / dim / 1 to the rank; begin_mask -> 0 (or dim-1 for negative stride), end_mask -> dim (or
@@ -84,11 +79,13 @@ def strided_slice(b, op, args, ins):
     return [y]
 
 
+@OP_READERS.register("Gather")
 def gather(b, op, args, ins):
     """gather.cc:23-84: axis default 0 (negative += rank); indices used as given."""
     return [b.node("Gather", [ins[0], ins[1]], axis=args.i("axis", 0))]
 
 
+@OP_READERS.register("Tile")
 def tile(b, op, args, ins):
     """tile.cc: output dim i = dim i * multiples[i] (has_data_format swaps 1..3: refused)."""
     if args.i("has_data_format", 0):
@@ -96,12 +93,13 @@ def tile(b, op, args, ins):
     return [b.node("Tile", [ins[0], b.node("Cast", [ins[1]], to=onnx.TensorProto.INT64)])]
 
 
+@OP_READERS.register("ArgMax")
 def arg_max(b, op, args, ins):
     """argmax.cc: axis default 0, keepdims default true, argmin flag; int32 output; ties go to
     the LAST index for argmax (std::greater on (value, index)) and the FIRST for argmin."""
     if args.i("framework_type", 0) == 1 or args.i("top_k", 1) != 1 or args.i("out_val", 0) or len(ins) > 1:
         raise ValueError("ArgMax Caffe form / top_k / out_val / axis input not modelled")
-    rank = _rank(ins[0], "ArgMax")
+    rank = rank_of(ins[0], "ArgMax")
     axis = args.i("axis", 0)
     axis = axis + rank if axis < 0 else axis
     if axis == 0 and rank > 1:
@@ -112,27 +110,31 @@ def arg_max(b, op, args, ins):
     return [b.node("Cast", [y], to=onnx.TensorProto.INT32)]
 
 
+@OP_READERS.register("Cumsum")
 def cumsum(b, op, args, ins):
     """cumsum.cc: axis (default 0, negative += rank, NHWC remap for 4-D with has_data_format),
     exclusive, reverse."""
-    rank = _rank(ins[0], "Cumsum")
+    rank = rank_of(ins[0], "Cumsum")
     axis = args.i("axis", 0)
     axis = axis + rank if axis < 0 else axis
     if args.i("has_data_format", 0) and rank == 4:
-        axis = _NHWC_TO_NCHW_AXIS[axis]
+        axis = NHWC_TO_NCHW_AXIS[axis]
     return [b.node("CumSum", [ins[0], b.const(np.int64(axis))], exclusive=args.i("exclusive", 0),
                    reverse=args.i("reverse", 0))]
 
 
+@OP_READERS.register("Identity")
 def identity(b, op, args, ins):
     return [b.node("Identity", [ins[0]])]
 
 
+@OP_READERS.register("AddN")
 def add_n(b, op, args, ins):
     """addn.cc:37-60: element-wise sum of equal-shape inputs."""
     return [b.node("Sum", list(ins))]
 
 
+@OP_READERS.register("Shape")
 def shape(b, op, args, ins):
     """shape.cc: int32 dims of the input."""
     if args.i("has_data_format", 0):
@@ -140,6 +142,7 @@ def shape(b, op, args, ins):
     return [b.node("Cast", [b.node("Shape", [ins[0]])], to=onnx.TensorProto.INT32)]
 
 
+@OP_READERS.register("Fill")
 def fill(b, op, args, ins):
     """fill.cc: output of shape input 0 (int32, 1-D) filled with value input 1's first element."""
     value = b.node("Reshape", [ins[1], _i64(b, [-1])])
@@ -148,11 +151,13 @@ def fill(b, op, args, ins):
     return [b.node("Expand", [scalar, b.node("Cast", [ins[0]], to=onnx.TensorProto.INT64)])]
 
 
+@OP_READERS.register("DepthToSpace")
 def depth_to_space(b, op, args, ins):
     """depth_to_space.cc:30-118: block_size (default 1), mode "DCR" (default) / "CRD"."""
     return [b.node("DepthToSpace", [ins[0]], blocksize=args.i("block_size", 1), mode=args.s("mode", "DCR"))]
 
 
+@OP_READERS.register("SpaceToDepth")
 def space_to_depth(b, op, args, ins):
     """space_to_depth.cc:30-88: block_size (default 1)."""
     return [b.node("SpaceToDepth", [ins[0]], blocksize=args.i("block_size", 1))]
@@ -163,6 +168,7 @@ def _sizes(b, x, hw):
     return b.node("Concat", [nc, _i64(b, hw)], axis=0)
 
 
+@OP_READERS.register("ResizeNearestNeighbor")
 def resize_nearest(b, op, args, ins):
     """resize_nearest_neighbor.cc: height_scale/width_scale (> 0: out = int(scale*in), source
     x / scale) else ``size`` (source x * in/out); coordinate_transformation_mode 0 = x*s,
@@ -189,6 +195,7 @@ def resize_nearest(b, op, args, ins):
                               _sizes(b, ins[0], size)], **attrs)]
 
 
+@OP_READERS.register("ResizeBilinear")
 def resize_bilinear(b, op, args, ins):
     """resize_bilinear.cc:40-62,184-250: ``size`` (ints) or height_scale; the scale is in/out,
     or (in-1)/(out-1) with align_corners; coordinate_transformation_mode 0 = asymmetric,
@@ -205,11 +212,10 @@ def resize_bilinear(b, op, args, ins):
                               _sizes(b, ins[0], size)], mode="linear", coordinate_transformation_mode=coord)]
 
 
+@OP_READERS.register("InstanceNorm")
 def instance_norm(b, op, args, ins):
     """instance_norm.cc:38-190: mean and biased variance over H*W per (n, c); epsilon default
     1e-4; scale/offset used only when ``affine``; fused activation."""
-    from .reader import _fused_activation
-
     eps = b.const(np.float32(args.f("epsilon", 1e-4)))
     mean = b.node("ReduceMean", [ins[0]], axes=[2, 3], keepdims=1)
     centered = b.node("Sub", [ins[0], mean])
@@ -218,13 +224,14 @@ def instance_norm(b, op, args, ins):
     if args.i("affine", 0):
         shape = _i64(b, [-1, 1, 1])
         y = b.node("Add", [b.node("Mul", [y, b.node("Reshape", [ins[1], shape])]), b.node("Reshape", [ins[2], shape])])
-    return [_fused_activation(b, args, y)]
+    return [fused_activation(b, args, y)]
 
 
+@OP_READERS.register("LpNorm")
 def lp_norm(b, op, args, ins):
     """lpnorm.cc:38-110: x / (pow(sum over dims axis..end of |x|^p, 1/p) + 1e-6), p in {1, 2},
     axis default -1."""
-    rank = _rank(ins[0], "LpNorm")
+    rank = rank_of(ins[0], "LpNorm")
     axis = args.i("axis", -1)
     axis = axis + rank if axis < 0 else axis
     p = args.i("p", 2)
@@ -234,18 +241,10 @@ def lp_norm(b, op, args, ins):
     return [b.node("Div", [ins[0], b.node("Add", [norm, b.const(np.float32(1e-6))])])]
 
 
+@OP_READERS.register("LocalResponseNorm")
 def local_response_norm(b, op, args, ins):
     """local_response_norm.cc:30-80: x * (bias + alpha * sum_{|c'-c|<=r} x^2)^-beta, defaults
     depth_radius 5, bias 1, alpha 1, beta 0.5 = ONNX LRN with size 2r+1 and alpha*size."""
     r = args.i("depth_radius", 5)
     return [b.node("LRN", [ins[0]], size=2 * r + 1, alpha=args.f("alpha", 1.0) * (2 * r + 1),
                    beta=args.f("beta", 0.5), bias=args.f("bias", 1.0))]
-
-
-HANDLERS = {
-    "Split": split, "StridedSlice": strided_slice, "Gather": gather, "Tile": tile, "ArgMax": arg_max,
-    "Cumsum": cumsum, "Identity": identity, "AddN": add_n, "Shape": shape, "Fill": fill,
-    "DepthToSpace": depth_to_space, "SpaceToDepth": space_to_depth,
-    "ResizeNearestNeighbor": resize_nearest, "ResizeBilinear": resize_bilinear,
-    "InstanceNorm": instance_norm, "LpNorm": lp_norm, "LocalResponseNorm": local_response_norm,
-}

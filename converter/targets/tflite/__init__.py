@@ -22,34 +22,33 @@ is the matrix column the planner legalized for; the float32 file itself is the s
 
 from __future__ import annotations
 
-import re
 from pathlib import Path
 
 import numpy as np
 import onnx
 
-from ...errors import BadInput, EdgeconvError, MissingExtra, Unsupported
+from ...errors import BadInput, MissingExtra, Unsupported
 from ...fsutil import atomic_write_bytes, sha256_bytes
 from ...graph import dtype_name, to_graph
-from ..base import Artifact, ExportOptions
-from . import fuse
+from ..base import Artifact, ExportOptions, Target
+from ..naming import FILE_STEM
 from . import layout as L
-from .lower import Lowering
-from .ops import HANDLERS
-from .writer import ModelWriter
+from .registry import OPS
 
 
-class TFLiteTarget:
+class TFLiteTarget(Target):
     name = "tflite"
+    title = OPS.title
+    ops_module = "converter.targets.tflite.ops"
     hardware = ("cpu", "gpu", "nnapi", "edgetpu")
+    default_hw = "cpu"
 
     def export(self, model: onnx.ModelProto, out_dir: Path, hw: str = "cpu",
                options: ExportOptions | None = None) -> Artifact:
         options = options or ExportOptions()
-        if hw not in self.hardware:
-            raise BadInput(f"tflite: unknown hardware '{hw}'; choose one of: {', '.join(self.hardware)}")
+        self.check_hw(hw)
         data, meta = convert(model, options)
-        name = _file_stem(options.extra.get("name") or model.graph.name or "model")
+        name = FILE_STEM(options.extra.get("name") or model.graph.name or "model")
         out_dir = Path(out_dir)
         path = atomic_write_bytes(out_dir / f"{name}.tflite", data)
         meta.update(sha256=sha256_bytes(data), size=len(data), hw=hw,
@@ -101,6 +100,13 @@ def feed_inputs(interpreter, artifact: Artifact, inputs: dict[str, np.ndarray]) 
 
 def convert(model: onnx.ModelProto, options: ExportOptions) -> tuple[bytes, dict]:
     """The ``.tflite`` bytes for ``model`` and the interface description for ``run``."""
+    from ..driver import lower_nodes  # noqa: PLC0415
+    from . import fuse  # noqa: PLC0415
+    from .custom import finish_custom, lower_custom  # noqa: PLC0415
+    from .lower import Lowering  # noqa: PLC0415
+    from .ops import OPS  # noqa: PLC0415
+    from .writer import ModelWriter  # noqa: PLC0415
+
     graph = to_graph(model)
     fuse.fuse_gelu(graph)
     fuse.fold_crd_into_conv(graph)
@@ -120,27 +126,8 @@ def convert(model: onnx.ModelProto, options: ExportOptions) -> tuple[bytes, dict
             lowering.get(t, L.NHWC)
             lowering.set_home(t, L.NHWC)
 
-    from ...custom import custom_nodes_of  # noqa: PLC0415
-    from .custom import finish_custom, lower_custom  # noqa: PLC0415
-
-    marks, customs = custom_nodes_of(model), {}
-    for node in graph.nodes:
-        lowering.node = node
-        if node.op == "Constant":
-            continue
-        if node.name in marks:  # remedy (4): a CUSTOM op the app registers with its resolver
-            customs.update(lower_custom(lowering, node, marks[node.name]["layer"], marks[node.name]["attrs"]))
-            continue
-        handler = HANDLERS.get(node.op) if (node.domain or "") in ("", "ai.onnx") or node.op == "Gelu" else None
-        if handler is None:
-            raise lowering.unsupported("no TFLite builtin mapping (only builtin ops are written; no Flex)")
-        try:
-            handler(lowering, node)
-        except EdgeconvError:
-            raise
-        except (KeyError, IndexError, TypeError, ValueError) as err:
-            raise lowering.unsupported(f"cannot be mapped ({type(err).__name__}: {err})") from err
-    lowering.node = None
+    # remedy (4): a marked node becomes a CUSTOM op the app registers with its resolver
+    lower_nodes(OPS, lowering, graph.nodes, model=model, custom=lower_custom)
 
     outputs, out_meta = [], []
     for t in graph.outputs:
@@ -158,7 +145,7 @@ def convert(model: onnx.ModelProto, options: ExportOptions) -> tuple[bytes, dict
     folded = fuse.fold_bias_add(writer, keep)
     fused = fuse.fuse_activations(writer, keep)
     fuse.prune_dead_ops(writer, keep)
-    data = finish_custom(writer.serialize(inputs, outputs, description="edgeconv"), customs)
+    data = finish_custom(writer.serialize(inputs, outputs, description="edgeconv"), lowering.customs)
     ops: dict[str, int] = {}
     for op in writer.ops:
         ops[op.builtin] = ops.get(op.builtin, 0) + 1
@@ -194,11 +181,6 @@ def _io_meta(name: str, shape, perm, dtype) -> dict:
     return {"name": name, "shape": [int(d) for d in shape], "perm": list(perm),
             "stored_shape": [int(d) for d in L.stored_shape(shape, perm)], "layout": layout,
             "dtype": np.dtype(dtype).name}
-
-
-def _file_stem(name: str) -> str:
-    stem = re.sub(r"[^A-Za-z0-9_.-]+", "_", str(name)).strip("._")
-    return stem or "model"
 
 
 TARGET = TFLiteTarget()

@@ -7,9 +7,10 @@ own FlexBuffers builder; TFLite passes these bytes to the kernel's ``Init(contex
 length)`` (``tensorflow/lite/core/c/common.h`` TfLiteRegistration).  Inputs and outputs stay in
 the ONNX layout, which the generated kernel (``converter/custom``) computes in.
 
-Two steps, so the writer needs no change: :func:`lower_custom` writes the node as a ``CUSTOM``
-op during lowering, and :func:`finish_custom` sets each CUSTOM operator's own OperatorCode
-(custom_code) and custom_options in the serialized model, found by the operator's output name.
+Two steps, so the writer needs no change: :func:`lower_custom` (the driver's custom-layer hook)
+writes the node as a ``CUSTOM`` op during lowering, and :func:`finish_custom` sets each CUSTOM
+operator's own OperatorCode (custom_code) and custom_options in the serialized model, found by the
+operator's output name.
 """
 
 from __future__ import annotations
@@ -28,12 +29,13 @@ def custom_options(attrs: dict[str, Any]) -> bytes:
     return bytes(flexbuffers.Dumps(dict(sorted(attrs.items()))))
 
 
-def lower_custom(Lw, node, layer: str, attrs: dict[str, Any]) -> dict[str, tuple[str, bytes]]:
-    """Write ``node`` as a CUSTOM op; returns ``{first output name: (custom_code, options)}``."""
+def lower_custom(Lw, node, layer: str, attrs: dict[str, Any]) -> None:
+    """Write ``node`` as a CUSTOM op; records ``{first output name: (custom_code, options)}`` in
+    ``Lw.customs`` for :func:`finish_custom`."""
     inputs = [Lw.get(t, L.identity(Lw.rank(t))) for t in node.inputs if t.name]
     outputs = [Lw.define(t, L.identity(Lw.rank(t))) for t in node.outputs]
     Lw.emit("CUSTOM", inputs, outputs)
-    return {Lw.w.tensors[outputs[0]].name: (layer, custom_options(attrs))}
+    Lw.customs[Lw.w.tensors[outputs[0]].name] = (layer, custom_options(attrs))
 
 
 def finish_custom(data: bytes, customs: dict[str, tuple[str, bytes]]) -> bytes:
@@ -41,7 +43,7 @@ def finish_custom(data: bytes, customs: dict[str, tuple[str, bytes]]) -> bytes:
     if not customs:
         return data
     from ._generated import schema_generated as fb  # noqa: PLC0415
-    from .writer import _AlignedBuffer  # noqa: PLC0415  (keeps the 16-byte buffer alignment)
+    from .writer import AlignedBuffer  # noqa: PLC0415  (keeps the 16-byte buffer alignment)
     import flatbuffers  # noqa: PLC0415
 
     model = fb.ModelT.InitFromObj(fb.Model.GetRootAs(data, 0))
@@ -73,7 +75,7 @@ def finish_custom(data: bytes, customs: dict[str, tuple[str, bytes]]) -> bytes:
     for sub in model.subgraphs:
         for op in sub.operators:
             op.opcodeIndex = remap[op.opcodeIndex]
-    model.buffers = [_AlignedBuffer(bytes(b.data) if b.data is not None else b"") for b in model.buffers]
+    model.buffers = [AlignedBuffer(bytes(b.data) if b.data is not None else b"") for b in model.buffers]
     builder = flatbuffers.Builder(len(data) + 1024)
     builder.Finish(model.Pack(builder), file_identifier=b"TFL3")
     return bytes(builder.Output())

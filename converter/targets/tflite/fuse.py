@@ -13,12 +13,11 @@ TFLite level (:class:`~.writer.ModelWriter` ops):
 
 from __future__ import annotations
 
-import math
-
 import numpy as np
 import onnx_graphsurgeon as gs
 
 from ...graph import attr, constant_value
+from ...matrix.patterns import gelu_erf
 from .ops_nn import crd_to_dcr_channels
 
 # -- ONNX level ------------------------------------------------------------------------------
@@ -30,17 +29,6 @@ def _only_consumer(t: gs.Tensor, graph: gs.Graph) -> gs.Node | None:
     return t.outputs[0]
 
 
-def _scalar(t: gs.Tensor) -> float | None:
-    value = constant_value(t)
-    if value is None or np.asarray(value).size != 1:
-        return None
-    return float(np.asarray(value).reshape(()))
-
-
-def _other(node: gs.Node, t: gs.Tensor) -> gs.Tensor:
-    return node.inputs[1] if node.inputs[0] is t else node.inputs[0]
-
-
 def fuse_gelu(graph: gs.Graph) -> int:
     """Rewrite the exact-GELU subgraph torch exports into one ``Gelu`` node.
 
@@ -48,43 +36,20 @@ def fuse_gelu(graph: gs.Graph) -> int:
               y = Mul(Mul(x, a), 0.5)   or   y = Mul(Mul(x, 0.5), a)
     After::   y = Gelu(x)                (lowered to the builtin GELU, approximate=False)
 
-    Returns the number of rewrites.  Intermediates that something else reads block the rewrite.
+    The subgraph is the matrix's ``gelu_erf`` pattern (``converter/matrix/patterns.py``), so an
+    Erf the support matrix accepts on TFLite is exactly an Erf fused here.  Intermediates that
+    something else reads (or that are graph outputs) block the rewrite.  Returns the number of
+    rewrites.
     """
+    keep = {t.name for t in graph.outputs}
     count = 0
     for erf in [n for n in graph.nodes if n.op == "Erf"]:
-        scaled = erf.inputs[0]
-        if len(scaled.inputs) != 1 or _only_consumer(scaled, graph) is not erf:
+        found = gelu_erf(erf, keep)
+        if found is None:
             continue
-        pre = scaled.inputs[0]
-        if pre.op not in ("Div", "Mul") or len(pre.inputs) != 2:
-            continue
-        c = _scalar(pre.inputs[1])
-        if c is None or not math.isclose(c if pre.op == "Div" else 1.0 / c, math.sqrt(2.0), rel_tol=1e-4):
-            continue
-        x = pre.inputs[0]
-        add = _only_consumer(erf.outputs[0], graph)
-        if add is None or add.op != "Add" or not math.isclose(_scalar(_other(add, erf.outputs[0])) or 0.0, 1.0):
-            continue
-        mul1 = _only_consumer(add.outputs[0], graph)
-        if mul1 is None or mul1.op != "Mul":
-            continue
-        other = _other(mul1, add.outputs[0])
-        if other is x:  # y = Mul(Mul(x, a), 0.5)
-            mul2 = _only_consumer(mul1.outputs[0], graph)
-            if mul2 is None or mul2.op != "Mul" or not math.isclose(_scalar(_other(mul2, mul1.outputs[0])) or 0.0, 0.5):
-                continue
-            out = mul2.outputs[0]
-        elif len(other.inputs) == 1 and other.inputs[0].op == "Mul" and _only_consumer(other, graph) is mul1:
-            half = other.inputs[0]  # y = Mul(Mul(x, 0.5), a)
-            if x not in half.inputs or not math.isclose(_scalar(_other(half, x)) or 0.0, 0.5):
-                continue
-            out = mul1.outputs[0]
-        else:
-            continue
-        producer = out.inputs[0]
-        producer.outputs.clear()
+        found.output.inputs[0].outputs.clear()  # detach y from the subgraph's last Mul
         graph.nodes.append(gs.Node("Gelu", name=f"{erf.name}/gelu", attrs={"approximate": "none"},
-                                   inputs=[x], outputs=[out]))
+                                   inputs=[found.input], outputs=[found.output]))
         count += 1
     if count:
         graph.cleanup().toposort()

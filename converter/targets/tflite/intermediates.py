@@ -21,7 +21,7 @@ import warnings
 import numpy as np
 
 from ..base import Artifact, Intermediates
-from .writer import _referenced
+from .writer import referenced
 
 
 def tensor_map(lowering, writer, inputs: list[int], outputs: list[int], dtypes: dict[str, str]) -> dict:
@@ -30,7 +30,7 @@ def tensor_map(lowering, writer, inputs: list[int], outputs: list[int], dtypes: 
     A tensor written in several layouts maps from its home layout (the op that computed it);
     the other layouts are TRANSPOSE/RESHAPE copies and are left out.
     """
-    kept = set(_referenced(writer.ops, inputs, outputs))
+    kept = set(referenced(writer.ops, inputs, outputs))
     produced = {index for op in writer.ops for index in op.outputs}
     entries = {}
     for onnx_name, forms in lowering.written().items():

@@ -12,20 +12,25 @@ from __future__ import annotations
 import numpy as np
 import onnx_graphsurgeon as gs
 
-from ...errors import Unsupported
 from ...graph import constant_value, static_shape
+from ..driver import NodeContext
 from . import layout as L
 from ._generated import schema_generated as fb
+from .registry import OPS
 from .writer import ModelWriter
 
 
-class Lowering:
+class Lowering(NodeContext):
+    title = OPS.title
+
     def __init__(self, writer: ModelWriter):
         self.w = writer
         self._forms: dict[str, dict[tuple, int]] = {}
         self._home: dict[str, tuple] = {}
         self._shape: dict[str, tuple[int, ...]] = {}
         self.node: gs.Node | None = None  # the node being lowered, for error messages
+        #: CUSTOM ops written so far: first output name -> (custom_code, options), see custom.py
+        self.customs: dict[str, tuple[str, bytes]] = {}
 
     # -- facts about ONNX tensors ---------------------------------------------------------
     def shape(self, t: gs.Tensor) -> tuple[int, ...]:
@@ -61,11 +66,6 @@ class Lowering:
         """Make an already written layout of ``t`` the one later ops start from."""
         assert tuple(perm) in self._forms[t.name]
         self._home[t.name] = tuple(perm)
-
-    def unsupported(self, why: str) -> Unsupported:
-        node = self.node
-        where = f"node '{node.name}' ({node.op})" if node is not None else "model"
-        return Unsupported(f"tflite: {where}: {why}")
 
     # -- writing ---------------------------------------------------------------------------
     def define(self, t: gs.Tensor, perm, dtype=None) -> int:

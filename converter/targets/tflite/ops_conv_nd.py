@@ -20,7 +20,8 @@ import onnx_graphsurgeon as gs
 from ...graph import attr
 from . import layout as L
 from . import ops_nn as nn
-from .ops_tensor import SubNode, _options
+from .registry import OPS
+from .ops_tensor import SubNode, builtin_options
 
 _NLC = (0, 2, 1)  # an (n, c, l) tensor stored as (n, l, c): the same bytes as NHWC of (n, c, 1, l)
 
@@ -107,17 +108,18 @@ def lower_conv_3d(Lw, node):
         n, d, h, w, c = Lw.w.tensors[src].shape
         padded = Lw.temp(f"{node.name}/padded", (n, d + sum(pads[0]), h + sum(pads[1]), w + sum(pads[2]), c))
         Lw.emit("PAD", [src, Lw.int32(f"{node.name}/paddings", [[0, 0], *pads, [0, 0]])], [padded],
-                _options("PadOptions"))
+                builtin_options("PadOptions"))
         src = padded
     bias = Lw.const(node.inputs[2]) if len(node.inputs) > 2 and node.inputs[2].name else None
     bias = np.zeros(cout, np.float32) if bias is None else np.asarray(bias, np.float32)
     filt = Lw.constant(f"{node.name}/filter", weights.transpose(2, 3, 4, 1, 0))
-    opts = _options("Conv3DOptions", padding=nn.fb.Padding.VALID, strideD=strides[0], strideH=strides[1],
+    opts = builtin_options("Conv3DOptions", padding=nn.fb.Padding.VALID, strideD=strides[0], strideH=strides[1],
                     strideW=strides[2], dilationDFactor=dilations[0], dilationHFactor=dilations[1],
                     dilationWFactor=dilations[2])
     Lw.emit("CONV_3D", [src, filt, Lw.constant(f"{node.name}/bias", bias)], [Lw.define(node.outputs[0], ndhwc)], opts)
 
 
+@OPS.register("Conv")
 def lower_conv(Lw, node):
     """Conv: 1-D (lifted), 2-D (``ops_nn.lower_conv``) or 3-D (CONV_3D)."""
     if Lw.rank(node.inputs[0]) == 5:
@@ -155,7 +157,7 @@ def lower_conv_transpose_2d(Lw, node):
     else:
         split_idx = [Lw.temp(f"{node.name}/group{g}_input", (n, h, w, cin_g)) for g in range(group)]
         Lw.emit("SPLIT", [Lw.int32(f"{node.name}/channel_axis", 3), src], split_idx,
-                _options("SplitOptions", numSplits=group))
+                builtin_options("SplitOptions", numSplits=group))
         for g, index in enumerate(split_idx):
             part = gs.Variable(f"{node.name}/group{g}_input", dtype=np.float32, shape=(n, cin_g, h, w))
             Lw.bind(part, L.NHWC, index, (n, cin_g, h, w))
@@ -173,9 +175,9 @@ def lower_conv_transpose_2d(Lw, node):
         outs.append(out_g)
     if group > 1:
         Lw.emit("CONCATENATION", [Lw.get(o, L.NHWC) for o in outs], [Lw.define(y, L.NHWC)],
-                _options("ConcatenationOptions", axis=3))
+                builtin_options("ConcatenationOptions", axis=3))
 
 
-lower_conv_transpose = lift_1d(lower_conv_transpose_2d)
-lower_max_pool = lift_1d(nn.lower_max_pool)
-lower_average_pool = lift_1d(nn.lower_average_pool)
+lower_conv_transpose = OPS.register("ConvTranspose")(lift_1d(lower_conv_transpose_2d))
+lower_max_pool = OPS.register("MaxPool")(lift_1d(nn.lower_max_pool))
+lower_average_pool = OPS.register("AveragePool")(lift_1d(nn.lower_average_pool))

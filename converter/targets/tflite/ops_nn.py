@@ -13,9 +13,11 @@ import math
 import numpy as np
 
 from ...graph import attr
+from ..onnx_attrs import str_attr
 from . import layout as L
 from ._generated import schema_generated as fb
-from .ops_tensor import _axis, _options, lower_identity
+from .registry import OPS
+from .ops_tensor import positive_axis, builtin_options, lower_identity
 
 _FLT_LOWEST = np.float32(-3.4028234663852886e38)
 
@@ -69,10 +71,10 @@ def _padded_input(Lw, node, x, explicit, fill: float = 0.0) -> int:
     out = Lw.temp(f"{node.name}/padded", (n, h + t + b, w + l + r, c), Lw.w.tensors[src].dtype)
     paddings = Lw.int32(f"{node.name}/paddings", [[0, 0], [t, b], [l, r], [0, 0]])
     if fill == 0.0:
-        Lw.emit("PAD", [src, paddings], [out], _options("PadOptions"))
+        Lw.emit("PAD", [src, paddings], [out], builtin_options("PadOptions"))
     else:
         value = Lw.constant(f"{node.name}/pad_value", np.array(fill, np.float32))
-        Lw.emit("PADV2", [src, paddings, value], [out], _options("PadV2Options"))
+        Lw.emit("PADV2", [src, paddings, value], [out], builtin_options("PadV2Options"))
     return out
 
 
@@ -80,7 +82,7 @@ def _padding_enum(name: str) -> int:
     return fb.Padding.SAME if name == "SAME" else fb.Padding.VALID
 
 
-def _require_2d(Lw, node, x):
+def require_2d(Lw, node, x):
     if Lw.rank(x) != 4:
         raise Lw.unsupported(f"only 2-D spatial {node.op} is mapped (input rank {Lw.rank(x)})")
 
@@ -89,7 +91,7 @@ def _require_2d(Lw, node, x):
 def lower_conv(Lw, node):
     """Conv -> CONV_2D (groups=1), DEPTHWISE_CONV_2D (groups = in channels), grouped CONV_2D (v6)."""
     x, w_t = node.inputs[:2]
-    _require_2d(Lw, node, x)
+    require_2d(Lw, node, x)
     weights = Lw.const(w_t)
     if weights is None:
         raise Lw.unsupported("weights must be constant")
@@ -105,12 +107,12 @@ def lower_conv(Lw, node):
     b = Lw.constant(f"{node.name}/bias", bias)
     if group == 1 or group != cin or cout % cin:
         filt = Lw.constant(f"{node.name}/filter", weights.transpose(0, 2, 3, 1))
-        opts = _options("Conv2DOptions", padding=_padding_enum(padding), strideH=strides[0], strideW=strides[1],
+        opts = builtin_options("Conv2DOptions", padding=_padding_enum(padding), strideH=strides[0], strideW=strides[1],
                         dilationHFactor=dilations[0], dilationWFactor=dilations[1])
         Lw.emit("CONV_2D", [src, filt, b], [out], opts, grouped=group != 1)
     else:
         filt = Lw.constant(f"{node.name}/filter", weights.transpose(1, 2, 3, 0))
-        opts = _options("DepthwiseConv2DOptions", padding=_padding_enum(padding), strideH=strides[0],
+        opts = builtin_options("DepthwiseConv2DOptions", padding=_padding_enum(padding), strideH=strides[0],
                         strideW=strides[1], depthMultiplier=cout // cin,
                         dilationHFactor=dilations[0], dilationWFactor=dilations[1])
         Lw.emit("DEPTHWISE_CONV_2D", [src, filt, b], [out], opts)
@@ -124,7 +126,7 @@ def lower_conv_transpose(Lw, node):
     ``pads`` become a crop of that full result.
     """
     x, w_t = node.inputs[:2]
-    _require_2d(Lw, node, x)
+    require_2d(Lw, node, x)
     weights = Lw.const(w_t)
     if weights is None:
         raise Lw.unsupported("weights must be constant")
@@ -151,7 +153,7 @@ def lower_conv_transpose(Lw, node):
     bias = np.zeros(cout, np.float32) if bias is None else np.asarray(bias, np.float32)
     filt = Lw.constant(f"{node.name}/filter", weights.transpose(1, 2, 3, 0))
     shape_const = Lw.int32(f"{node.name}/output_shape", [n, span[0], span[1], cout])
-    opts = _options("TransposeConvOptions", padding=fb.Padding.VALID, strideH=strides[0], strideW=strides[1])
+    opts = builtin_options("TransposeConvOptions", padding=fb.Padding.VALID, strideH=strides[0], strideW=strides[1])
     inputs = [shape_const, filt, Lw.get(x, L.NHWC), Lw.constant(f"{node.name}/bias", bias)]
     if span == [oh, ow] and begins == [0, 0]:
         Lw.emit("TRANSPOSE_CONV", inputs, [Lw.define(node.outputs[0], L.NHWC)], opts)
@@ -161,13 +163,13 @@ def lower_conv_transpose(Lw, node):
     Lw.emit("STRIDED_SLICE", [full_t, Lw.int32(f"{node.name}/crop_begin", [0, begins[0], begins[1], 0]),
                               Lw.int32(f"{node.name}/crop_end", [n, begins[0] + oh, begins[1] + ow, cout]),
                               Lw.int32(f"{node.name}/crop_strides", [1, 1, 1, 1])],
-            [Lw.define(node.outputs[0], L.NHWC)], _options("StridedSliceOptions"))
+            [Lw.define(node.outputs[0], L.NHWC)], builtin_options("StridedSliceOptions"))
 
 
 # -- pooling ---------------------------------------------------------------------------------
 def lower_max_pool(Lw, node):
     x = node.inputs[0]
-    _require_2d(Lw, node, x)
+    require_2d(Lw, node, x)
     if len(node.outputs) > 1 and node.outputs[1].name and node.outputs[1].outputs:
         raise Lw.unsupported("MaxPool indices output has no builtin")
     if any(d != 1 for d in attr(node, "dilations", [1, 1])):
@@ -175,7 +177,7 @@ def lower_max_pool(Lw, node):
     kernel = attr(node, "kernel_shape")
     padding, explicit, strides, _ = _window(Lw, node, Lw.shape(x), Lw.shape(node.outputs[0]), kernel)
     src = _padded_input(Lw, node, x, explicit, fill=float(_FLT_LOWEST))
-    opts = _options("Pool2DOptions", padding=_padding_enum(padding), strideH=strides[0], strideW=strides[1],
+    opts = builtin_options("Pool2DOptions", padding=_padding_enum(padding), strideH=strides[0], strideW=strides[1],
                     filterHeight=kernel[0], filterWidth=kernel[1])
     Lw.emit("MAX_POOL_2D", [src], [Lw.define(node.outputs[0], L.NHWC)], opts)
 
@@ -187,7 +189,7 @@ def lower_average_pool(Lw, node):
     counts the window inside the input, =1 inside input + explicit pads (never the ceil extension,
     as onnxruntime's pool_functors.h and the ONNX reference do)."""
     x = node.inputs[0]
-    _require_2d(Lw, node, x)
+    require_2d(Lw, node, x)
     kernel = attr(node, "kernel_shape")
     x_shape, out_shape = Lw.shape(x), Lw.shape(node.outputs[0])
     padding, explicit, strides, _ = _window(Lw, node, x_shape, out_shape, kernel)
@@ -198,7 +200,7 @@ def lower_average_pool(Lw, node):
                     (l, _same_total(x_shape[3], strides[1], kernel[1]) - l)]
         padding = "VALID"
     src = _padded_input(Lw, node, x, explicit)
-    opts = _options("Pool2DOptions", padding=_padding_enum(padding), strideH=strides[0], strideW=strides[1],
+    opts = builtin_options("Pool2DOptions", padding=_padding_enum(padding), strideH=strides[0], strideW=strides[1],
                     filterHeight=kernel[0], filterWidth=kernel[1])
     n, c, oh, ow = out_shape
     scale = None
@@ -213,7 +215,7 @@ def lower_average_pool(Lw, node):
     pooled = Lw.temp(f"{node.outputs[0].name}/zero_padded_mean", (n, oh, ow, c))
     Lw.emit("AVERAGE_POOL_2D", [src], [pooled], opts)
     Lw.emit("MUL", [pooled, Lw.constant(f"{node.name}/count_scale", scale.astype(np.float32).reshape(1, oh, ow, 1))],
-            [Lw.define(node.outputs[0], L.NHWC)], _options("MulOptions"))
+            [Lw.define(node.outputs[0], L.NHWC)], builtin_options("MulOptions"))
 
 
 def _onnx_pads(node, x_shape, out_shape, kernel, strides, explicit):
@@ -234,6 +236,7 @@ def _window_counts(size, out, k, s, begin, pads=(0, 0)):
 
 
 # -- matmul --------------------------------------------------------------------------------
+@OPS.register("Gemm")
 def lower_gemm(Lw, node):
     """Gemm with constant B -> FULLY_CONNECTED (alpha, beta folded into weights and bias)."""
     a, b_t = node.inputs[:2]
@@ -252,9 +255,10 @@ def lower_gemm(Lw, node):
     src = Lw.get(a, (1, 0) if attr(node, "transA", 0) else (0, 1))
     Lw.emit("FULLY_CONNECTED", [src, Lw.constant(f"{node.name}/weights", np.ascontiguousarray(weights)),
                                 Lw.constant(f"{node.name}/bias", bias.reshape(-1))],
-            [Lw.define(node.outputs[0], (0, 1))], _options("FullyConnectedOptions"))
+            [Lw.define(node.outputs[0], (0, 1))], builtin_options("FullyConnectedOptions"))
 
 
+@OPS.register("MatMul")
 def lower_matmul(Lw, node):
     """MatMul with constant 2-D B -> FULLY_CONNECTED(keep_num_dims) on the innermost axis;
     otherwise BATCH_MATMUL, using adj_x/adj_y where the operands are stored transposed."""
@@ -269,7 +273,7 @@ def lower_matmul(Lw, node):
         zeros = np.zeros(weights.shape[0], np.float32)
         Lw.emit("FULLY_CONNECTED", [Lw.get(a, perm), Lw.constant(f"{node.name}/weights", weights),
                                     Lw.constant(f"{node.name}/bias", zeros)],
-                [Lw.define(node.outputs[0], perm)], _options("FullyConnectedOptions", keepNumDims=ra > 2))
+                [Lw.define(node.outputs[0], perm)], builtin_options("FullyConnectedOptions", keepNumDims=ra > 2))
         return
     if ra < 2 or Lw.rank(b) < 2:
         raise Lw.unsupported("MatMul with a 1-D operand is not mapped")
@@ -277,7 +281,7 @@ def lower_matmul(Lw, node):
     ib, adj_y = _matmul_operand(Lw, b)
     out_rank = Lw.rank(node.outputs[0])
     Lw.emit("BATCH_MATMUL", [ia, ib], [Lw.define(node.outputs[0], L.identity(out_rank))],
-            _options("BatchMatMulOptions", adjX=adj_x, adjY=adj_y))
+            builtin_options("BatchMatMulOptions", adjX=adj_x, adjY=adj_y))
 
 
 def _matmul_operand(Lw, t):
@@ -293,6 +297,7 @@ def _matmul_operand(Lw, t):
 
 
 # -- normalization -------------------------------------------------------------------------
+@OPS.register("LayerNormalization")
 def lower_layer_norm(Lw, node):
     """LayerNormalization -> builtin decomposition (no Flex):
 
@@ -301,7 +306,7 @@ def lower_layer_norm(Lw, node):
     """
     x = node.inputs[0]
     rank = Lw.rank(x)
-    axis = _axis(attr(node, "axis", -1), rank)
+    axis = positive_axis(attr(node, "axis", -1), rank)
     eps = float(attr(node, "epsilon", 1e-5))
     perm = Lw.home(x) or L.identity(rank)
     xi = Lw.get(x, perm)
@@ -311,31 +316,32 @@ def lower_layer_norm(Lw, node):
     reduced = tuple(1 if i in positions else d for i, d in enumerate(stored))
     name = node.outputs[0].name
     axes_c = Lw.int32(f"{node.name}/axes", positions)
-    keep = _options("ReducerOptions", keepDims=True)
+    keep = builtin_options("ReducerOptions", keepDims=True)
     mean, d, sq, var, var_eps, inv, normed = (
         Lw.temp(f"{name}/{k}", s) for k, s in (("mean", reduced), ("centered", stored), ("squared", stored),
                                                ("var", reduced), ("var_eps", reduced), ("rstd", reduced),
                                                ("normed", stored)))
     Lw.emit("MEAN", [xi, axes_c], [mean], keep)
-    Lw.emit("SUB", [xi, mean], [d], _options("SubOptions"))
-    Lw.emit("MUL", [d, d], [sq], _options("MulOptions"))
+    Lw.emit("SUB", [xi, mean], [d], builtin_options("SubOptions"))
+    Lw.emit("MUL", [d, d], [sq], builtin_options("MulOptions"))
     Lw.emit("MEAN", [sq, axes_c], [var], keep)
     Lw.emit("ADD", [var, Lw.constant(f"{node.name}/epsilon", np.array(eps, np.float32))], [var_eps],
-            _options("AddOptions"))
+            builtin_options("AddOptions"))
     Lw.emit("RSQRT", [var_eps], [inv])
     scale_t = node.inputs[1]
     bias_t = node.inputs[2] if len(node.inputs) > 2 and node.inputs[2].name else None
-    Lw.emit("MUL", [d, inv], [normed], _options("MulOptions"))
+    Lw.emit("MUL", [d, inv], [normed], builtin_options("MulOptions"))
     if bias_t is None:
         Lw.emit("MUL", [normed, Lw.broadcast_input(scale_t, rank, perm)], [Lw.define(node.outputs[0], perm)],
-                _options("MulOptions"))
+                builtin_options("MulOptions"))
         return
     scaled = Lw.temp(f"{name}/scaled", stored)
-    Lw.emit("MUL", [normed, Lw.broadcast_input(scale_t, rank, perm)], [scaled], _options("MulOptions"))
+    Lw.emit("MUL", [normed, Lw.broadcast_input(scale_t, rank, perm)], [scaled], builtin_options("MulOptions"))
     Lw.emit("ADD", [scaled, Lw.broadcast_input(bias_t, rank, perm)], [Lw.define(node.outputs[0], perm)],
-            _options("AddOptions"))
+            builtin_options("AddOptions"))
 
 
+@OPS.register("BatchNormalization")
 def lower_batch_norm(Lw, node):
     """Inference BatchNormalization (unfolded) -> MUL + ADD with per-channel constants."""
     x = node.inputs[0]
@@ -349,34 +355,31 @@ def lower_batch_norm(Lw, node):
     xi = Lw.get(x, perm)
     mid = Lw.temp(f"{node.outputs[0].name}/scaled", Lw.w.tensors[xi].shape)
     Lw.emit("MUL", [xi, Lw.constant(f"{node.name}/mul", mul.reshape(shape).transpose(perm))], [mid],
-            _options("MulOptions"))
+            builtin_options("MulOptions"))
     Lw.emit("ADD", [mid, Lw.constant(f"{node.name}/add", add.reshape(shape).transpose(perm))],
-            [Lw.define(node.outputs[0], perm)], _options("AddOptions"))
+            [Lw.define(node.outputs[0], perm)], builtin_options("AddOptions"))
 
 
 # -- depth/space ----------------------------------------------------------------------------
-def _text(v):
-    return v.decode() if isinstance(v, bytes) else v
-
-
+@OPS.register("DepthToSpace")
 def lower_depth_to_space(Lw, node):
     """DepthToSpace: DCR is TFLite's DEPTH_TO_SPACE; CRD (torch's PixelShuffle) is DCR after a
     channel permutation, done by GATHER (``fuse.fold_crd_into_conv`` folds it into a producing
     convolution's weights first, so a sub-pixel convolution costs nothing extra)."""
     x = node.inputs[0]
-    _require_2d(Lw, node, x)
+    require_2d(Lw, node, x)
     bs = int(attr(node, "blocksize"))
-    mode = _text(attr(node, "mode", "DCR"))
+    mode = str_attr(node, "mode", "DCR")
     src = Lw.get(x, L.NHWC)
     if mode == "CRD":
         n, c, h, w = Lw.shape(x)
         order = crd_to_dcr_channels(c, bs)
         gathered = Lw.temp(f"{node.name}/dcr", (n, h, w, c))
         Lw.emit("GATHER", [src, Lw.int32(f"{node.name}/dcr_order", order)], [gathered],
-                _options("GatherOptions", axis=3))
+                builtin_options("GatherOptions", axis=3))
         src = gathered
     Lw.emit("DEPTH_TO_SPACE", [src], [Lw.define(node.outputs[0], L.NHWC)],
-            _options("DepthToSpaceOptions", blockSize=bs))
+            builtin_options("DepthToSpaceOptions", blockSize=bs))
 
 
 def crd_to_dcr_channels(channels: int, bs: int) -> np.ndarray:
@@ -388,11 +391,12 @@ def crd_to_dcr_channels(channels: int, bs: int) -> np.ndarray:
     return (c * bs * bs + ij).astype(np.int32)
 
 
+@OPS.register("SpaceToDepth")
 def lower_space_to_depth(Lw, node):
     x = node.inputs[0]
-    _require_2d(Lw, node, x)
+    require_2d(Lw, node, x)
     Lw.emit("SPACE_TO_DEPTH", [Lw.get(x, L.NHWC)], [Lw.define(node.outputs[0], L.NHWC)],
-            _options("SpaceToDepthOptions", blockSize=int(attr(node, "blocksize"))))
+            builtin_options("SpaceToDepthOptions", blockSize=int(attr(node, "blocksize"))))
 
 
 __all__ = ["lower_identity"]

@@ -16,7 +16,8 @@ import numpy as np
 from ...graph import attr
 from . import layout as L
 from .ops_logic import perm_of
-from .ops_tensor import _axis, _options, reduce_axes
+from .registry import OPS
+from .ops_tensor import positive_axis, builtin_options, reduce_axes
 
 
 class _Emitter:
@@ -33,7 +34,7 @@ class _Emitter:
         return self.Lw.constant(f"{self.node.name}/{tag}", np.array(value, np.float32))
 
     def op(self, builtin, ins, out, options=None):
-        self.Lw.emit(builtin, ins, [out], _options(options) if options else None)
+        self.Lw.emit(builtin, ins, [out], builtin_options(options) if options else None)
         return out
 
 
@@ -43,6 +44,7 @@ def _per_channel(Lw, node, value, rank, perm) -> int:
     return Lw.constant(f"{node.name}/per_channel", value.transpose(perm))
 
 
+@OPS.register("InstanceNormalization")
 def lower_instance_norm(Lw, node):
     """InstanceNormalization -> MEAN over the spatial axes, SQUARED_DIFFERENCE, RSQRT, MUL, ADD:
 
@@ -61,7 +63,7 @@ def lower_instance_norm(Lw, node):
     reduced = tuple(1 if i in positions else d for i, d in enumerate(stored))
     e = _Emitter(Lw, node, perm)
     axes = Lw.int32(f"{node.name}/axes", positions)
-    keep = _options("ReducerOptions", keepDims=True)
+    keep = builtin_options("ReducerOptions", keepDims=True)
     mean, sqd, var = e.temp("mean", reduced), e.temp("squared_difference", stored), e.temp("var", reduced)
     Lw.emit("MEAN", [xi, axes], [mean], keep)
     e.op("SQUARED_DIFFERENCE", [xi, mean], sqd, "SquaredDifferenceOptions")
@@ -75,6 +77,7 @@ def lower_instance_norm(Lw, node):
     e.op("ADD", [normed, _per_channel(Lw, node, bias, rank, perm)], Lw.define(node.outputs[0], perm), "AddOptions")
 
 
+@OPS.register("LRN")
 def lower_lrn(Lw, node):
     """LRN (odd size) -> LOCAL_RESPONSE_NORMALIZATION on NHWC data: radius (size-1)/2 and
     alpha/size (ONNX divides alpha by size; TFLite does not).  ONNX's window for an even size is
@@ -85,24 +88,26 @@ def lower_lrn(Lw, node):
         raise Lw.unsupported("LOCAL_RESPONSE_NORMALIZATION needs a 4-D input")
     if size % 2 == 0:
         raise Lw.unsupported("LRN with an even size has an asymmetric window; TFLite's is symmetric")
-    opts = _options("LocalResponseNormalizationOptions", radius=(size - 1) // 2,
+    opts = builtin_options("LocalResponseNormalizationOptions", radius=(size - 1) // 2,
                     bias=float(attr(node, "bias", 1.0)), alpha=float(attr(node, "alpha", 1e-4)) / size,
                     beta=float(attr(node, "beta", 0.75)))
     Lw.emit("LOCAL_RESPONSE_NORMALIZATION", [Lw.get(x, L.NHWC)], [Lw.define(node.outputs[0], L.NHWC)], opts)
 
 
+@OPS.register("LpNormalization")
 def lower_lp_norm(Lw, node):
     """LpNormalization: p=2 -> L2_NORMALIZATION with ``axis`` innermost (layout chosen so, as for
     Softmax); p=1 -> x / SUM(ABS(x)).  L2_NORMALIZATION clamps the norm at 1e-6 (l2norm.cc)."""
     x = node.inputs[0]
     rank = Lw.rank(x)
-    axis = _axis(int(attr(node, "axis", -1)), rank)
+    axis = positive_axis(int(attr(node, "axis", -1)), rank)
     p = int(attr(node, "p", 2))
     perm = perm_of(Lw, x)
     if p == 2:
         if perm[-1] != axis:
             perm = L.axis_last(perm, axis)
-        Lw.emit("L2_NORMALIZATION", [Lw.get(x, perm)], [Lw.define(node.outputs[0], perm)], _options("L2NormOptions"))
+        Lw.emit("L2_NORMALIZATION", [Lw.get(x, perm)], [Lw.define(node.outputs[0], perm)],
+                builtin_options("L2NormOptions"))
         return
     if p != 1:
         raise Lw.unsupported(f"LpNormalization with p={p} is not mapped")
@@ -112,10 +117,12 @@ def lower_lp_norm(Lw, node):
     e = _Emitter(Lw, node, perm)
     absolute = e.op("ABS", [xi], e.temp("abs", stored))
     total = e.temp("l1", tuple(1 if i == pos else d for i, d in enumerate(stored)))
-    Lw.emit("SUM", [absolute, Lw.int32(f"{node.name}/axis", [pos])], [total], _options("ReducerOptions", keepDims=True))
+    Lw.emit("SUM", [absolute, Lw.int32(f"{node.name}/axis", [pos])], [total],
+            builtin_options("ReducerOptions", keepDims=True))
     e.op("DIV", [xi, total], Lw.define(node.outputs[0], perm), "DivOptions")
 
 
+@OPS.register("ReduceL2")
 def lower_reduce_l2(Lw, node):
     """ReduceL2 -> SQRT(SUM(MUL(x, x)))."""
     x = node.inputs[0]
@@ -132,11 +139,12 @@ def lower_reduce_l2(Lw, node):
         return
     total = e.temp("sum_squares", Lw.w.tensors[out].shape)
     Lw.emit("SUM", [squared, Lw.int32(f"{node.name}/axes", sorted(L.position(perm, a) for a in axes))], [total],
-            _options("ReducerOptions", keepDims=keep))
+            builtin_options("ReducerOptions", keepDims=keep))
     e.op("SQRT", [total], out)
 
 
 # -- activations ------------------------------------------------------------------------------
+@OPS.register("HardSigmoid")
 def lower_hard_sigmoid(Lw, node):
     """HardSigmoid -> RELU_0_TO_1(x * alpha + beta)."""
     x = node.inputs[0]
@@ -172,17 +180,20 @@ def _scaled_elu(Lw, node, alpha: float, gamma: float):
     e.op("MUL", [total, e.scalar("gamma", gamma)], out, "MulOptions")
 
 
+@OPS.register("Elu")
 def lower_elu(Lw, node):
     """Elu -> ELU (TFLite's alpha is 1; other alphas via :func:`_scaled_elu`)."""
     _scaled_elu(Lw, node, float(attr(node, "alpha", 1.0)), 1.0)
 
 
+@OPS.register("Selu")
 def lower_selu(Lw, node):
     """Selu -> ELU, MINIMUM, MUL, ADD, MUL (see :func:`_scaled_elu`)."""
     _scaled_elu(Lw, node, float(attr(node, "alpha", 1.67326319217681884765625)),
                 float(attr(node, "gamma", 1.05070102214813232421875)))
 
 
+@OPS.register("Softplus")
 def lower_softplus(Lw, node):
     """Softplus(x) = log(1 + exp(x)), written overflow-free as RELU(x) + LOG(1 + EXP(-|x|))."""
     x = node.inputs[0]

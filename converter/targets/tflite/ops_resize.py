@@ -14,19 +14,22 @@ import numpy as np
 
 from ...graph import attr
 from . import layout as L
-from .ops_nn import _require_2d, _text
-from .ops_tensor import _options
+from ..onnx_attrs import str_attr
+from .ops_nn import require_2d
+from .registry import OPS
+from .ops_tensor import builtin_options
 
 _LINEAR_FLAGS = {"align_corners": (True, False), "asymmetric": (False, False),
                  "half_pixel": (False, True), "pytorch_half_pixel": (False, True)}
 
 
+@OPS.register("Resize")
 def lower_resize(Lw, node, mode=None, ctm=None, nearest_mode=None):
     """Resize (nearest or linear over H, W) -> RESIZE_NEAREST_NEIGHBOR / RESIZE_BILINEAR / GATHER."""
     x = node.inputs[0]
-    _require_2d(Lw, node, x)
-    mode = mode or _text(attr(node, "mode", "nearest"))
-    ctm = ctm or _text(attr(node, "coordinate_transformation_mode", "half_pixel"))
+    require_2d(Lw, node, x)
+    mode = mode or str_attr(node, "mode", "nearest")
+    ctm = ctm or str_attr(node, "coordinate_transformation_mode", "half_pixel")
     n, c, h, w = Lw.shape(x)
     on, oc, oh, ow = Lw.shape(node.outputs[0])
     if (on, oc) != (n, c):
@@ -41,7 +44,7 @@ def lower_resize(Lw, node, mode=None, ctm=None, nearest_mode=None):
             raise Lw.unsupported(f"linear Resize with coordinate_transformation_mode '{ctm}' is not mapped")
         builtin, opts_name = "RESIZE_BILINEAR", "ResizeBilinearOptions"
     elif mode == "nearest":
-        nearest_mode = nearest_mode or _text(attr(node, "nearest_mode", "round_prefer_floor"))
+        nearest_mode = nearest_mode or str_attr(node, "nearest_mode", "round_prefer_floor")
         if ctm not in ("asymmetric", "half_pixel", "pytorch_half_pixel", "align_corners"):
             raise Lw.unsupported(f"nearest Resize with coordinate_transformation_mode '{ctm}' is not mapped")
         wanted = [_onnx_nearest(i, o, ctm, nearest_mode, s) for i, o, s in zip((h, w), (oh, ow), scales)]
@@ -54,7 +57,7 @@ def lower_resize(Lw, node, mode=None, ctm=None, nearest_mode=None):
         builtin, opts_name = "RESIZE_NEAREST_NEIGHBOR", "ResizeNearestNeighborOptions"
     else:
         raise Lw.unsupported(f"Resize mode '{mode}' has no builtin")
-    opts = _options(opts_name, alignCorners=flags[0], halfPixelCenters=flags[1])
+    opts = builtin_options(opts_name, alignCorners=flags[0], halfPixelCenters=flags[1])
     Lw.emit(builtin, [Lw.get(x, L.NHWC), Lw.int32(f"{node.name}/size", [oh, ow])],
             [Lw.define(node.outputs[0], L.NHWC)], opts)
 
@@ -70,13 +73,14 @@ def _gather_nearest(Lw, node, wanted):
     for k, (axis, idx, shape) in enumerate(steps):
         dst = Lw.define(out_t, L.NHWC) if k == len(steps) - 1 else Lw.temp(f"{out_t.name}/rows", shape)
         Lw.emit("GATHER", [src, Lw.int32(f"{node.name}/source_index{axis}", idx)], [dst],
-                _options("GatherOptions", axis=axis))
+                builtin_options("GatherOptions", axis=axis))
         src = dst
 
 
+@OPS.register("Upsample")
 def lower_upsample(Lw, node):
     """Upsample (opset <= 9, deprecated) = Resize with asymmetric coordinates and floor rounding."""
-    mode = _text(attr(node, "mode", "nearest"))
+    mode = str_attr(node, "mode", "nearest")
     lower_resize(Lw, node, mode="linear" if mode in ("linear", "bilinear") else mode,
                  ctm="asymmetric", nearest_mode="floor")
 

@@ -21,15 +21,13 @@ from __future__ import annotations
 import numpy as np
 
 from ...graph import attr
+from ..onnx_attrs import str_attr, text
 from ._generated import schema_generated as fb
-from .ops_tensor import _options
+from .registry import OPS
+from .ops_tensor import builtin_options
 
 _ONNX_GATES = {"i": 0, "o": 1, "f": 2, "c": 3}  # ONNX's block order in W, R, B
 _TFLITE_GATES = ("i", "f", "c", "o")  # input order of the TFLite op (1-4, 5-8, 12-15)
-
-
-def _text(v):
-    return v.decode() if isinstance(v, bytes) else v
 
 
 def _check(Lw, node, hidden: int, seq: int):
@@ -39,7 +37,7 @@ def _check(Lw, node, hidden: int, seq: int):
         raise Lw.unsupported("LSTM clip clips the gate inputs; TFLite's cell_clip clips the cell state")
     if int(attr(node, "input_forget", 0)):
         raise Lw.unsupported("coupled input-forget gate (input_forget=1) is not mapped")
-    acts = [_text(a) for a in (attr(node, "activations") or [])]
+    acts = [text(a) for a in (attr(node, "activations") or [])]
     if acts and any(a != d for a, d in zip(acts, ["Sigmoid", "Tanh", "Tanh"] * 2)):
         raise Lw.unsupported(f"LSTM activations {acts}: the TFLite kernel has sigmoid gates and one cell activation")
     ins = list(node.inputs) + [None] * (8 - len(node.inputs))
@@ -57,6 +55,7 @@ def _check(Lw, node, hidden: int, seq: int):
     return ins, outs
 
 
+@OPS.register("LSTM")
 def lower_lstm(Lw, node):
     """LSTM (forward, reverse or bidirectional) -> UNIDIRECTIONAL_SEQUENCE_LSTM per direction."""
     x = node.inputs[0]
@@ -71,7 +70,7 @@ def lower_lstm(Lw, node):
         raise Lw.unsupported("B and P must be constants when given")
     b = Lw.const(ins[3]) if 3 in given else None
     p = Lw.const(ins[7]) if 7 in given else None
-    direction = _text(attr(node, "direction", "forward"))
+    direction = str_attr(node, "direction", "forward")
     reverse = [False] if direction == "forward" else [True] if direction == "reverse" else [False, True]
     src = Lw.get(x, (0, 1, 2))
     results = []
@@ -87,7 +86,7 @@ def lower_lstm(Lw, node):
 
 def _time_reversed(Lw, node, index, tag):
     out = Lw.temp(f"{node.name}/{tag}", Lw.w.tensors[index].shape)
-    Lw.emit("REVERSE_V2", [index, Lw.int32(f"{node.name}/time_axis", [0])], [out], _options("ReverseV2Options"))
+    Lw.emit("REVERSE_V2", [index, Lw.int32(f"{node.name}/time_axis", [0])], [out], builtin_options("ReverseV2Options"))
     return out
 
 
@@ -113,7 +112,7 @@ def _emit_lstm(Lw, node, d, seq_in, out, w, r, bias, peep, hidden, batch):
         Lw.w.tensors[index].variable = True
         inputs.append(index)
     inputs += [-1, -1, -1, -1]  # no layer normalization
-    opts = _options("UnidirectionalSequenceLSTMOptions", fusedActivationFunction=fb.ActivationFunctionType.TANH,
+    opts = builtin_options("UnidirectionalSequenceLSTMOptions", fusedActivationFunction=fb.ActivationFunctionType.TANH,
                     cellClip=0.0, projClip=0.0, timeMajor=True)
     Lw.emit("UNIDIRECTIONAL_SEQUENCE_LSTM", inputs, [out], opts)
 
@@ -128,7 +127,8 @@ def _write_outputs(Lw, node, results, y_t, yh_t, seq, batch, hidden):
             Lw.reshape_to(in_time, part, (seq, 1, batch, hidden))
             parts.append(part)
         if dirs > 1:
-            Lw.emit("CONCATENATION", parts, [Lw.define(y_t, (0, 1, 2, 3))], _options("ConcatenationOptions", axis=1))
+            Lw.emit("CONCATENATION", parts, [Lw.define(y_t, (0, 1, 2, 3))],
+                    builtin_options("ConcatenationOptions", axis=1))
     if yh_t is not None and yh_t.name:
         lasts = []
         for d, (raw, _) in enumerate(results):
@@ -136,7 +136,8 @@ def _write_outputs(Lw, node, results, y_t, yh_t, seq, batch, hidden):
             Lw.emit("STRIDED_SLICE", [raw, Lw.int32(f"{node.name}/last_begin", [seq - 1, 0, 0]),
                                       Lw.int32(f"{node.name}/last_end", [seq, batch, hidden]),
                                       Lw.int32(f"{node.name}/last_strides", [1, 1, 1])], [last],
-                    _options("StridedSliceOptions"))
+                    builtin_options("StridedSliceOptions"))
             lasts.append(last)
         if dirs > 1:
-            Lw.emit("CONCATENATION", lasts, [Lw.define(yh_t, (0, 1, 2))], _options("ConcatenationOptions", axis=0))
+            Lw.emit("CONCATENATION", lasts, [Lw.define(yh_t, (0, 1, 2))],
+                    builtin_options("ConcatenationOptions", axis=0))

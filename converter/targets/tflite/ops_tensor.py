@@ -14,6 +14,7 @@ import numpy as np
 from ...graph import attr
 from . import layout as L
 from ._generated import schema_generated as fb
+from .registry import OPS
 
 
 @dataclass
@@ -30,11 +31,11 @@ class SubNode:
     domain: str = ""
 
 
-def _axis(axis: int, rank: int) -> int:
+def positive_axis(axis: int, rank: int) -> int:
     return axis + rank if axis < 0 else axis
 
 
-def _layout_of(Lw, inputs, rank: int) -> tuple[int, ...]:
+def layout_of(Lw, inputs, rank: int) -> tuple[int, ...]:
     """The layout an n-ary op works in: that of its first non-constant input of full rank."""
     for t in inputs:
         if Lw.const(t) is None and Lw.rank(t) == rank and Lw.home(t) is not None:
@@ -42,13 +43,13 @@ def _layout_of(Lw, inputs, rank: int) -> tuple[int, ...]:
     return L.identity(rank)
 
 
-def _input_for(Lw, t, rank: int, perm) -> int:
+def input_for(Lw, t, rank: int, perm) -> int:
     if Lw.const(t) is None and L.is_identity(perm) and Lw.home(t) is not None and L.is_identity(Lw.home(t)):
         return Lw.get(t)  # TFLite broadcasts lower ranks numpy-style by itself
     return Lw.broadcast_input(t, rank, perm)
 
 
-def _options(cls_name: str, **fields):
+def builtin_options(cls_name: str, **fields):
     opts = getattr(fb, cls_name + "T")()
     for k, v in fields.items():
         setattr(opts, k, v)
@@ -60,10 +61,10 @@ def binary(builtin: str, options: str | None = None):
     def lower(Lw, node):
         out_t = node.outputs[0]
         rank = Lw.rank(out_t)
-        perm = _layout_of(Lw, node.inputs[:2], rank)
-        a = _input_for(Lw, node.inputs[0], rank, perm)
-        b = _input_for(Lw, node.inputs[1], rank, perm)
-        Lw.emit(builtin, [a, b], [Lw.define(out_t, perm)], _options(options) if options else None)
+        perm = layout_of(Lw, node.inputs[:2], rank)
+        a = input_for(Lw, node.inputs[0], rank, perm)
+        b = input_for(Lw, node.inputs[1], rank, perm)
+        Lw.emit(builtin, [a, b], [Lw.define(out_t, perm)], builtin_options(options) if options else None)
 
     lower.__doc__ = f"ONNX {builtin.title()} -> {builtin} (numpy broadcasting, any layout)."
     return lower
@@ -74,11 +75,12 @@ def unary(builtin: str, options: str | None = None, **fields):
         x = node.inputs[0]
         perm = Lw.home(x) or L.identity(Lw.rank(x))
         out = Lw.define(node.outputs[0], perm)
-        Lw.emit(builtin, [Lw.get(x, perm)], [out], _options(options, **fields) if options else None)
+        Lw.emit(builtin, [Lw.get(x, perm)], [out], builtin_options(options, **fields) if options else None)
 
     return lower
 
 
+@OPS.register("Pow")
 def lower_pow(Lw, node):
     """x ** 2 -> MUL(x, x) (exact, XNNPACK-friendly); x ** 0.5 -> SQRT; else POW."""
     exponent = Lw.const(node.inputs[1])
@@ -88,7 +90,7 @@ def lower_pow(Lw, node):
         perm = Lw.home(x) or L.identity(Lw.rank(x))
         if e == 2.0 and Lw.rank(node.outputs[0]) == Lw.rank(x):
             xi = Lw.get(x, perm)
-            Lw.emit("MUL", [xi, xi], [Lw.define(node.outputs[0], perm)], _options("MulOptions"))
+            Lw.emit("MUL", [xi, xi], [Lw.define(node.outputs[0], perm)], builtin_options("MulOptions"))
             return
         if e == 0.5 and Lw.rank(node.outputs[0]) == Lw.rank(x):
             Lw.emit("SQRT", [Lw.get(x, perm)], [Lw.define(node.outputs[0], perm)])
@@ -96,6 +98,7 @@ def lower_pow(Lw, node):
     binary("POW", "PowOptions")(Lw, node)
 
 
+@OPS.register("Clip")
 def lower_clip(Lw, node):
     """Clip(0, 6) -> RELU6, Clip(0, inf) -> RELU, Clip(-1, 1) -> RELU_N1_TO_1, else MAXIMUM/MINIMUM."""
     lo = Lw.const(node.inputs[1]) if len(node.inputs) > 1 else attr(node, "min")
@@ -124,6 +127,7 @@ def lower_clip(Lw, node):
         Lw.bind(node.outputs[0], perm, src)
 
 
+@OPS.register("PRelu")
 def lower_prelu(Lw, node):
     """PRelu(x, slope) -> PRELU with the slope broadcast and laid out like x."""
     x, slope = node.inputs[:2]
@@ -133,12 +137,14 @@ def lower_prelu(Lw, node):
             [Lw.define(node.outputs[0], perm)])
 
 
+@OPS.register("Identity", "Dropout")
 def lower_identity(Lw, node):
     x = node.inputs[0]
     perm = Lw.home(x) or L.identity(Lw.rank(x))
     Lw.bind(node.outputs[0], perm, Lw.get(x, perm), Lw.shape(x))
 
 
+@OPS.register("Erf")
 def lower_erf(Lw, node):
     """Erf without a builtin: Abramowitz & Stegun 7.1.26 (|error| <= 1.5e-7), builtins only.
 
@@ -162,27 +168,28 @@ def lower_erf(Lw, node):
 
     ax, px, den, t, sq, nsq, e, sign = (t_(k) for k in ("abs", "px", "den", "t", "sq", "nsq", "exp", "sign"))
     Lw.emit("ABS", [xi], [ax])
-    Lw.emit("MUL", [ax, c("p", p)], [px], _options("MulOptions"))
-    Lw.emit("ADD", [px, c("one", 1.0)], [den], _options("AddOptions"))
-    Lw.emit("DIV", [c("one", 1.0), den], [t], _options("DivOptions"))
+    Lw.emit("MUL", [ax, c("p", p)], [px], builtin_options("MulOptions"))
+    Lw.emit("ADD", [px, c("one", 1.0)], [den], builtin_options("AddOptions"))
+    Lw.emit("DIV", [c("one", 1.0), den], [t], builtin_options("DivOptions"))
     acc = c("a5", coeffs[4])
     for k in (3, 2, 1, 0):
         prod, nxt = t_(f"h{k}m"), t_(f"h{k}")
-        Lw.emit("MUL", [acc, t], [prod], _options("MulOptions"))
-        Lw.emit("ADD", [prod, c(f"a{k + 1}", coeffs[k])], [nxt], _options("AddOptions"))
+        Lw.emit("MUL", [acc, t], [prod], builtin_options("MulOptions"))
+        Lw.emit("ADD", [prod, c(f"a{k + 1}", coeffs[k])], [nxt], builtin_options("AddOptions"))
         acc = nxt
     poly = t_("poly")
-    Lw.emit("MUL", [acc, t], [poly], _options("MulOptions"))
-    Lw.emit("MUL", [xi, xi], [sq], _options("MulOptions"))
+    Lw.emit("MUL", [acc, t], [poly], builtin_options("MulOptions"))
+    Lw.emit("MUL", [xi, xi], [sq], builtin_options("MulOptions"))
     Lw.emit("NEG", [sq], [nsq])
     Lw.emit("EXP", [nsq], [e])
     pe, y = t_("pe"), t_("y")
-    Lw.emit("MUL", [poly, e], [pe], _options("MulOptions"))
-    Lw.emit("SUB", [c("one", 1.0), pe], [y], _options("SubOptions"))
+    Lw.emit("MUL", [poly, e], [pe], builtin_options("MulOptions"))
+    Lw.emit("SUB", [c("one", 1.0), pe], [y], builtin_options("SubOptions"))
     Lw.emit("SIGN", [xi], [sign])
-    Lw.emit("MUL", [sign, y], [Lw.define(node.outputs[0], perm)], _options("MulOptions"))
+    Lw.emit("MUL", [sign, y], [Lw.define(node.outputs[0], perm)], builtin_options("MulOptions"))
 
 
+@OPS.register("Gelu")
 def lower_gelu(Lw, node):
     """Gelu (made by ``fuse.fuse_gelu`` from Erf-GELU) -> builtin GELU."""
     approximate = attr(node, "approximate", "none") == "tanh"
@@ -190,19 +197,21 @@ def lower_gelu(Lw, node):
 
 
 # -- softmax and reductions ---------------------------------------------------------------
+@OPS.register("Softmax")
 def lower_softmax(Lw, node, builtin="SOFTMAX"):
     """Softmax over any axis: SOFTMAX works on the innermost axis, so the layout is chosen to put
     ``axis`` there (free when it already is, e.g. NHWC channels; else one TRANSPOSE)."""
     x = node.inputs[0]
     rank = Lw.rank(x)
-    axis = _axis(attr(node, "axis", -1), rank)
+    axis = positive_axis(attr(node, "axis", -1), rank)
     perm = Lw.home(x) or L.identity(rank)
     if perm[-1] != axis:
         perm = L.axis_last(perm, axis)
-    opts = _options("SoftmaxOptions", beta=1.0) if builtin == "SOFTMAX" else _options("LogSoftmaxOptions")
+    opts = builtin_options("SoftmaxOptions", beta=1.0) if builtin == "SOFTMAX" else builtin_options("LogSoftmaxOptions")
     Lw.emit(builtin, [Lw.get(x, perm)], [Lw.define(node.outputs[0], perm)], opts)
 
 
+@OPS.register("LogSoftmax")
 def lower_log_softmax(Lw, node):
     lower_softmax(Lw, node, "LOG_SOFTMAX")
 
@@ -227,9 +236,10 @@ def reduce_axes(Lw, node) -> tuple[list[int], bool] | None:
         if attr(node, "noop_with_empty_axes", 0):
             return None
         axes = list(range(rank))
-    return sorted({_axis(a, rank) for a in axes}), bool(attr(node, "keepdims", 1))
+    return sorted({positive_axis(a, rank) for a in axes}), bool(attr(node, "keepdims", 1))
 
 
+@OPS.register("ReduceMean", "ReduceMax", "ReduceMin", "ReduceSum", "ReduceProd", "GlobalAveragePool", "GlobalMaxPool")
 def lower_reduce(Lw, node):
     """Reduce* / Global*Pool -> MEAN, SUM, REDUCE_MAX, ... over the memory positions of the axes."""
     x = node.inputs[0]
@@ -243,10 +253,11 @@ def lower_reduce(Lw, node):
     out_perm = perm if keep else L.drop_axes(perm, axes)
     positions = sorted(L.position(perm, a) for a in axes)
     Lw.emit(_REDUCERS[node.op], [Lw.get(x, perm), Lw.int32(f"{node.name}/axes", positions)],
-            [Lw.define(node.outputs[0], out_perm)], _options("ReducerOptions", keepDims=keep))
+            [Lw.define(node.outputs[0], out_perm)], builtin_options("ReducerOptions", keepDims=keep))
 
 
 # -- shape ops ---------------------------------------------------------------------------------
+@OPS.register("Reshape", "Flatten", "Squeeze", "Unsqueeze")
 def lower_reshape(Lw, node):
     """Reshape / Flatten / Squeeze / Unsqueeze -> RESHAPE, keeping the layout when the merged or
     split axes are contiguous in memory (``layout.reshape_layout``), else via identity layout."""
@@ -262,6 +273,7 @@ def lower_reshape(Lw, node):
     Lw.reshape_to(src, out, Lw.w.tensors[out].shape)
 
 
+@OPS.register("Transpose")
 def lower_transpose(Lw, node):
     """Transpose costs nothing: the output is the input's bytes with relabelled axes."""
     x = node.inputs[0]
@@ -271,20 +283,22 @@ def lower_transpose(Lw, node):
     Lw.bind(node.outputs[0], L.relabel(perm, onnx_perm), Lw.get(x, perm))
 
 
+@OPS.register("Concat")
 def lower_concat(Lw, node):
     out_t = node.outputs[0]
     rank = Lw.rank(out_t)
-    axis = _axis(attr(node, "axis"), rank)
-    perm = _layout_of(Lw, node.inputs, rank)
+    axis = positive_axis(attr(node, "axis"), rank)
+    perm = layout_of(Lw, node.inputs, rank)
     inputs = [Lw.get(t, perm) for t in node.inputs]
     Lw.emit("CONCATENATION", inputs, [Lw.define(out_t, perm)],
-            _options("ConcatenationOptions", axis=L.position(perm, axis)))
+            builtin_options("ConcatenationOptions", axis=L.position(perm, axis)))
 
 
+@OPS.register("Split")
 def lower_split(Lw, node):
     x = node.inputs[0]
     rank = Lw.rank(x)
-    axis = _axis(attr(node, "axis", 0), rank)
+    axis = positive_axis(attr(node, "axis", 0), rank)
     perm = Lw.home(x) or L.identity(rank)
     pos = L.position(perm, axis)
     sizes = [Lw.shape(t)[axis] for t in node.outputs]
@@ -292,12 +306,13 @@ def lower_split(Lw, node):
     src = Lw.get(x, perm)
     if len(set(sizes)) == 1:
         Lw.emit("SPLIT", [Lw.int32(f"{node.name}/axis", pos), src], outs,
-                _options("SplitOptions", numSplits=len(outs)))
+                builtin_options("SplitOptions", numSplits=len(outs)))
     else:
         Lw.emit("SPLIT_V", [src, Lw.int32(f"{node.name}/sizes", sizes), Lw.int32(f"{node.name}/axis", pos)],
-                outs, _options("SplitVOptions", numSplits=len(outs)))
+                outs, builtin_options("SplitVOptions", numSplits=len(outs)))
 
 
+@OPS.register("Slice")
 def lower_slice(Lw, node):
     """Slice with constant starts/ends/axes/steps -> STRIDED_SLICE on the stored axes."""
     x = node.inputs[0]
@@ -311,7 +326,8 @@ def lower_slice(Lw, node):
         raise Lw.unsupported("Slice needs constant starts/ends/axes/steps")
     starts = [int(v) for v in np.asarray(starts).reshape(-1)]
     ends = [int(v) for v in np.asarray(ends).reshape(-1)]
-    axes = list(range(len(starts))) if axes is None else [_axis(int(a), rank) for a in np.asarray(axes).reshape(-1)]
+    axes = (list(range(len(starts))) if axes is None
+            else [positive_axis(int(a), rank) for a in np.asarray(axes).reshape(-1)])
     steps = [1] * len(starts) if steps is None else [int(s) for s in np.asarray(steps).reshape(-1)]
     perm = Lw.home(x) or L.identity(rank)
     begin = [0] * rank
@@ -333,13 +349,14 @@ def lower_slice(Lw, node):
     name = node.name
     Lw.emit("STRIDED_SLICE", [Lw.get(x, perm), Lw.int32(f"{name}/begin", begin), Lw.int32(f"{name}/end", end),
                               Lw.int32(f"{name}/strides", stride)],
-            [Lw.define(node.outputs[0], perm)], _options("StridedSliceOptions", endMask=end_mask))
+            [Lw.define(node.outputs[0], perm)], builtin_options("StridedSliceOptions", endMask=end_mask))
 
 
+@OPS.register("Gather")
 def lower_gather(Lw, node):
     x, indices = node.inputs[:2]
     rank = Lw.rank(x)
-    axis = _axis(attr(node, "axis", 0), rank)
+    axis = positive_axis(attr(node, "axis", 0), rank)
     perm = Lw.home(x) or L.identity(rank)
     value = Lw.const(indices)
     if value is not None:
@@ -352,9 +369,10 @@ def lower_gather(Lw, node):
         index_rank = Lw.rank(indices)
     out_perm = L.gather_layout(perm, axis, index_rank)
     Lw.emit("GATHER", [Lw.get(x, perm), idx], [Lw.define(node.outputs[0], out_perm)],
-            _options("GatherOptions", axis=L.position(perm, axis)))
+            builtin_options("GatherOptions", axis=L.position(perm, axis)))
 
 
+@OPS.register("Pad")
 def lower_pad(Lw, node):
     x = node.inputs[0]
     rank = Lw.rank(x)
@@ -363,7 +381,7 @@ def lower_pad(Lw, node):
         raise Lw.unsupported("pads must be constant")
     pads = [int(p) for p in np.asarray(pads).reshape(-1)]
     axes = Lw.const(node.inputs[3]) if len(node.inputs) > 3 and node.inputs[3].name else None
-    axes = list(range(rank)) if axes is None else [_axis(int(a), rank) for a in np.asarray(axes).reshape(-1)]
+    axes = list(range(rank)) if axes is None else [positive_axis(int(a), rank) for a in np.asarray(axes).reshape(-1)]
     n = len(axes)
     begin_end = {a: (pads[i], pads[i + n]) for i, a in enumerate(axes)}
     if any(p < 0 for p in pads):
@@ -378,13 +396,13 @@ def lower_pad(Lw, node):
         value = Lw.const(node.inputs[2]) if len(node.inputs) > 2 and node.inputs[2].name else None
         value = 0.0 if value is None else float(np.asarray(value).reshape(()))
         if value == 0.0:
-            Lw.emit("PAD", [src, pad_const], [out], _options("PadOptions"))
+            Lw.emit("PAD", [src, pad_const], [out], builtin_options("PadOptions"))
         else:
             fill = Lw.constant(f"{node.name}/value", np.array(value, Lw.w.tensors[src].dtype))
-            Lw.emit("PADV2", [src, pad_const, fill], [out], _options("PadV2Options"))
+            Lw.emit("PADV2", [src, pad_const, fill], [out], builtin_options("PadV2Options"))
     elif mode == "reflect":
         Lw.emit("MIRROR_PAD", [src, pad_const], [out],
-                _options("MirrorPadOptions", mode=fb.MirrorPadMode.REFLECT))
+                builtin_options("MirrorPadOptions", mode=fb.MirrorPadMode.REFLECT))
     elif mode == "edge":
         _edge_pad(Lw, node, src, out, [begin_end.get(a, (0, 0)) for a in perm])
     else:
@@ -404,20 +422,22 @@ def _edge_pad(Lw, node, src, out, paddings):
         dst = out if k == len(padded) - 1 else Lw.temp(f"{node.name}/edge{pos}", shape, Lw.w.tensors[src].dtype)
         index = np.clip(np.arange(-b, n + e), 0, n - 1)
         Lw.emit("GATHER", [src, Lw.int32(f"{node.name}/edge_index{pos}", index)], [dst],
-                _options("GatherOptions", axis=pos))
+                builtin_options("GatherOptions", axis=pos))
         src = dst
 
 
+@OPS.register("Expand")
 def lower_expand(Lw, node):
     out_t = node.outputs[0]
     rank = Lw.rank(out_t)
     x = node.inputs[0]
-    perm = _layout_of(Lw, [x], rank)
+    perm = layout_of(Lw, [x], rank)
     out = Lw.define(out_t, perm)
     Lw.emit("BROADCAST_TO", [Lw.broadcast_input(x, rank, perm),
                              Lw.int32(f"{node.name}/shape", Lw.w.tensors[out].shape)], [out])
 
 
+@OPS.register("Tile")
 def lower_tile(Lw, node):
     x = node.inputs[0]
     reps = Lw.const(node.inputs[1])
@@ -429,9 +449,25 @@ def lower_tile(Lw, node):
             [Lw.define(node.outputs[0], perm)])
 
 
+@OPS.register("Reciprocal")
 def lower_reciprocal(Lw, node):
     """Reciprocal(x) -> DIV(1, x)."""
     x = node.inputs[0]
     perm = Lw.home(x) or L.identity(Lw.rank(x))
     one = Lw.constant(f"{node.name}/one", np.array(1.0, np.float32))
-    Lw.emit("DIV", [one, Lw.get(x, perm)], [Lw.define(node.outputs[0], perm)], _options("DivOptions"))
+    Lw.emit("DIV", [one, Lw.get(x, perm)], [Lw.define(node.outputs[0], perm)], builtin_options("DivOptions"))
+
+
+@OPS.register("LeakyRelu")
+def lower_leaky_relu(Lw, node):
+    unary("LEAKY_RELU", "LeakyReluOptions", alpha=float(attr(node, "alpha", 0.01)))(Lw, node)
+
+
+for _op, _builtin in (("Add", "ADD"), ("Sub", "SUB"), ("Mul", "MUL"), ("Div", "DIV")):
+    OPS.register(_op)(binary(_builtin, f"{_op}Options"))
+for _op, _builtin, _options in (
+        ("Relu", "RELU", None), ("Sigmoid", "LOGISTIC", None), ("Tanh", "TANH", None), ("Exp", "EXP", "ExpOptions"),
+        ("Log", "LOG", None), ("Sqrt", "SQRT", None), ("Abs", "ABS", "AbsOptions"), ("Neg", "NEG", "NegOptions"),
+        ("Floor", "FLOOR", None), ("Sign", "SIGN", None), ("Ceil", "CEIL", None), ("Sin", "SIN", None),
+        ("Cos", "COS", "CosOptions"), ("HardSwish", "HARD_SWISH", "HardSwishOptions"), ("Round", "ROUND", None)):
+    OPS.register(_op)(unary(_builtin, _options))

@@ -142,16 +142,16 @@ class ModelWriter:
 
     # -- serialization -------------------------------------------------------------------
     def serialize(self, inputs: list[int], outputs: list[int], description: str = "edgeconv") -> bytes:
-        used = _referenced(self.ops, inputs, outputs)
+        used = referenced(self.ops, inputs, outputs)
         new_index = {old: new for new, old in enumerate(used)}
         buffer_index: dict[int, int] = {0: 0}
-        buffers = [_AlignedBuffer(b"")]
+        buffers = [AlignedBuffer(b"")]
         tensors = []
         for old in used:
             t = self.tensors[old]
             if t.buffer not in buffer_index:
                 buffer_index[t.buffer] = len(buffers)
-                buffers.append(_AlignedBuffer(self._buffers[t.buffer]))
+                buffers.append(AlignedBuffer(self._buffers[t.buffer]))
             tt = fb.TensorT()
             tt.name = t.name
             tt.shape = list(t.shape)
@@ -220,7 +220,7 @@ def _tensor_map(name: str, index: int):
     return tm
 
 
-def _referenced(ops: list[Op], inputs: list[int], outputs: list[int]) -> list[int]:
+def referenced(ops: list[Op], inputs: list[int], outputs: list[int]) -> list[int]:
     """Indices of tensors the written model needs, in first-use order (graph inputs first)."""
     seen: dict[int, None] = {}
     for i in inputs:
@@ -234,7 +234,7 @@ def _referenced(ops: list[Op], inputs: list[int], outputs: list[int]) -> list[in
     return list(seen)
 
 
-class _AlignedBuffer:
+class AlignedBuffer:
     """Packs like ``fb.BufferT`` but honours the schema's ``force_align: 16`` on ``data``."""
 
     def __init__(self, data: bytes):

@@ -16,9 +16,9 @@ from pathlib import Path
 import numpy as np
 import onnx
 
-from ...errors import BadInput
 from ...fsutil import atomic_output_dir
-from ..base import Artifact, ExportOptions
+from ..base import Artifact, ExportOptions, Target
+from .registry import OPS
 
 #: TNN devices (the columns of TNN's doc/en/user/support_en.md device table), named as in
 #: op_support_matrix.yaml.
@@ -27,19 +27,22 @@ HARDWARE = ("arm", "x86", "opencl", "metal", "huawei_npu", "cuda", "openvino", "
 RUNTIME = "tnn-reader+onnxruntime"
 
 
-class TnnTarget:
+class TnnTarget(Target):
     name = "tnn"
+    title = OPS.title
+    ops_module = "converter.targets.tnn.emit"
     hardware = HARDWARE
+    default_hw = "arm"
 
     def export(self, model: onnx.ModelProto, out_dir: Path, hw: str, options: ExportOptions | None = None) -> Artifact:
-        from .emit import build_net, sanitize
+        from .context import sanitize
+        from .emit import build_net
         from .intermediates import blob_map
         from .model_writer import model_bytes
         from .proto_writer import proto_text
 
         options = options or ExportOptions()
-        if hw not in self.hardware:
-            raise BadInput(f"unknown TNN device '{hw}'; choose one of: {', '.join(self.hardware)}")
+        self.check_hw(hw)
         stem = sanitize(str(options.extra.get("name") or "model"))
         net, blob_names = build_net(model, fp16_weights=options.fp16_weights)
         proto, weights = proto_text(net), model_bytes(net)

@@ -27,7 +27,7 @@ def layer_params(attrs: dict[str, Any]) -> list[str]:
     return params
 
 
-def convert_custom(node, ctx, layer: str, attrs: dict[str, Any]) -> None:
+def convert_custom(ctx, node, layer: str, attrs: dict[str, Any]) -> None:
     """Emit ``node`` through TNN's ``ExportContext`` as one ``layer`` line."""
     ctx.emit(layer, [ctx.blob(t) for t in node.inputs if t.name], [ctx.blob(t) for t in node.outputs],
              layer_params(attrs))

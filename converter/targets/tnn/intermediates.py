@@ -1,7 +1,7 @@
 """Every blob of a TNN network after one run, keyed by the legalized ONNX tensor it holds.
 
 At export, :func:`blob_map` records which ONNX tensor each layer-output blob holds (TNN names
-are sanitized and de-duplicated, ``emit.sanitize``/``_Names``; helper blobs of multi-layer
+are sanitized and de-duplicated, ``context.sanitize``/``UniqueNames``; helper blobs of multi-layer
 mappings hold no ONNX tensor and are left out) in ``artifact.meta["blob_map"]``.  TNN blobs are
 NCHW like ONNX, so only the dtype needs undoing (int64 tensors are int32 blobs, bool are int8).
 

@@ -10,15 +10,16 @@ from __future__ import annotations
 import numpy as np
 import onnx_graphsurgeon as gs
 
-from .emit import ExportContext, converts
+from .context import ExportContext
+from .registry import OPS
 
 FLT_MAX = float(np.finfo(np.float32).max)
 
 _BINARY = {"Add": "Add", "Sub": "Sub", "Mul": "Mul", "Div": "Div", "Max": "Maximum", "Min": "Minimum"}
 
 
-@converts(*_BINARY)
-def binary(node: gs.Node, ctx: ExportContext) -> None:
+@OPS.register(*_BINARY)
+def binary(ctx: ExportContext, node: gs.Node) -> None:
     """``weight_input_index`` (add/sub/mul/div/max/min_layer_interpreter.cc, default 1): the position
     of the operand held in the .tnnmodel; -1 when both operands are blobs (then no resource).
     The resource is ``RawBuffer element_handle`` with the constant's own shape, which
@@ -47,15 +48,15 @@ _UNARY = {
 }
 
 
-@converts(*_UNARY)
-def unary(node: gs.Node, ctx: ExportContext) -> None:
+@OPS.register(*_UNARY)
+def unary(ctx: ExportContext, node: gs.Node) -> None:
     """No parameters (unary_op_layer_interpreter.h reads none; ReLU/Tanh/Exp/Abs/Sqrt/Sign have
     no interpreter at all)."""
     ctx.emit(_UNARY[node.op], [ctx.blob(node.inputs[0])], [ctx.blob(node.outputs[0])])
 
 
-@converts("Clip")
-def clip(node: gs.Node, ctx: ExportContext) -> None:
+@OPS.register("Clip")
+def clip(ctx: ExportContext, node: gs.Node) -> None:
     """``min max`` as floats (clip_layer_interpreter.cc GET_FLOAT_2); [0, 6] is ReLU6, which has
     no parameters."""
     bounds = []
@@ -72,23 +73,23 @@ def clip(node: gs.Node, ctx: ExportContext) -> None:
         ctx.emit("Clip", [src], [out], [np.float32(bounds[0]), np.float32(bounds[1])])
 
 
-@converts("Elu")
-def elu(node: gs.Node, ctx: ExportContext) -> None:
+@OPS.register("Elu")
+def elu(ctx: ExportContext, node: gs.Node) -> None:
     """``alpha`` (elu_layer_interpreter.cc)."""
     alpha = np.float32(node.attrs.get("alpha", 1.0))
     ctx.emit("Elu", [ctx.blob(node.inputs[0])], [ctx.blob(node.outputs[0])], [alpha])
 
 
-@converts("Selu")
-def selu(node: gs.Node, ctx: ExportContext) -> None:
+@OPS.register("Selu")
+def selu(ctx: ExportContext, node: gs.Node) -> None:
     """``alpha gamma`` (selu_layer_interpreter.cc)."""
     alpha = np.float32(node.attrs.get("alpha", 1.67326319217681884765625))
     gamma = np.float32(node.attrs.get("gamma", 1.05070102214813232421875))
     ctx.emit("Selu", [ctx.blob(node.inputs[0])], [ctx.blob(node.outputs[0])], [alpha, gamma])
 
 
-@converts("LeakyRelu")
-def leaky_relu(node: gs.Node, ctx: ExportContext) -> None:
+@OPS.register("LeakyRelu")
+def leaky_relu(ctx: ExportContext, node: gs.Node) -> None:
     """PReLU with one shared slope: ``channel_shared has_filler`` (prelu_layer_interpreter.cc);
     resource ``string name ; RawBuffer slope`` (float, as onnx_converter_prelu.cc writes it)."""
     alpha = np.float32(node.attrs.get("alpha", 0.01))
@@ -97,23 +98,23 @@ def leaky_relu(node: gs.Node, ctx: ExportContext) -> None:
              [("str", name), ("raw", ctx.raw(np.array([alpha], np.float32)))], name=name)
 
 
-@converts("HardSigmoid")
-def hard_sigmoid(node: gs.Node, ctx: ExportContext) -> None:
+@OPS.register("HardSigmoid")
+def hard_sigmoid(ctx: ExportContext, node: gs.Node) -> None:
     """``alpha beta`` (hard_sigmoid_layer_interpreter.cc); ONNX defaults 0.2, 0.5."""
     params = [np.float32(node.attrs.get("alpha", 0.2)), np.float32(node.attrs.get("beta", 0.5))]
     ctx.emit("HardSigmoid", [ctx.blob(node.inputs[0])], [ctx.blob(node.outputs[0])], params)
 
 
-@converts("HardSwish")
-def hard_swish(node: gs.Node, ctx: ExportContext) -> None:
+@OPS.register("HardSwish")
+def hard_swish(ctx: ExportContext, node: gs.Node) -> None:
     """``alpha beta`` (hard_swish_layer_interpreter.cc): y = x * clip(alpha*x + beta, 0, 1)
     (cpu_hard_swish_layer_acc.cc); ONNX HardSwish is alpha = 1/6, beta = 0.5."""
     params = [np.float32(1.0 / 6.0), np.float32(0.5)]
     ctx.emit("HardSwish", [ctx.blob(node.inputs[0])], [ctx.blob(node.outputs[0])], params)
 
 
-@converts("Pow")
-def power(node: gs.Node, ctx: ExportContext) -> None:
+@OPS.register("Pow")
+def power(ctx: ExportContext, node: gs.Node) -> None:
     """``exponent scale shift`` (pow_layer_interpreter.cc): y = (shift + scale * x) ^ exponent."""
     exponent = ctx.const(node.inputs[1])
     if exponent is None or exponent.size != 1 or ctx.const(node.inputs[0]) is not None:
@@ -122,8 +123,8 @@ def power(node: gs.Node, ctx: ExportContext) -> None:
     ctx.emit("Power", [ctx.blob(node.inputs[0])], [ctx.blob(node.outputs[0])], params)
 
 
-@converts("Softmax", "LogSoftmax")
-def softmax(node: gs.Node, ctx: ExportContext) -> None:
+@OPS.register("Softmax", "LogSoftmax")
+def softmax(ctx: ExportContext, node: gs.Node) -> None:
     """``axis`` (softmax_layer_interpreter.cc / log_softmax_layer_interpreter.cc, default 1).
     Always written: ONNX opset >= 13 defaults to axis -1, TNN's parser to 1 (the default that
     onnx2tnn wrongly keeps).  TNN normalizes over that single axis (cpu_softmax_layer_acc.cc)."""
@@ -141,8 +142,8 @@ _REDUCE = ("ReduceMean", "ReduceSum", "ReduceMax", "ReduceMin", "ReduceProd", "R
            "ReduceLogSum", "ReduceLogSumExp", "ReduceSumSquare")
 
 
-@converts(*_REDUCE)
-def reduce(node: gs.Node, ctx: ExportContext) -> None:
+@OPS.register(*_REDUCE)
+def reduce(ctx: ExportContext, node: gs.Node) -> None:
     """``keep_dims axis0 axis1 ...`` (reduce_op_interpreter.cc: every remaining token is an axis)."""
     rank = ctx.rank(node.inputs[0])
     axes = node.attrs.get("axes")

@@ -5,7 +5,7 @@ Parameter lists follow ``source/tnn/interpreter/tnn/layer_interpreter/<x>_layer_
 (Tencent/TNN, commit f0cb081); the restrictions written here come from the layer
 (``source/tnn/layer/<x>_layer.cc``) and CPU kernel (``source/tnn/device/cpu/acc/cpu_<x>_layer_acc.cc``)
 of the same commit: an ONNX case TNN computes differently is refused, never approximated.
-Integer tensors are int32 blobs and booleans int8 blobs (``emit.TNN_DTYPES``).
+Integer tensors are int32 blobs and booleans int8 blobs (``context.TNN_DTYPES``).
 """
 
 from __future__ import annotations
@@ -13,21 +13,15 @@ from __future__ import annotations
 import numpy as np
 import onnx_graphsurgeon as gs
 
-from .emit import ExportContext, converts
+from .context import ExportContext
 from .layer_types import DATA_FLOAT, DATA_INT8, DATA_INT32, DATA_UINT32
+from .registry import OPS
 
-# -- no layer at all --------------------------------------------------------------------------------
-
-
-@converts("Constant")
-def constant(node: gs.Node, ctx: ExportContext) -> None:
-    """No layer: a consumer reads the value through ``ctx.const`` and, where it is a blob, it goes
-    to the .tnnmodel constant map (model_interpreter.cc InterpretModel).  TNN's own ``Const`` layer
-    has an interpreter but no ``Layer`` (source/tnn/layer has no const_layer.cc), so it cannot run."""
+# -- no layer at all (Constant: see registry.py) ----------------------------------------------------
 
 
-@converts("Identity")
-def identity(node: gs.Node, ctx: ExportContext) -> None:
+@OPS.register("Identity")
+def identity(ctx: ExportContext, node: gs.Node) -> None:
     """No layer: the output is another name for the input blob.  TNN's ``LAYER_IDENTITY`` (101) has
     a type string (layer_type.cc) but no Layer and no kernel on any device."""
     src, out = node.inputs[0], node.outputs[0]
@@ -46,8 +40,8 @@ _CAST_PAIRS = {(DATA_FLOAT, DATA_INT32), (DATA_INT32, DATA_FLOAT), (DATA_FLOAT, 
                (DATA_INT8, DATA_INT32), (DATA_INT32, DATA_INT8), (DATA_INT32, DATA_UINT32), (DATA_UINT32, DATA_INT32)}
 
 
-@converts("Cast")
-def cast(node: gs.Node, ctx: ExportContext) -> None:
+@OPS.register("Cast")
+def cast(ctx: ExportContext, node: gs.Node) -> None:
     """``to`` = the TNN DataType of the output (cast_layer_interpreter.cc; cast_layer.cc sets the
     output type to it).  The kernel uses ``static_cast``, so a cast *to bool* from a number
     (ONNX: x != 0; TNN: int8 truncation, 0.5 -> 0) is refused."""
@@ -83,8 +77,8 @@ def _aligned_blob(ctx: ExportContext, tensor: gs.Tensor, rank: int) -> str:
     return out
 
 
-@converts("Equal")
-def equal(node: gs.Node, ctx: ExportContext) -> None:
+@OPS.register("Equal")
+def equal(ctx: ExportContext, node: gs.Node) -> None:
     """No interpreter, so no parameters and no resource: both operands are blobs (a constant one
     comes from the constant map).  Output int8 0/1 (equal_layer.cc), float/int32/int8 inputs
     (cpu_equal_layer_acc.cc)."""
@@ -93,8 +87,8 @@ def equal(node: gs.Node, ctx: ExportContext) -> None:
     ctx.emit("Equal", [a, b], [ctx.blob(node.outputs[0])])
 
 
-@converts("Where")
-def where(node: gs.Node, ctx: ExportContext) -> None:
+@OPS.register("Where")
+def where(ctx: ExportContext, node: gs.Node) -> None:
     """No interpreter; inputs in the order X, Y, condition (where_layer.cc, cpu_where_layer_acc.cc:
     ``c != 0 ? a : b`` on 32-bit words, so float and int32 data only); condition is int8."""
     cond, x, y = node.inputs
@@ -113,8 +107,8 @@ def _wrapped_indices(ctx: ExportContext, value: np.ndarray, data_shape: tuple[in
     return np.where(value < 0, value + dims, value).astype(np.int32)
 
 
-@converts("GatherND")
-def gather_nd(node: gs.Node, ctx: ExportContext) -> None:
+@OPS.register("GatherND")
+def gather_nd(ctx: ExportContext, node: gs.Node) -> None:
     """``batch_dims`` (gathernd_layer_interpreter.cc, default 0); cpu_gathernd_layer_acc.cc refuses
     batch_dims != 0.  Data and int32 indices are blobs (no resource)."""
     if int(node.attrs.get("batch_dims", 0)) != 0:
@@ -130,8 +124,8 @@ def gather_nd(node: gs.Node, ctx: ExportContext) -> None:
     ctx.emit("GatherND", [ctx.blob(data), index_blob], [ctx.blob(node.outputs[0])], [0])
 
 
-@converts("ScatterND")
-def scatter_nd(node: gs.Node, ctx: ExportContext) -> None:
+@OPS.register("ScatterND")
+def scatter_nd(ctx: ExportContext, node: gs.Node) -> None:
     """No parameters (scatter_nd_layer_interpreter.cc); resource ``bool has_indices ; [Raw
     indices] ; bool has_update ; [Raw updates]``.  Constant indices go to the resource and the
     layer has inputs (data, updates); otherwise three blobs (cpu_scatter_nd_layer_acc.cc).  Float
@@ -152,8 +146,8 @@ def scatter_nd(node: gs.Node, ctx: ExportContext) -> None:
 
 # -- shape queries and generators ----------------------------------------------------------------------
 
-@converts("Shape")
-def shape(node: gs.Node, ctx: ExportContext) -> None:
+@OPS.register("Shape")
+def shape(ctx: ExportContext, node: gs.Node) -> None:
     """No parameters (shape_layer_interpreter.cc); int32 output of all dims (shape_layer.cc), so
     ONNX's start/end slicing is refused."""
     rank = ctx.rank(node.inputs[0])
@@ -163,22 +157,22 @@ def shape(node: gs.Node, ctx: ExportContext) -> None:
     ctx.emit("Shape", [ctx.blob(node.inputs[0])], [ctx.blob(node.outputs[0])])
 
 
-@converts("Size")
-def size(node: gs.Node, ctx: ExportContext) -> None:
+@OPS.register("Size")
+def size(ctx: ExportContext, node: gs.Node) -> None:
     """No parameters (size_layer_interpreter.cc).  Note: size_layer.cc gives the int32 output dims
     {1}, where ONNX's Size is a scalar."""
     ctx.emit("Size", [ctx.blob(node.inputs[0])], [ctx.blob(node.outputs[0])])
 
 
-@converts("NonZero")
-def non_zero(node: gs.Node, ctx: ExportContext) -> None:
+@OPS.register("NonZero")
+def non_zero(ctx: ExportContext, node: gs.Node) -> None:
     """No interpreter; int32 output [rank, count] (nonzero_layer.cc).  cpu_nonzero_layer_acc.cc
     tests the element's *bytes*, so a float -0.0 counts as non-zero (ONNX: zero)."""
     ctx.emit("NonZero", [ctx.blob(node.inputs[0])], [ctx.blob(node.outputs[0])])
 
 
-@converts("Range")
-def range_(node: gs.Node, ctx: ExportContext) -> None:
+@OPS.register("Range")
+def range_(ctx: ExportContext, node: gs.Node) -> None:
     """No parameters (range_layer_interpreter.cc): start, limit, delta are blobs (constants from
     the constant map, range_layer.cc FillLayerParamWithConstantResource), float or int32.  For int32
     DimsFunctionUtils::Range counts ``ceil((limit - start) / delta)`` on an *integer* quotient,
@@ -194,8 +188,8 @@ def range_(node: gs.Node, ctx: ExportContext) -> None:
     ctx.emit("Range", [ctx.blob(t) for t in node.inputs], [ctx.blob(node.outputs[0])])
 
 
-@converts("ConstantOfShape")
-def constant_of_shape(node: gs.Node, ctx: ExportContext) -> None:
+@OPS.register("ConstantOfShape")
+def constant_of_shape(ctx: ExportContext, node: gs.Node) -> None:
     """No parameters (constantofshape_layer_interpreter.cc); resource ``Raw value`` whose data type
     becomes the output's (constantofshape_layer.cc); the shape input must be an int32 blob."""
     value = node.attrs.get("value")
@@ -208,8 +202,8 @@ def constant_of_shape(node: gs.Node, ctx: ExportContext) -> None:
 
 # -- spatial --------------------------------------------------------------------------------------
 
-@converts("DepthToSpace", "SpaceToDepth")
-def reorg(node: gs.Node, ctx: ExportContext) -> None:
+@OPS.register("DepthToSpace", "SpaceToDepth")
+def reorg(ctx: ExportContext, node: gs.Node) -> None:
     """Reorg ``stride forward run_with_output_dims mode`` (reorg_layer_interpreter.cc; all four read
     without defaults).  forward 1 = DepthToSpace, 0 = SpaceToDepth (reorg_layer.cc); mode 0 DCR,
     1 CRD (NaiveReorg, utils/naive_compute.cc); SpaceToDepth is mode 0."""
@@ -222,8 +216,8 @@ def reorg(node: gs.Node, ctx: ExportContext) -> None:
     ctx.emit("Reorg", [ctx.blob(node.inputs[0])], [ctx.blob(node.outputs[0])], params)
 
 
-@converts("LRN")
-def lrn(node: gs.Node, ctx: ExportContext) -> None:
+@OPS.register("LRN")
+def lrn(ctx: ExportContext, node: gs.Node) -> None:
     """``alpha beta bias size`` (lrn_layer_interpreter.cc, no defaults).  cpu_lrn_layer_acc.cc sums
     channels [c - (size-1)/2, c + (size-1)/2] with C++ integer halves, so an even ``size`` drops the
     window's last channel that ONNX includes: refused."""
@@ -237,8 +231,8 @@ def lrn(node: gs.Node, ctx: ExportContext) -> None:
     ctx.emit("LRN", [ctx.blob(node.inputs[0])], [ctx.blob(node.outputs[0])], params)
 
 
-@converts("RoiAlign")
-def roi_align(node: gs.Node, ctx: ExportContext) -> None:
+@OPS.register("RoiAlign")
+def roi_align(ctx: ExportContext, node: gs.Node) -> None:
     """``mode output_height output_width sampling_ratio spatial_scale`` (roialign_layer_interpreter.cc;
     mode 1 avg, 0 max as onnx_converter_roialign.cc writes).  cpu_roialign_layer_acc.cc takes the
     ROI corners as ``roi * spatial_scale`` with no half-pixel shift = ONNX's "output_half_pixel";
@@ -255,8 +249,8 @@ def roi_align(node: gs.Node, ctx: ExportContext) -> None:
     ctx.emit("RoiAlign", [ctx.blob(t) for t in node.inputs], [ctx.blob(node.outputs[0])], params)
 
 
-@converts("GridSample")
-def grid_sample(node: gs.Node, ctx: ExportContext) -> None:
+@OPS.register("GridSample")
+def grid_sample(ctx: ExportContext, node: gs.Node) -> None:
     """``mode pad_type align_corners`` (gridsample_layer_interpreter.cc, defaults 2 0 0);
     cpu_gridsample_layer_acc.cc computes only mode 2 (bilinear), pad_type 0 (zeros),
     align_corners 0 on 4-D input."""
@@ -269,8 +263,8 @@ def grid_sample(node: gs.Node, ctx: ExportContext) -> None:
 
 # -- arithmetic -----------------------------------------------------------------------------------
 
-@converts("Einsum")
-def einsum(node: gs.Node, ctx: ExportContext) -> None:
+@OPS.register("Einsum")
+def einsum(ctx: ExportContext, node: gs.Node) -> None:
     """``equation`` as one token (einsum_layer_interpreter.cc).  The .tnnproto splits records on
     ',', so operands are separated by ';' (einsum_layer.cc parses ';'; onnx_converter_einsum.cc
     replaces ',' the same way).  Labels must be a-z (einsum_layer.cc indexes label - 'a')."""
@@ -285,8 +279,8 @@ def einsum(node: gs.Node, ctx: ExportContext) -> None:
     ctx.emit("Einsum", [ctx.blob(t) for t in node.inputs], [ctx.blob(node.outputs[0])], [equation.replace(",", ";")])
 
 
-@converts("BitShift")
-def bit_shift(node: gs.Node, ctx: ExportContext) -> None:
+@OPS.register("BitShift")
+def bit_shift(ctx: ExportContext, node: gs.Node) -> None:
     """``direction bits`` (bitshift_layer_interpreter.cc; cpu_bitshift_layer_acc.cc: 0 = right,
     else left) with one constant shift for every element, on uint32/int32 blobs."""
     x, amount = node.inputs
@@ -301,8 +295,8 @@ def bit_shift(node: gs.Node, ctx: ExportContext) -> None:
 
 # -- deprecated ONNX ops --------------------------------------------------------------------------
 
-@converts("Upsample")
-def upsample(node: gs.Node, ctx: ExportContext) -> None:
+@OPS.register("Upsample")
+def upsample(ctx: ExportContext, node: gs.Node) -> None:
     """ONNX Upsample (opset <= 9) ``nearest`` = asymmetric / floor, which is TNN's Upsample mode 1
     (``mode scale_h scale_w align_corners out_h out_w``, upsample_layer_interpreter.cc).  Its
     ``linear`` mode is asymmetric, which TNN's bilinear (half-pixel or align-corners,

@@ -14,8 +14,9 @@ import math
 import numpy as np
 import onnx_graphsurgeon as gs
 
-from .emit import ExportContext, converts
+from .context import ExportContext
 from .layers import FLT_MAX
+from .registry import OPS
 
 
 def _pads_2d(node: gs.Node, ctx: ExportContext, spatial: tuple[int, int], kernel, strides, dilations) -> list[int]:
@@ -51,8 +52,8 @@ def _pad_layer(ctx: ExportContext, src: str, pads: list[int], fill: float) -> st
     return padded
 
 
-@converts("Conv")
-def conv(node: gs.Node, ctx: ExportContext) -> None:
+@OPS.register("Conv")
+def conv(ctx: ExportContext, node: gs.Node) -> None:
     """``group input_channel output_channel kernel_h kernel_w stride_h stride_w pad_h pad_w
     has_bias pad_type dilation_h dilation_w activation_type`` (conv_layer_interpreter.cc); every
     field written, so a default never shifts the ones after it.  input_channel is C_in/group
@@ -82,8 +83,8 @@ def conv(node: gs.Node, ctx: ExportContext) -> None:
     ctx.emit("Convolution", [src], [ctx.blob(node.outputs[0])], params, resource, name=name)
 
 
-@converts("ConvTranspose")
-def deconv(node: gs.Node, ctx: ExportContext) -> None:
+@OPS.register("ConvTranspose")
+def deconv(ctx: ExportContext, node: gs.Node) -> None:
     """Same fields as Convolution (conv_layer_interpreter.cc registers both); input_channel =
     W.dims(0)/group, output_channel = W.dims(1)*group, filter in ONNX layout [I, O/g, kh, kw].
     With pad_type -1 TNN's output is s*(in-1) + k_ext - 2*pad (deconv_layer.cc).  ONNX's
@@ -130,8 +131,8 @@ def _tnn_pool_out(size: int, k: int, s: int, pad: int, ceil_mode: int) -> int:
     return int(math.ceil(value) if ceil_mode else math.floor(value))
 
 
-@converts("MaxPool", "AveragePool")
-def pool(node: gs.Node, ctx: ExportContext) -> None:
+@OPS.register("MaxPool", "AveragePool")
+def pool(ctx: ExportContext, node: gs.Node) -> None:
     """``pool_type kernel_h kernel_w stride_h stride_w pad_h pad_w kernel_index_h kernel_index_w
     pad_type ceil_mode is_adaptive_pool output_h output_w`` (pooling_layer_interpreter.cc).
     TNN's average excludes padding (NaivePooling divides by the in-bounds count), like ONNX's
@@ -169,8 +170,8 @@ def pool(node: gs.Node, ctx: ExportContext) -> None:
     ctx.emit("Pooling", [src], [ctx.blob(node.outputs[0])], params)
 
 
-@converts("GlobalAveragePool", "GlobalMaxPool")
-def global_pool(node: gs.Node, ctx: ExportContext) -> None:
+@OPS.register("GlobalAveragePool", "GlobalMaxPool")
+def global_pool(ctx: ExportContext, node: gs.Node) -> None:
     """Pooling with kernel 0 0 = the whole H x W (pooling_layer_interpreter.cc: is_global_pool)."""
     if ctx.rank(node.inputs[0]) != 4:
         raise ctx.unsupported("TNN's Pooling is 2-D")
@@ -179,8 +180,8 @@ def global_pool(node: gs.Node, ctx: ExportContext) -> None:
     ctx.emit("Pooling", [ctx.blob(node.inputs[0])], [ctx.blob(node.outputs[0])], params)
 
 
-@converts("Gemm")
-def gemm(node: gs.Node, ctx: ExportContext) -> None:
+@OPS.register("Gemm")
+def gemm(ctx: ExportContext, node: gs.Node) -> None:
     """InnerProduct ``num_output has_bias transpose axis`` (inner_product_layer_interpreter.cc,
     all four required); resource ``string name ; Raw weight [N, K] ; Raw bias [N]``."""
     a, b = node.inputs[:2]
@@ -205,8 +206,8 @@ def gemm(node: gs.Node, ctx: ExportContext) -> None:
              name=name)
 
 
-@converts("MatMul")
-def matmul(node: gs.Node, ctx: ExportContext) -> None:
+@OPS.register("MatMul")
+def matmul(ctx: ExportContext, node: gs.Node) -> None:
     """``weight_position`` (mat_mul_layer_interpreter.cc): -1 both blobs, else which operand is the
     constant held as ``Raw weight`` in the .tnnmodel (float, as onnx2tnn writes it)."""
     a, b = node.inputs
@@ -222,8 +223,8 @@ def matmul(node: gs.Node, ctx: ExportContext) -> None:
         raise ctx.unsupported("both operands are constants (fold constants first)")
 
 
-@converts("BatchNormalization")
-def batch_norm(node: gs.Node, ctx: ExportContext) -> None:
+@OPS.register("BatchNormalization")
+def batch_norm(ctx: ExportContext, node: gs.Node) -> None:
     """BatchNormCxx: no parameters (batch_norm_layer_interpreter.cc); resource ``Raw scale ; Raw
     bias`` per channel, y = x * scale + bias."""
     values = [ctx.const(t) for t in node.inputs[1:5]]
@@ -237,8 +238,8 @@ def batch_norm(node: gs.Node, ctx: ExportContext) -> None:
               ("raw", ctx.raw(bias.astype(np.float32), weight=True))])
 
 
-@converts("InstanceNormalization")
-def instance_norm(node: gs.Node, ctx: ExportContext) -> None:
+@OPS.register("InstanceNormalization")
+def instance_norm(ctx: ExportContext, node: gs.Node) -> None:
     """InstBatchNormCxx ``channels eps`` (instance_norm_layer_interpreter.cc); resource ``Raw scale
     ; Raw bias``."""
     scale, bias = ctx.const(node.inputs[1]), ctx.const(node.inputs[2])
@@ -249,8 +250,8 @@ def instance_norm(node: gs.Node, ctx: ExportContext) -> None:
              [("raw", ctx.raw(scale, weight=True)), ("raw", ctx.raw(bias, weight=True))])
 
 
-@converts("LayerNormalization")
-def layer_norm(node: gs.Node, ctx: ExportContext) -> None:
+@OPS.register("LayerNormalization")
+def layer_norm(ctx: ExportContext, node: gs.Node) -> None:
     """LayerNorm ``reduce_dims_size eps`` (layer_norm_layer_interpreter.cc) with three input blobs
     x, scale, bias (layer_norm_layer.cc); scale and bias live in the .tnnmodel constant map, as
     onnx_converter_layer_norm.cc arranges ("no LayerResource, use const_resource_map")."""
@@ -272,8 +273,8 @@ def layer_norm(node: gs.Node, ctx: ExportContext) -> None:
     ctx.emit("LayerNorm", [ctx.blob(node.inputs[0]), *blobs], [ctx.blob(node.outputs[0])], [len(norm_shape), eps])
 
 
-@converts("PRelu")
-def prelu(node: gs.Node, ctx: ExportContext) -> None:
+@OPS.register("PRelu")
+def prelu(ctx: ExportContext, node: gs.Node) -> None:
     """PReLU ``channel_shared has_filler`` (prelu_layer_interpreter.cc); resource ``string name ;
     Raw slope`` with one slope per channel (dim 1, cpu_prelu_layer_acc.cc) or one shared."""
     slope = ctx.const(node.inputs[1])

@@ -10,7 +10,8 @@ from __future__ import annotations
 import numpy as np
 import onnx_graphsurgeon as gs
 
-from .emit import ExportContext, converts
+from .context import ExportContext
+from .registry import OPS
 
 
 def _const_list(ctx: ExportContext, node: gs.Node, index: int, attr: str | None = None) -> list[int] | None:
@@ -24,8 +25,8 @@ def _const_list(ctx: ExportContext, node: gs.Node, index: int, attr: str | None 
     return None
 
 
-@converts("Reshape")
-def reshape(node: gs.Node, ctx: ExportContext) -> None:
+@OPS.register("Reshape")
+def reshape(ctx: ExportContext, node: gs.Node) -> None:
     """``axis num_axes shape_size s0 .. s(n-1) reshape_type`` (reshape_layer_interpreter.cc);
     reshape_type 0 = row-major NCHW (ONNX) order, 1 would be TF's NHWC."""
     out_shape = ctx.shape(node.outputs[0])
@@ -33,8 +34,8 @@ def reshape(node: gs.Node, ctx: ExportContext) -> None:
     ctx.emit("Reshape", [ctx.blob(node.inputs[0])], [ctx.blob(node.outputs[0])], params)
 
 
-@converts("Flatten")
-def flatten(node: gs.Node, ctx: ExportContext) -> None:
+@OPS.register("Flatten")
+def flatten(ctx: ExportContext, node: gs.Node) -> None:
     """``axis`` (flatten_layer_interpreter.cc); output [prod(d[:axis]), prod(d[axis:])]
     (flatten_layer.cc), as in ONNX."""
     rank = ctx.rank(node.inputs[0])
@@ -43,8 +44,8 @@ def flatten(node: gs.Node, ctx: ExportContext) -> None:
     ctx.emit("Flatten", [ctx.blob(node.inputs[0])], [ctx.blob(node.outputs[0])], [axis])
 
 
-@converts("Transpose")
-def permute(node: gs.Node, ctx: ExportContext) -> None:
+@OPS.register("Transpose")
+def permute(ctx: ExportContext, node: gs.Node) -> None:
     """``n o0 .. o(n-1)`` (permute_layer_interpreter.cc).  ONNX Transpose is TNN's Permute: the
     ``Transpose`` layer type has no interpreter and no CPU layer."""
     rank = ctx.rank(node.inputs[0])
@@ -52,8 +53,8 @@ def permute(node: gs.Node, ctx: ExportContext) -> None:
     ctx.emit("Permute", [ctx.blob(node.inputs[0])], [ctx.blob(node.outputs[0])], [rank, *perm])
 
 
-@converts("Concat")
-def concat(node: gs.Node, ctx: ExportContext) -> None:
+@OPS.register("Concat")
+def concat(ctx: ExportContext, node: gs.Node) -> None:
     """``axis`` (concat_layer_interpreter.cc, default 1); constant operands become blobs of the
     .tnnmodel constant map."""
     rank = ctx.rank(node.outputs[0])
@@ -61,8 +62,8 @@ def concat(node: gs.Node, ctx: ExportContext) -> None:
     ctx.emit("Concat", [ctx.blob(t) for t in node.inputs], [ctx.blob(node.outputs[0])], [axis])
 
 
-@converts("Split")
-def split(node: gs.Node, ctx: ExportContext) -> None:
+@OPS.register("Split")
+def split(ctx: ExportContext, node: gs.Node) -> None:
     """``axis slice_count s0 ..`` (splitv_layer_interpreter.cc).  ONNX Split is SplitV; TNN's
     ``Split`` layer only duplicates a blob."""
     rank = ctx.rank(node.inputs[0])
@@ -72,8 +73,8 @@ def split(node: gs.Node, ctx: ExportContext) -> None:
     ctx.emit("SplitV", [ctx.blob(node.inputs[0])], outs, [axis, len(sizes), *sizes])
 
 
-@converts("Squeeze")
-def squeeze(node: gs.Node, ctx: ExportContext) -> None:
+@OPS.register("Squeeze")
+def squeeze(ctx: ExportContext, node: gs.Node) -> None:
     """``n axis0 ..`` (squeeze_layer_interpreter.cc); SqueezeLayer erases in reverse order."""
     in_shape = ctx.shape(node.inputs[0])
     axes = _const_list(ctx, node, 1, "axes")
@@ -83,8 +84,8 @@ def squeeze(node: gs.Node, ctx: ExportContext) -> None:
     ctx.emit("Squeeze", [ctx.blob(node.inputs[0])], [ctx.blob(node.outputs[0])], [len(axes), *axes])
 
 
-@converts("Unsqueeze")
-def unsqueeze(node: gs.Node, ctx: ExportContext) -> None:
+@OPS.register("Unsqueeze")
+def unsqueeze(ctx: ExportContext, node: gs.Node) -> None:
     """``n axis0 ..`` (unsqueeze_layer_interpreter.cc); UnsqueezeLayer inserts in the given order,
     so ascending output positions reproduce ONNX."""
     out_rank = ctx.rank(node.outputs[0])
@@ -93,8 +94,8 @@ def unsqueeze(node: gs.Node, ctx: ExportContext) -> None:
     ctx.emit("Unsqueeze", [ctx.blob(node.inputs[0])], [ctx.blob(node.outputs[0])], [len(axes), *axes])
 
 
-@converts("Gather")
-def gather(node: gs.Node, ctx: ExportContext) -> None:
+@OPS.register("Gather")
+def gather(ctx: ExportContext, node: gs.Node) -> None:
     """``axis data_in_resource indices_in_resource`` (gather_layer_interpreter.cc, defaults 0 0 1);
     resource ``int data_in_res ; [Raw data] ; int indices_in_res ; [Raw indices]``."""
     data, indices = node.inputs
@@ -114,8 +115,8 @@ def gather(node: gs.Node, ctx: ExportContext) -> None:
         ctx.emit("Gather", [ctx.blob(data), ctx.blob(indices)], [out], [axis, 0, 0])
 
 
-@converts("Slice")
-def slice_(node: gs.Node, ctx: ExportContext) -> None:
+@OPS.register("Slice")
+def slice_(ctx: ExportContext, node: gs.Node) -> None:
     """``n b.. n e.. n axes.. n strides..`` (stride_slice_v2_layer_interpreter.cc); ends are
     exclusive (DimsFunctionUtils::StrideSlice).  Begins/ends are clamped here as ONNX does, so
     no INT_MAX sentinel has to survive atoi."""
@@ -142,8 +143,8 @@ def slice_(node: gs.Node, ctx: ExportContext) -> None:
 _PAD_MODES = {"constant": 0, "reflect": 1, "edge": 2}
 
 
-@converts("Pad")
-def pad(node: gs.Node, ctx: ExportContext) -> None:
+@OPS.register("Pad")
+def pad(ctx: ExportContext, node: gs.Node) -> None:
     """4-D with no batch padding: ``Pad`` ``n1 n2 pad_t pad_b pad_l pad_r pad_c_b pad_c_e type
     value`` (pad_layer_interpreter.cc; n1, n2 are read and ignored).  Otherwise ``PadV2``
     ``ndims p0 .. p(2n-1) type value`` with ONNX's pad order (padv2_layer_interpreter.cc)."""
@@ -167,8 +168,8 @@ def pad(node: gs.Node, ctx: ExportContext) -> None:
         ctx.emit("PadV2", [src], [out], [rank, *pads, type_, fill])
 
 
-@converts("Resize")
-def resize(node: gs.Node, ctx: ExportContext) -> None:
+@OPS.register("Resize")
+def resize(ctx: ExportContext, node: gs.Node) -> None:
     """``mode scale_h scale_w align_corners out_h out_w`` (upsample_layer_interpreter.cc; mode 1
     nearest, 2 bilinear).  TNN's nearest is floor(out_index * in/out) (asymmetric/floor) and its
     bilinear is half-pixel or align-corners (cpu_upsample_layer_acc.cc); other ONNX modes are
@@ -202,8 +203,8 @@ def resize(node: gs.Node, ctx: ExportContext) -> None:
     ctx.emit("Upsample", [ctx.blob(node.inputs[0])], [ctx.blob(node.outputs[0])], params)
 
 
-@converts("ArgMax", "ArgMin")
-def arg_max_or_min(node: gs.Node, ctx: ExportContext) -> None:
+@OPS.register("ArgMax", "ArgMin")
+def arg_max_or_min(ctx: ExportContext, node: gs.Node) -> None:
     """ArgMaxOrMin ``mode axis keep_dims select_last_index`` (arg_max_or_min_layer_interpreter.cc;
     mode 0 = min, 1 = max, cpu_arg_max_or_min_layer_acc.cc keeps the first extremum)."""
     if node.attrs.get("select_last_index", 0):
@@ -213,8 +214,8 @@ def arg_max_or_min(node: gs.Node, ctx: ExportContext) -> None:
     ctx.emit("ArgMaxOrMin", [ctx.blob(node.inputs[0])], [ctx.blob(node.outputs[0])], params)
 
 
-@converts("Tile")
-def tile(node: gs.Node, ctx: ExportContext) -> None:
+@OPS.register("Tile")
+def tile(ctx: ExportContext, node: gs.Node) -> None:
     """Tile (type string of LAYER_REPEAT): ``reps..`` — every remaining token
     (tile_layer_interpreter.cc)."""
     reps = _const_list(ctx, node, 1)
@@ -223,8 +224,8 @@ def tile(node: gs.Node, ctx: ExportContext) -> None:
     ctx.emit("Tile", [ctx.blob(node.inputs[0])], [ctx.blob(node.outputs[0])], reps)
 
 
-@converts("Expand")
-def expand(node: gs.Node, ctx: ExportContext) -> None:
+@OPS.register("Expand")
+def expand(ctx: ExportContext, node: gs.Node) -> None:
     """``shape_size s0 ..`` (expand_layer_interpreter.cc); written as the static output shape."""
     out_shape = ctx.shape(node.outputs[0])
     ctx.emit("Expand", [ctx.blob(node.inputs[0])], [ctx.blob(node.outputs[0])], [len(out_shape), *out_shape])

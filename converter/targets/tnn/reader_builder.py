@@ -9,7 +9,12 @@ import onnx_graphsurgeon as gs
 from ...errors import BadInput
 from ...graph import CANONICAL_OPSET
 from .layer_types import DATA_FLOAT, DATA_HALF, DATA_INT8, DATA_INT32, DATA_INT64, DATA_UINT32
+from ..registry import OpRegistry
 from .reader import ParsedNet, ProtoLayer
+
+#: TNN layer type id (layer_type.h) -> ``read(b, layer)``, which adds the layer's ONNX nodes to the
+#: :class:`Builder`.  ``reader_onnx.py``, ``reader_shape.py`` and ``reader_extra.py`` fill it.
+LAYER_READERS = OpRegistry("tnn-reader", title="TNN reader")
 
 NP_TYPES = {DATA_FLOAT: np.float32, DATA_HALF: np.float16, DATA_INT8: np.int8, DATA_INT32: np.int32,
             DATA_INT64: np.int64, DATA_UINT32: np.uint32}

@@ -15,7 +15,7 @@ from onnx import TensorProto
 from ...errors import BadInput
 from .layer_types import DATA_FLOAT, DATA_INT8, DATA_INT32, DATA_UINT32
 from .reader import ProtoLayer
-from .reader_builder import Builder, as_float, resource_of
+from .reader_builder import LAYER_READERS, Builder, as_float, resource_of
 
 #: TNN DataType -> ONNX TensorProto type.
 _ONNX_TYPE = {DATA_FLOAT: TensorProto.FLOAT, DATA_INT8: TensorProto.INT8, DATA_INT32: TensorProto.INT32,
@@ -26,6 +26,7 @@ def _cast(b: Builder, x: gs.Tensor, onnx_type: int, output: gs.Variable | None =
     return b.op("Cast", [x], output, to=onnx_type)
 
 
+@LAYER_READERS.register(103)
 def _layer_cast(b: Builder, layer: ProtoLayer) -> None:
     to = layer.fields.int(0)  # cast_layer_interpreter.cc: to (a TNN DataType), default 0
     if to not in _ONNX_TYPE:
@@ -33,6 +34,7 @@ def _layer_cast(b: Builder, layer: ProtoLayer) -> None:
     _cast(b, b.get(layer.inputs[0]), _ONNX_TYPE[to], b.out(layer.outputs[0]))
 
 
+@LAYER_READERS.register(324)
 def _layer_equal(b: Builder, layer: ProtoLayer) -> None:
     # No interpreter; equal_layer.cc: output DATA_TYPE_INT8, dims = left-aligned max of the inputs.
     a, c = (b.get(n) for n in layer.inputs[:2])
@@ -41,6 +43,7 @@ def _layer_equal(b: Builder, layer: ProtoLayer) -> None:
     _cast(b, b.op("Equal", [a, c]), TensorProto.INT8, b.out(layer.outputs[0]))
 
 
+@LAYER_READERS.register(325)
 def _layer_where(b: Builder, layer: ProtoLayer) -> None:
     # No interpreter; where_layer.cc / cpu_where_layer_acc.cc: inputs X, Y, condition; c != 0 ? x : y
     x, y, cond = (b.get(n) for n in layer.inputs[:3])
@@ -50,6 +53,7 @@ def _layer_where(b: Builder, layer: ProtoLayer) -> None:
     b.op("Where", [mask, x, y], b.out(layer.outputs[0]))
 
 
+@LAYER_READERS.register(315)
 def _layer_gather_nd(b: Builder, layer: ProtoLayer) -> None:
     if layer.fields.int(0) != 0:  # gathernd_layer_interpreter.cc: batch_dims
         raise BadInput("TNN model: GatherND batch_dims != 0 (cpu_gathernd_layer_acc.cc rejects it)")
@@ -57,6 +61,7 @@ def _layer_gather_nd(b: Builder, layer: ProtoLayer) -> None:
     b.op("GatherND", [data, _cast(b, indices, TensorProto.INT64)], b.out(layer.outputs[0]))
 
 
+@LAYER_READERS.register(305)
 def _layer_scatter_nd(b: Builder, layer: ProtoLayer) -> None:
     # cpu_scatter_nd_layer_acc.cc: 3 inputs = data, indices, updates; else indices from the resource
     res = b.net.resources.get(layer.name, {})
@@ -71,17 +76,20 @@ def _layer_scatter_nd(b: Builder, layer: ProtoLayer) -> None:
     b.op("ScatterND", [data, _cast(b, indices, TensorProto.INT64), updates], b.out(layer.outputs[0]))
 
 
+@LAYER_READERS.register(72)
 def _layer_shape(b: Builder, layer: ProtoLayer) -> None:
     # shape_layer.cc: int32 output with every dim of the input
     _cast(b, b.op("Shape", [b.get(layer.inputs[0])]), TensorProto.INT32, b.out(layer.outputs[0]))
 
 
+@LAYER_READERS.register(312)
 def _layer_size(b: Builder, layer: ProtoLayer) -> None:
     # size_layer.cc: int32, dims {1} (not a scalar)
     count = _cast(b, b.op("Size", [b.get(layer.inputs[0])]), TensorProto.INT32)
     b.op("Reshape", [count, b.const(np.array([1], np.int64))], b.out(layer.outputs[0]))
 
 
+@LAYER_READERS.register(309)
 def _layer_non_zero(b: Builder, layer: ProtoLayer) -> None:
     # cpu_nonzero_layer_acc.cc: an element counts when any of its bytes is non-zero, so -0.0 does.
     x = b.get(layer.inputs[0])
@@ -92,6 +100,7 @@ def _layer_non_zero(b: Builder, layer: ProtoLayer) -> None:
     _cast(b, b.op("NonZero", [mask]), TensorProto.INT32, b.out(layer.outputs[0]))
 
 
+@LAYER_READERS.register(311)
 def _layer_range(b: Builder, layer: ProtoLayer) -> None:
     # range_layer.cc + DimsFunctionUtils::Range: count = ceil((limit - start) / delta), with the
     # quotient an int division for int32; cpu_range_layer_acc.cc: value_i = start + i * delta.
@@ -106,6 +115,7 @@ def _layer_range(b: Builder, layer: ProtoLayer) -> None:
     b.op("Add", [steps, start], b.out(layer.outputs[0]))
 
 
+@LAYER_READERS.register(308)
 def _layer_constant_of_shape(b: Builder, layer: ProtoLayer) -> None:
     # constantofshape_layer.cc: output dims = the int32 input's values, type = the value's type
     value = np.asarray(resource_of(b, layer)["value"]).reshape(-1)[:1]
@@ -113,6 +123,7 @@ def _layer_constant_of_shape(b: Builder, layer: ProtoLayer) -> None:
     b.op("ConstantOfShape", [shape], b.out(layer.outputs[0]), value=gs.Constant("value", as_float(value)))
 
 
+@LAYER_READERS.register(131)
 def _layer_reorg(b: Builder, layer: ProtoLayer) -> None:
     f = layer.fields  # reorg_layer_interpreter.cc: stride forward run_with_output_dims mode
     stride, forward = f.int(), f.int()
@@ -129,6 +140,7 @@ def _layer_reorg(b: Builder, layer: ProtoLayer) -> None:
         raise BadInput("TNN model: Reorg backward with mode 1 (CRD space-to-depth) is not read by edgeconv")
 
 
+@LAYER_READERS.register(12)
 def _layer_lrn(b: Builder, layer: ProtoLayer) -> None:
     f = layer.fields  # lrn_layer_interpreter.cc: alpha beta bias size
     alpha, beta, bias, size = f.float(), f.float(), f.float(), f.int()
@@ -138,6 +150,7 @@ def _layer_lrn(b: Builder, layer: ProtoLayer) -> None:
          bias=bias, size=window)
 
 
+@LAYER_READERS.register(317)
 def _layer_roi_align(b: Builder, layer: ProtoLayer) -> None:
     f = layer.fields  # roialign_layer_interpreter.cc: mode out_h out_w sampling_ratio spatial_scale
     mode = f.int(1)
@@ -152,6 +165,7 @@ def _layer_roi_align(b: Builder, layer: ProtoLayer) -> None:
          coordinate_transformation_mode="output_half_pixel")
 
 
+@LAYER_READERS.register(323)
 def _layer_grid_sample(b: Builder, layer: ProtoLayer) -> None:
     f = layer.fields  # gridsample_layer_interpreter.cc: mode pad_type align_corners (2 0 0)
     mode, pad_type, align = f.int(2), f.int(0), f.int(0)
@@ -163,11 +177,13 @@ def _layer_grid_sample(b: Builder, layer: ProtoLayer) -> None:
     b.op("GridSample", [x, grid], b.out(layer.outputs[0]), mode="bilinear", padding_mode="zeros", align_corners=0)
 
 
+@LAYER_READERS.register(321)
 def _layer_einsum(b: Builder, layer: ProtoLayer) -> None:
     equation = layer.fields.text("")  # einsum_layer_interpreter.cc: one token, operands split by ';'
     b.op("Einsum", [b.get(n) for n in layer.inputs], b.out(layer.outputs[0]), equation=equation.replace(";", ","))
 
 
+@LAYER_READERS.register(313)
 def _layer_bit_shift(b: Builder, layer: ProtoLayer) -> None:
     direction, bits = layer.fields.int(0), layer.fields.int(0)  # bitshift_layer_interpreter.cc
     x = b.get(layer.inputs[0])
@@ -180,10 +196,3 @@ def _layer_bit_shift(b: Builder, layer: ProtoLayer) -> None:
     else:
         _cast(b, shifted, TensorProto.INT32, out)
 
-
-LAYERS = {
-    103: _layer_cast, 324: _layer_equal, 325: _layer_where, 315: _layer_gather_nd, 305: _layer_scatter_nd,
-    72: _layer_shape, 312: _layer_size, 309: _layer_non_zero, 311: _layer_range, 308: _layer_constant_of_shape,
-    131: _layer_reorg, 12: _layer_lrn, 317: _layer_roi_align, 323: _layer_grid_sample, 321: _layer_einsum,
-    313: _layer_bit_shift,
-}

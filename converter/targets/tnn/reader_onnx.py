@@ -4,7 +4,9 @@ Each ``_layer_*`` function consumes the parameter fields in the order of the TNN
 (with the parser's defaults) and reproduces what TNN's layer computes: output-size formulas from
 ``source/tnn/layer/*_layer.cc`` and arithmetic from ``source/tnn/device/cpu/acc/*``.  Shapes are
 tracked layer by layer (as TNN's InferOutputShape does) because several layers (pooling,
-deconvolution, reshape) define their padding or shape from the input shape.
+deconvolution, reshape) define their padding or shape from the input shape.  Every reader
+function registers under its layer type id in ``reader_builder.LAYER_READERS`` (this module,
+``reader_shape.py`` and ``reader_extra.py``).
 """
 
 from __future__ import annotations
@@ -18,11 +20,8 @@ import onnx_graphsurgeon as gs
 from ...errors import BadInput
 from ...graph import CANONICAL_OPSET
 from .reader import ParsedNet, ProtoLayer
-from .reader_builder import NP_TYPES, Builder, as_float, resource_of
-from .reader_extra import LAYERS as _EXTRA_LAYERS
-from .reader_shape import (_layer_arg_max_or_min, _layer_concat, _layer_expand, _layer_flatten, _layer_gather,
-                           _layer_pad, _layer_padv2, _layer_permute, _layer_reshape, _layer_splitv, _layer_squeeze,
-                           _layer_strided_slice_v2, _layer_tile, _layer_upsample)
+from . import reader_extra, reader_shape  # noqa: F401  (they fill LAYER_READERS)
+from .reader_builder import LAYER_READERS, NP_TYPES, Builder, as_float, resource_of
 
 # -- convolution family ---------------------------------------------------------------------------
 
@@ -52,6 +51,7 @@ def _activation(b: Builder, x: gs.Variable, activation: int, output: gs.Variable
         raise BadInput(f"TNN model: unknown activation_type {activation}")
 
 
+@LAYER_READERS.register(1)
 def _layer_conv(b: Builder, layer: ProtoLayer) -> None:
     group, ic, oc, k, s, p, _, pad_type, d, act = _conv_fields(layer.fields)
     res = resource_of(b, layer)
@@ -72,6 +72,7 @@ def _layer_conv(b: Builder, layer: ProtoLayer) -> None:
     _activation(b, y, act, b.out(layer.outputs[0]))
 
 
+@LAYER_READERS.register(22)
 def _layer_deconv(b: Builder, layer: ProtoLayer) -> None:
     group, ic, oc, k, s, p, _, pad_type, d, act = _conv_fields(layer.fields)
     res = resource_of(b, layer)
@@ -94,6 +95,7 @@ def _layer_deconv(b: Builder, layer: ProtoLayer) -> None:
     _activation(b, y, act, b.out(layer.outputs[0]))
 
 
+@LAYER_READERS.register(4)
 def _layer_pooling(b: Builder, layer: ProtoLayer) -> None:
     f = layer.fields  # pooling_layer_interpreter.cc
     pool_type = f.int(0)
@@ -127,6 +129,7 @@ def _layer_pooling(b: Builder, layer: ProtoLayer) -> None:
     b.op(op, [x], b.out(layer.outputs[0]), kernel_shape=[kh, kw], strides=[sh, sw], pads=onnx_pads, **extra)
 
 
+@LAYER_READERS.register(19)
 def _layer_inner_product(b: Builder, layer: ProtoLayer) -> None:
     f = layer.fields  # inner_product_layer_interpreter.cc: all four fields required
     num_output, _has_bias, transpose, axis = f.int(), f.int(), f.int(), f.int()
@@ -186,6 +189,7 @@ def _layer_binary(b: Builder, layer: ProtoLayer) -> None:
     b.op(op, [weight, x] if index == 0 else [x, weight], out)
 
 
+@LAYER_READERS.register(105)
 def _layer_matmul(b: Builder, layer: ProtoLayer) -> None:
     position = layer.fields.int(-1)  # mat_mul_layer_interpreter.cc (MatMulLayerParam default -1)
     out = b.out(layer.outputs[0])
@@ -207,6 +211,7 @@ def _layer_unary(b: Builder, layer: ProtoLayer) -> None:
     b.op(_UNARY_OPS[layer.type], [b.get(layer.inputs[0])], b.out(layer.outputs[0]))
 
 
+@LAYER_READERS.register(125, 171)
 def _layer_clip(b: Builder, layer: ProtoLayer) -> None:
     if layer.type == 125:  # ReLU6: no interpreter, no params
         low, high = 0.0, 6.0
@@ -216,16 +221,19 @@ def _layer_clip(b: Builder, layer: ProtoLayer) -> None:
     b.op("Clip", [x, b.const(np.float32(low)), b.const(np.float32(high))], b.out(layer.outputs[0]))
 
 
+@LAYER_READERS.register(132)
 def _layer_elu(b: Builder, layer: ProtoLayer) -> None:
     alpha = layer.fields.float(1.0)  # elu_layer_interpreter.cc (EluLayerParam alpha = 1)
     b.op("Elu", [b.get(layer.inputs[0])], b.out(layer.outputs[0]), alpha=alpha)
 
 
+@LAYER_READERS.register(187)
 def _layer_selu(b: Builder, layer: ProtoLayer) -> None:
     alpha, gamma = layer.fields.float(1.67326), layer.fields.float(1.0507)  # selu_layer_interpreter.cc
     b.op("Selu", [b.get(layer.inputs[0])], b.out(layer.outputs[0]), alpha=alpha, gamma=gamma)
 
 
+@LAYER_READERS.register(35)
 def _layer_prelu(b: Builder, layer: ProtoLayer) -> None:
     shared = 1 if layer.fields.int(0) == 1 else 0  # prelu_layer_interpreter.cc: channel_shared
     slope = as_float(resource_of(b, layer)["slope"]).reshape(-1)
@@ -239,11 +247,13 @@ def _layer_prelu(b: Builder, layer: ProtoLayer) -> None:
     b.op("PRelu", [x, b.const(slope.reshape(shape))], b.out(layer.outputs[0]))
 
 
+@LAYER_READERS.register(172)
 def _layer_hard_sigmoid(b: Builder, layer: ProtoLayer) -> None:
     alpha, beta = layer.fields.float(0.2), layer.fields.float(0.5)
     b.op("HardSigmoid", [b.get(layer.inputs[0])], b.out(layer.outputs[0]), alpha=alpha, beta=beta)
 
 
+@LAYER_READERS.register(173)
 def _layer_hard_swish(b: Builder, layer: ProtoLayer) -> None:
     # cpu_hard_swish_layer_acc.cc: y = x0 * clip(x1 * alpha + beta, 0, 1), x1 = x0 for one input
     alpha, beta = layer.fields.float(1.0), layer.fields.float(0.0)
@@ -253,6 +263,7 @@ def _layer_hard_swish(b: Builder, layer: ProtoLayer) -> None:
     b.op("Mul", [x0, gate], b.out(layer.outputs[0]))
 
 
+@LAYER_READERS.register(69)
 def _layer_power(b: Builder, layer: ProtoLayer) -> None:
     f = layer.fields  # pow_layer_interpreter.cc: exponent scale shift; y = (shift + scale*x)^exponent
     exponent, scale, shift = f.float(1.0), f.float(1.0), f.float(0.0)
@@ -261,6 +272,7 @@ def _layer_power(b: Builder, layer: ProtoLayer) -> None:
     b.op("Pow", [base, b.const(np.float32(exponent))], b.out(layer.outputs[0]))
 
 
+@LAYER_READERS.register(21, 330)
 def _layer_softmax(b: Builder, layer: ProtoLayer) -> None:
     axis = layer.fields.int(1)  # softmax/log_softmax_layer_interpreter.cc: default 1
     x = b.get(layer.inputs[0])
@@ -287,6 +299,7 @@ def _layer_reduce(b: Builder, layer: ProtoLayer) -> None:
 
 # -- normalization --------------------------------------------------------------------------------
 
+@LAYER_READERS.register(2)
 def _layer_batch_norm(b: Builder, layer: ProtoLayer) -> None:
     res = resource_of(b, layer)  # batch_norm_layer_interpreter.cc: scale, bias (zeros if empty)
     x = b.get(layer.inputs[0])
@@ -298,6 +311,7 @@ def _layer_batch_norm(b: Builder, layer: ProtoLayer) -> None:
     b.op("Add", [scaled, b.const(bias.reshape(shape))], b.out(layer.outputs[0]))
 
 
+@LAYER_READERS.register(43)
 def _layer_instance_norm(b: Builder, layer: ProtoLayer) -> None:
     _channels, eps = layer.fields.int(0), layer.fields.float(1e-5)  # instance_norm_layer_interpreter.cc
     res = resource_of(b, layer)
@@ -308,6 +322,7 @@ def _layer_instance_norm(b: Builder, layer: ProtoLayer) -> None:
          b.out(layer.outputs[0]), epsilon=eps)
 
 
+@LAYER_READERS.register(326)
 def _layer_layer_norm(b: Builder, layer: ProtoLayer) -> None:
     reduce_dims, eps = layer.fields.int(0), layer.fields.float(1e-5)  # layer_norm_layer_interpreter.cc
     if len(layer.inputs) < 3:
@@ -319,17 +334,9 @@ def _layer_layer_norm(b: Builder, layer: ProtoLayer) -> None:
          epsilon=eps)
 
 
-_LAYERS = {
-    1: _layer_conv, 22: _layer_deconv, 4: _layer_pooling, 19: _layer_inner_product, 105: _layer_matmul,
-    125: _layer_clip, 171: _layer_clip, 132: _layer_elu, 187: _layer_selu, 35: _layer_prelu,
-    172: _layer_hard_sigmoid, 173: _layer_hard_swish, 69: _layer_power, 21: _layer_softmax, 330: _layer_softmax,
-    9: _layer_reshape, 10: _layer_flatten, 32: _layer_permute, 8: _layer_concat, 153: _layer_splitv,
-    118: _layer_squeeze, 164: _layer_squeeze, 104: _layer_gather, 306: _layer_strided_slice_v2,
-    44: _layer_pad, 316: _layer_padv2, 149: _layer_upsample, 2: _layer_batch_norm, 43: _layer_instance_norm,
-    326: _layer_layer_norm, 199: _layer_arg_max_or_min, 148: _layer_tile, 304: _layer_expand,
-    **{t: _layer_binary for t in _BINARY_OPS}, **{t: _layer_unary for t in _UNARY_OPS},
-    **{t: _layer_reduce for t in _REDUCE_OPS}, **_EXTRA_LAYERS,
-}
+LAYER_READERS.register(*_BINARY_OPS)(_layer_binary)
+LAYER_READERS.register(*_UNARY_OPS)(_layer_unary)
+LAYER_READERS.register(*_REDUCE_OPS)(_layer_reduce)
 
 
 def to_onnx(net: ParsedNet) -> onnx.ModelProto:
@@ -342,7 +349,7 @@ def to_onnx(net: ParsedNet) -> onnx.ModelProto:
         b.tensors[name] = var
         graph_inputs.append(var)
     for layer in net.layers:
-        convert = _LAYERS.get(layer.type)
+        convert = LAYER_READERS.get(layer.type)
         if convert is None:
             raise BadInput(f"TNN model: layer type {layer.type_str} is not read by edgeconv")
         start = len(b.nodes)

@@ -6,11 +6,12 @@ import numpy as np
 
 from ...errors import BadInput
 from .reader import ProtoLayer
-from .reader_builder import Builder, as_float
+from .reader_builder import LAYER_READERS, Builder, as_float
 
 
 # -- shape and data movement ----------------------------------------------------------------------
 
+@LAYER_READERS.register(9)
 def _layer_reshape(b: Builder, layer: ProtoLayer) -> None:
     f = layer.fields  # reshape_layer_interpreter.cc: axis num_axes shape_size shape.. reshape_type
     axis, num_axes = f.int(0), f.int(0)
@@ -41,22 +42,26 @@ def _layer_reshape(b: Builder, layer: ProtoLayer) -> None:
     b.op("Reshape", [x, b.const(np.array(out, np.int64))], b.out(layer.outputs[0]))
 
 
+@LAYER_READERS.register(10)
 def _layer_flatten(b: Builder, layer: ProtoLayer) -> None:
     axis = layer.fields.int()  # flatten_layer_interpreter.cc (required)
     b.op("Flatten", [b.get(layer.inputs[0])], b.out(layer.outputs[0]), axis=axis)
 
 
+@LAYER_READERS.register(32)
 def _layer_permute(b: Builder, layer: ProtoLayer) -> None:
     n = layer.fields.int()  # permute_layer_interpreter.cc
     perm = layer.fields.ints(n)
     b.op("Transpose", [b.get(layer.inputs[0])], b.out(layer.outputs[0]), perm=perm)
 
 
+@LAYER_READERS.register(8)
 def _layer_concat(b: Builder, layer: ProtoLayer) -> None:
     axis = layer.fields.int(1)  # concat_layer_interpreter.cc: default 1
     b.op("Concat", [b.get(n) for n in layer.inputs], b.out(layer.outputs[0]), axis=axis)
 
 
+@LAYER_READERS.register(153)
 def _layer_splitv(b: Builder, layer: ProtoLayer) -> None:
     axis, count = layer.fields.int(0), layer.fields.int(0)  # splitv_layer_interpreter.cc
     slices = layer.fields.ints(count, 0)
@@ -68,6 +73,7 @@ def _layer_splitv(b: Builder, layer: ProtoLayer) -> None:
     b.node("Split", [x, b.const(np.array(slices, np.int64))], outs, axis=axis)
 
 
+@LAYER_READERS.register(118, 164)
 def _layer_squeeze(b: Builder, layer: ProtoLayer) -> None:
     n = layer.fields.int(0)  # squeeze/unsqueeze_layer_interpreter.cc: n axes..
     axes = layer.fields.ints(n, 0)
@@ -76,6 +82,7 @@ def _layer_squeeze(b: Builder, layer: ProtoLayer) -> None:
     b.op(op, [x, b.const(np.array(axes, np.int64))], b.out(layer.outputs[0]))
 
 
+@LAYER_READERS.register(104)
 def _layer_gather(b: Builder, layer: ProtoLayer) -> None:
     f = layer.fields  # gather_layer_interpreter.cc: axis data_in_resource indices_in_resource
     axis, data_in_res, indices_in_res = f.int(0), f.int(0), f.int(1)
@@ -86,6 +93,7 @@ def _layer_gather(b: Builder, layer: ProtoLayer) -> None:
     b.op("Gather", [data, indices], b.out(layer.outputs[0]), axis=axis)
 
 
+@LAYER_READERS.register(306)
 def _layer_strided_slice_v2(b: Builder, layer: ProtoLayer) -> None:
     f = layer.fields  # stride_slice_v2_layer_interpreter.cc: n begins.. n ends.. n axes.. n strides..
     begins = f.ints(f.int())
@@ -106,6 +114,7 @@ def _layer_strided_slice_v2(b: Builder, layer: ProtoLayer) -> None:
 _PAD_MODES = {0: "constant", 1: "reflect", 2: "edge"}
 
 
+@LAYER_READERS.register(44)
 def _layer_pad(b: Builder, layer: ProtoLayer) -> None:
     f = layer.fields  # pad_layer_interpreter.cc: n1 n2 t b l r c_begin c_end type value
     f.int(0), f.int(0)
@@ -117,6 +126,7 @@ def _layer_pad(b: Builder, layer: ProtoLayer) -> None:
          mode=_PAD_MODES[mode])
 
 
+@LAYER_READERS.register(316)
 def _layer_padv2(b: Builder, layer: ProtoLayer) -> None:
     f = layer.fields  # padv2_layer_interpreter.cc: ndims pads(2n, ONNX order) type value
     n = f.int(0)
@@ -127,6 +137,7 @@ def _layer_padv2(b: Builder, layer: ProtoLayer) -> None:
          mode=_PAD_MODES[mode])
 
 
+@LAYER_READERS.register(149)
 def _layer_upsample(b: Builder, layer: ProtoLayer) -> None:
     f = layer.fields  # upsample_layer_interpreter.cc: mode scale_h scale_w [align_corners] [h w]
     mode, scale_h, scale_w = f.int(), f.float(), f.float()
@@ -148,6 +159,7 @@ def _layer_upsample(b: Builder, layer: ProtoLayer) -> None:
     b.op("Resize", [x, empty, empty, sizes], b.out(layer.outputs[0]), **attrs)
 
 
+@LAYER_READERS.register(199)
 def _layer_arg_max_or_min(b: Builder, layer: ProtoLayer) -> None:
     f = layer.fields  # arg_max_or_min_layer_interpreter.cc: mode axis keep_dims select_last_index
     mode, axis, keep = f.int(0), f.int(0), f.int(1)
@@ -156,12 +168,14 @@ def _layer_arg_max_or_min(b: Builder, layer: ProtoLayer) -> None:
          axis=axis, keepdims=keep)
 
 
+@LAYER_READERS.register(148)
 def _layer_tile(b: Builder, layer: ProtoLayer) -> None:
     reps = layer.fields.rest_ints()  # tile_layer_interpreter.cc: every remaining token
     x = b.get(layer.inputs[0])
     b.op("Tile", [x, b.const(np.array(reps, np.int64))], b.out(layer.outputs[0]))
 
 
+@LAYER_READERS.register(304)
 def _layer_expand(b: Builder, layer: ProtoLayer) -> None:
     n = layer.fields.int(0)  # expand_layer_interpreter.cc: shape_size shape..
     shape = layer.fields.ints(n, 0)

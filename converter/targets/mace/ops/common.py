@@ -7,7 +7,9 @@ import onnx_graphsurgeon as gs
 
 from ....errors import Unsupported
 from ....graph import attr, constant_value
+from ...driver import cannot_express
 from ..data_file import DT_FLOAT, DT_INT32  # noqa: F401  (re-exported)
+from ..registry import OPS
 
 # include/mace/public/mace.h DataFormat
 DF_NONE, DF_NHWC, DF_NCHW, DF_AUTO = 0, 1, 2, 1000
@@ -24,33 +26,34 @@ FRAMEWORK_ONNX = 2  # mace/core/types.h FrameworkType
 NCHW_TO_NHWC_AXIS = {0: 0, 1: 3, 2: 1, 3: 2}
 
 
-def _fail(node: gs.Node, why: str) -> Unsupported:
-    return Unsupported(f"MACE cannot express node '{node.name}' ({node.op}): {why}")
+def fail(node: gs.Node, why: str) -> Unsupported:
+    """``raise fail(node, "...")``: MACE cannot write this node (the one wording of all targets)."""
+    return cannot_express(OPS.title, node, why)
 
 
-def _const(node: gs.Node, i: int, what: str) -> np.ndarray:
+def const_input(node: gs.Node, i: int, what: str) -> np.ndarray:
     value = constant_value(node.inputs[i]) if i < len(node.inputs) else None
     if value is None:
-        raise _fail(node, f"{what} must be a constant")
+        raise fail(node, f"{what} must be a constant")
     return value
 
 
-def _optional_const(node: gs.Node, i: int) -> np.ndarray | None:
+def optional_const(node: gs.Node, i: int) -> np.ndarray | None:
     if i >= len(node.inputs) or node.inputs[i].name == "":
         return None
     return constant_value(node.inputs[i])
 
 
-def _rank(em, tensor) -> int:
+def rank_of(em, tensor) -> int:
     return len(em.shape(tensor))
 
 
-def _split_pads(node: gs.Node, pads: list[int]) -> tuple[list[int], list[int]]:
+def split_pads(node: gs.Node, pads: list[int]) -> tuple[list[int], list[int]]:
     half = len(pads) // 2
     return pads[:half], pads[half:]
 
 
-def _explicit_pads(em, node: gs.Node, kernel, strides, dilations) -> list[int]:
+def explicit_pads(em, node: gs.Node, kernel, strides, dilations) -> list[int]:
     """ONNX pads ``[t, l, b, r]``, resolving auto_pad from static shapes."""
     auto_pad = attr(node, "auto_pad", "NOTSET")
     if isinstance(auto_pad, bytes):
@@ -68,13 +71,13 @@ def _explicit_pads(em, node: gs.Node, kernel, strides, dilations) -> list[int]:
     return begin + end
 
 
-def _mace_pad_ok(begin: list[int], end: list[int]) -> bool:
+def mace_pad_ok(begin: list[int], end: list[int]) -> bool:
     """MACE applies a total pad as top = total >> 1 (``mace/ops/ref/conv_2d.cc:66``,
     ``mace/ops/pooling.cc`` pad_hw = paddings / 2): only begin == total // 2 is expressible."""
     return all(b == (b + e) // 2 for b, e in zip(begin, end))
 
 
-def _pad_nchw_to_nhwc_list(begin: list[int], end: list[int]) -> list[int]:
+def pad_nchw_to_nhwc_list(begin: list[int], end: list[int]) -> list[int]:
     """4-D Pad ``paddings`` for has_data_format=1: [before, after] per dim in NHWC order
     (``mace/ops/pad.cc:71-75`` remaps them with {0,1,6,7,2,3,4,5})."""
     per_dim = [(begin[i], end[i]) for i in range(4)]
@@ -84,12 +87,12 @@ def _pad_nchw_to_nhwc_list(begin: list[int], end: list[int]) -> list[int]:
     return out
 
 
-def _explicit_pad_op(em, node: gs.Node, x: str, begin_hw, end_hw, value: float) -> str:
+def explicit_pad_op(em, node: gs.Node, x: str, begin_hw, end_hw, value: float) -> str:
     n, c, h, w = em.shape(node.inputs[0])
     shape = [n, c, h + begin_hw[0] + end_hw[0], w + begin_hw[1] + end_hw[1]]
     padded = em.tensor(f"{node.name}_pad", shape)
     em.op("Pad", f"{node.name}_pad", [x], [padded], transposable=True, args=[
-        ("paddings", "ints", _pad_nchw_to_nhwc_list([0, 0, *begin_hw], [0, 0, *end_hw])),
+        ("paddings", "ints", pad_nchw_to_nhwc_list([0, 0, *begin_hw], [0, 0, *end_hw])),
         ("pad_type", "i", PAD_CONSTANT), ("constant_value", "f", value)])
     return padded
 

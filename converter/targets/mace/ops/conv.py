@@ -3,14 +3,15 @@ DepthwiseDeconv2d / Pooling / Reduce."""
 
 from __future__ import annotations
 
-import numpy as np
 import onnx_graphsurgeon as gs
 
-from ....graph import attr, constant_value
-from .common import *  # noqa: F401,F403
-from .common import _const, _explicit_pad_op, _explicit_pads, _fail, _mace_pad_ok, _optional_const, _split_pads
+from ....graph import attr
+from ..registry import OPS
+from .common import (POOL_AVG, POOL_MAX, ROUND_CEIL, ROUND_FLOOR, const_input, explicit_pad_op,
+                     explicit_pads, fail, mace_pad_ok, optional_const, split_pads)
 
 
+@OPS.register("Conv")
 def conv(em, node: gs.Node) -> None:
     """ONNX Conv -> Conv2D (filter OIHW) or DepthwiseConv2d (filter [1,C,kh,kw]).
 
@@ -19,28 +20,28 @@ def conv(em, node: gs.Node) -> None:
     when group == C_in and one filter per group).  MACE pads ``total >> 1`` on top/left, so
     top/left-heavy ONNX pads are emitted as an explicit Pad first (MACE's converter gets these
     wrong, FORMAT-NOTES 7.2)."""
-    weight = _const(node, 1, "the filter")
-    bias = _optional_const(node, 2)
+    weight = const_input(node, 1, "the filter")
+    bias = optional_const(node, 2)
     if len(node.inputs) > 2 and node.inputs[2].name and bias is None:
-        raise _fail(node, "the bias must be a constant")
+        raise fail(node, "the bias must be a constant")
     if weight.ndim != 4:
-        raise _fail(node, "only 2-D convolution is supported")
+        raise fail(node, "only 2-D convolution is supported")
     c_in = em.shape(node.inputs[0])[1]
     group = int(attr(node, "group", 1))
     kernel = list(weight.shape[2:])
     strides = [int(s) for s in attr(node, "strides", [1, 1])]
     dilations = [int(d) for d in attr(node, "dilations", [1, 1])]
-    begin, end = _split_pads(node, _explicit_pads(em, node, kernel, strides, dilations))
+    begin, end = split_pads(node, explicit_pads(em, node, kernel, strides, dilations))
     x = em.name_of(node.inputs[0])
-    if not _mace_pad_ok(begin, end):
-        x = _explicit_pad_op(em, node, x, begin, end, 0.0)
+    if not mace_pad_ok(begin, end):
+        x = explicit_pad_op(em, node, x, begin, end, 0.0)
         begin, end = [0, 0], [0, 0]
     if group == 1:
         op_type, filt = "Conv2D", weight
     elif group == c_in and weight.shape[1] == 1 and weight.shape[0] == c_in:
         op_type, filt = "DepthwiseConv2d", weight.reshape(1, c_in, *kernel)
     else:
-        raise _fail(node, f"group={group} convolution (MACE has Conv2D and depthwise only)")
+        raise fail(node, f"group={group} convolution (MACE has Conv2D and depthwise only)")
     inputs = [x, em.weight(node.inputs[1].name, filt)]
     if bias is not None:
         inputs.append(em.weight(node.inputs[2].name, bias.reshape(-1)))
@@ -49,6 +50,7 @@ def conv(em, node: gs.Node) -> None:
         ("dilations", "ints", dilations), ("kernels", "ints", kernel), ("group", "i", group)])
 
 
+@OPS.register("ConvTranspose")
 def conv_transpose(em, node: gs.Node) -> None:
     """ONNX ConvTranspose -> Deconv2D with ONNX-style inputs (x, filter [O,I,kh,kw], bias).
 
@@ -64,28 +66,28 @@ def conv_transpose(em, node: gs.Node) -> None:
     GroupDeconv2d reads filter[(p*group+g)*in_g + q] and ``CalcDeconvShape_Caffe`` takes
     out_channels = filter.dim(0) * group, i.e. a [C_out/group, C_in, kh, kw] filter: ONNX's
     [C_in, C_out/group, kh, kw] transposed as for Deconv2D)."""
-    weight = _const(node, 1, "the filter")
-    bias = _optional_const(node, 2)
+    weight = const_input(node, 1, "the filter")
+    bias = optional_const(node, 2)
     if len(node.inputs) > 2 and node.inputs[2].name and bias is None:
-        raise _fail(node, "the bias must be a constant")
+        raise fail(node, "the bias must be a constant")
     if weight.ndim != 4:
-        raise _fail(node, "only 2-D transposed convolution is supported")
+        raise fail(node, "only 2-D transposed convolution is supported")
     group = int(attr(node, "group", 1))
     if any(int(d) != 1 for d in attr(node, "dilations", [1, 1])):
-        raise _fail(node, "dilated transposed convolution (Deconv2D has no dilations)")
+        raise fail(node, "dilated transposed convolution (Deconv2D has no dilations)")
     if attr(node, "output_shape") is not None:
-        raise _fail(node, "explicit output_shape attribute; normalize the model first")
+        raise fail(node, "explicit output_shape attribute; normalize the model first")
     auto_pad = attr(node, "auto_pad", "NOTSET")
     if (auto_pad.decode() if isinstance(auto_pad, bytes) else auto_pad) != "NOTSET":
-        raise _fail(node, "auto_pad on ConvTranspose; normalize the model first")
+        raise fail(node, "auto_pad on ConvTranspose; normalize the model first")
     kernel = list(weight.shape[2:])
     strides = [int(s) for s in attr(node, "strides", [1, 1])]
-    begin, end = _split_pads(node, [int(p) for p in attr(node, "pads", [0, 0, 0, 0])])
+    begin, end = split_pads(node, [int(p) for p in attr(node, "pads", [0, 0, 0, 0])])
     out_pad = [int(p) for p in attr(node, "output_padding", [0, 0])]
     # ONNX output row o is full-buffer row o + begin; the rows kept end `end - out_pad` early.
     crop_end = [e - p for e, p in zip(end, out_pad)]
     if any(c < 0 for c in crop_end):
-        raise _fail(node, "output_padding larger than the end padding (would need zero rows)")
+        raise fail(node, "output_padding larger than the end padding (would need zero rows)")
     inputs = [em.name_of(node.inputs[0]), em.weight(node.inputs[1].name, weight.transpose(1, 0, 2, 3))]
     if bias is not None:
         inputs.append(em.weight(node.inputs[2].name, bias.reshape(-1)))
@@ -109,26 +111,27 @@ def conv_transpose(em, node: gs.Node) -> None:
 
 
 
+@OPS.register("MaxPool", "AveragePool")
 def pool(em, node: gs.Node) -> None:
     """MaxPool/AveragePool -> Pooling (``mace/ops/pooling.cc:43-100``): pad top/left =
     padding_values/2, ``round_mode`` defaults to CEIL so FLOOR is always written, AVG divides
     by the number of valid (unpadded) elements = ONNX count_include_pad=0."""
     kernel = [int(k) for k in attr(node, "kernel_shape")]
     if len(kernel) != 2:
-        raise _fail(node, "only 2-D pooling")
+        raise fail(node, "only 2-D pooling")
     strides = [int(s) for s in attr(node, "strides", [1, 1])]
     dilations = [int(d) for d in attr(node, "dilations", [1, 1])]
-    begin, end = _split_pads(node, _explicit_pads(em, node, kernel, strides, dilations))
+    begin, end = split_pads(node, explicit_pads(em, node, kernel, strides, dilations))
     if len(node.outputs) > 1 and node.outputs[1].name:
-        raise _fail(node, "MaxPool indices output")
+        raise fail(node, "MaxPool indices output")
     is_max = node.op == "MaxPool"
     if not is_max and int(attr(node, "count_include_pad", 0)) and any(begin + end):
-        raise _fail(node, "count_include_pad=1 with padding (MACE averages valid elements only)")
+        raise fail(node, "count_include_pad=1 with padding (MACE averages valid elements only)")
     x = em.name_of(node.inputs[0])
-    if not _mace_pad_ok(begin, end):
+    if not mace_pad_ok(begin, end):
         if not is_max:
-            raise _fail(node, "top/left-heavy padding on AveragePool")
-        x = _explicit_pad_op(em, node, x, begin, end, -3.4028234663852886e38)
+            raise fail(node, "top/left-heavy padding on AveragePool")
+        x = explicit_pad_op(em, node, x, begin, end, -3.4028234663852886e38)
         begin, end = [0, 0], [0, 0]
     em.op("Pooling", node.name, [x], [em.name_of(node.outputs[0])], fixed=True, args=[
         ("pooling_type", "i", POOL_MAX if is_max else POOL_AVG), ("kernels", "ints", kernel),

@@ -2,16 +2,16 @@
 
 from __future__ import annotations
 
-import numpy as np
 import onnx_graphsurgeon as gs
 
-from ....graph import attr, constant_value
-from .common import *  # noqa: F401,F403
-from .common import _fail, _rank
+from ....graph import constant_value
+from ..registry import OPS
+from .common import ABS, DIV, DT_INT32, EQUAL, MAX, MIN, NEG, POW, PROD, SIGN, SUB, SUM, fail, rank_of
 
 _ELTWISE = {"Add": SUM, "Sub": SUB, "Mul": PROD, "Div": DIV, "Min": MIN, "Max": MAX, "Pow": POW}
 
 
+@OPS.register(*_ELTWISE)
 def eltwise(em, node: gs.Node) -> None:
     _binary(em, node, _ELTWISE[node.op])
 
@@ -25,7 +25,7 @@ def _binary(em, node: gs.Node, kind: int, output_types=None) -> None:
     [1,C,1,1] constants are stored as [C]; other operands must have the same rank and broadcast
     only over size-1 dims (tail-aligned, numpy style, as ONNX)."""
     if len(node.inputs) != 2:
-        raise _fail(node, "Eltwise takes exactly two inputs")
+        raise fail(node, "Eltwise takes exactly two inputs")
     out_rank = len(em.shape(node.outputs[0]))
     values = [constant_value(t) for t in node.inputs]
     args = [("type", "i", kind)]
@@ -44,19 +44,20 @@ def _binary(em, node: gs.Node, kind: int, output_types=None) -> None:
             if out_rank == 4:
                 # MACE expects other 4-D constants of AUTO ops in NHWC order and transposes
                 # them at load (mace/flows/cpu/transpose_const.cc); we do not emit those.
-                raise _fail(node, f"4-D constant operand of shape {list(shape)} is not per-channel")
+                raise fail(node, f"4-D constant operand of shape {list(shape)} is not per-channel")
             value = value.reshape(full)
             inputs.append(em.weight(tensor.name, value))
             continue
-        if _rank(em, tensor) != out_rank:
-            raise _fail(node, "operands of different rank")
+        if rank_of(em, tensor) != out_rank:
+            raise fail(node, "operands of different rank")
         inputs.append(em.name_of(tensor))
     if len(inputs) == 0:
-        raise _fail(node, "both operands are constant (fold constants first)")
+        raise fail(node, "both operands are constant (fold constants first)")
     em.op("Eltwise", node.name, inputs, [em.name_of(node.outputs[0])], transposable=out_rank == 4, args=args,
           T=em.mace_dtype(node.inputs[0]), output_types=output_types)
 
 
+@OPS.register("Abs", "Neg", "Sqrt", "Reciprocal")
 def unary_eltwise(em, node: gs.Node) -> None:
     """Abs/Neg -> Eltwise ABS/NEG; Sqrt -> POW 0.5; Reciprocal -> POW -1 (``eltwise.cc``; the
     ONNX converter maps them the same way)."""
@@ -65,23 +66,26 @@ def unary_eltwise(em, node: gs.Node) -> None:
     if scalar is not None:
         args += [("scalar_input", "f", scalar), ("scalar_input_index", "i", 1)]
     em.op("Eltwise", node.name, [em.name_of(node.inputs[0])], [em.name_of(node.outputs[0])],
-          transposable=_rank(em, node.inputs[0]) == 4, args=args)
+          transposable=rank_of(em, node.inputs[0]) == 4, args=args)
 
 
 
+@OPS.register("Equal")
 def equal(em, node: gs.Node) -> None:
     """Equal -> Eltwise EQUAL.  Logical types write int32 0/1 (``eltwise.cc:990-992``: "as we do
     not have bool-type tensor, we use int type"), so the bool result is carried as int32."""
     _binary(em, node, EQUAL, output_types=[DT_INT32])
 
 
+@OPS.register("Sign")
 def sign(em, node: gs.Node) -> None:
     """Sign -> Eltwise SIGN: ``(0 < x) - (x < 0)`` (``mace/ops/eltwise.h:27-29``), sign(0) = 0
     as ONNX.  MACE's ONNX converter does not map Sign; the kernel exists for CPU and GPU."""
     em.op("Eltwise", node.name, [em.name_of(node.inputs[0])], [em.name_of(node.outputs[0])],
-          transposable=_rank(em, node.inputs[0]) == 4, args=[("type", "i", SIGN)])
+          transposable=rank_of(em, node.inputs[0]) == 4, args=[("type", "i", SIGN)])
 
 
+@OPS.register("Sum")
 def sum_n(em, node: gs.Node) -> None:
     """Sum -> Identity (1 input), Eltwise SUM (2 inputs, with broadcasting), or AddN for more
     same-shape inputs (``mace/ops/addn.cc:37-60``: plain element-wise accumulation, no
@@ -96,4 +100,4 @@ def sum_n(em, node: gs.Node) -> None:
     if all(em.shape(t) == out_shape for t in node.inputs):
         em.op("AddN", node.name, [em.name_of(t) for t in node.inputs], [out])
         return
-    raise _fail(node, "Sum of more than two inputs that broadcast (AddN needs equal shapes)")
+    raise fail(node, "Sum of more than two inputs that broadcast (AddN needs equal shapes)")

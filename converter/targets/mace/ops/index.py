@@ -6,19 +6,20 @@ import numpy as np
 import onnx_graphsurgeon as gs
 
 from ....graph import attr, constant_value
-from .common import *  # noqa: F401,F403
-from .common import _const, _fail, _optional_const, _rank
+from ..registry import OPS
+from .common import DT_FLOAT, DT_INT32, NCHW_TO_NHWC_AXIS, NEG, const_input, fail, optional_const, rank_of
 
 
+@OPS.register("Split")
 def split(em, node: gs.Node) -> None:
     """Split (``mace/ops/split.cc:36-75``): ``axis`` (default 3; negative allowed; NHWC-ordered
     for a 4-D input with has_data_format), equal split unless input 1 gives int32 sizes
     (1-D, one per output)."""
-    rank = _rank(em, node.inputs[0])
+    rank = rank_of(em, node.inputs[0])
     axis = int(attr(node, "axis", 0)) % rank
     sizes = [em.shape(t)[axis] for t in node.outputs]
     if len(node.outputs) < 2:
-        raise _fail(node, "MACE Split needs at least two outputs (split.cc:50)")
+        raise fail(node, "MACE Split needs at least two outputs (split.cc:50)")
     inputs = [em.name_of(node.inputs[0])]
     if len(set(sizes)) > 1:
         inputs.append(em.weight(f"{node.name}_size_splits", np.array(sizes, np.int32)))
@@ -27,6 +28,7 @@ def split(em, node: gs.Node) -> None:
           args=[("axis", "i", NCHW_TO_NHWC_AXIS[axis] if rank == 4 else axis)])
 
 
+@OPS.register("Slice")
 def slice_(em, node: gs.Node) -> None:
     """Slice -> StridedSlice (``mace/ops/strided_slice.cc:165-231``): begin/end/strides are int32
     tensors (inputs 1-3) over every dim; MACE clamps begin/end after adding the dim to negative
@@ -37,12 +39,12 @@ def slice_(em, node: gs.Node) -> None:
     shape = em.shape(node.inputs[0])
     rank = len(shape)
     if not 1 <= rank <= 4:
-        raise _fail(node, f"StridedSlice of rank {rank} (MACE's kernel loops cover 1..4)")
-    starts = [int(v) for v in _const(node, 1, "starts").reshape(-1)]
-    ends = [int(v) for v in _const(node, 2, "ends").reshape(-1)]
-    axes = _optional_const(node, 3)
+        raise fail(node, f"StridedSlice of rank {rank} (MACE's kernel loops cover 1..4)")
+    starts = [int(v) for v in const_input(node, 1, "starts").reshape(-1)]
+    ends = [int(v) for v in const_input(node, 2, "ends").reshape(-1)]
+    axes = optional_const(node, 3)
     axes = [int(a) % rank for a in axes.reshape(-1)] if axes is not None else list(range(len(starts)))
-    steps = _optional_const(node, 4)
+    steps = optional_const(node, 4)
     steps = [int(s) for s in steps.reshape(-1)] if steps is not None else [1] * len(starts)
     begin, end, stride, end_mask = [0] * rank, list(shape), [1] * rank, 0
     for axis, start, stop, step in zip(axes, starts, ends, steps):
@@ -56,7 +58,7 @@ def slice_(em, node: gs.Node) -> None:
                 end[axis], end_mask = 0, end_mask | (1 << axis)
         stride[axis] = step
     if any(d == 0 for d in em.shape(node.outputs[0])):
-        raise _fail(node, "empty slice (strided_slice.cc:233-236 requires every output dim > 0)")
+        raise fail(node, "empty slice (strided_slice.cc:233-236 requires every output dim > 0)")
     inputs = [em.name_of(node.inputs[0])] + [em.weight(f"{node.name}_{what}", np.array(v, np.int32))
                                              for what, v in (("begin", begin), ("end", end), ("strides", stride))]
     em.op("StridedSlice", node.name, inputs, [em.name_of(node.outputs[0])], T=em.mace_dtype(node.inputs[0]),
@@ -64,15 +66,16 @@ def slice_(em, node: gs.Node) -> None:
                 ("new_axis_mask", "i", 0), ("shrink_axis_mask", "i", 0)])
 
 
+@OPS.register("Gather")
 def gather(em, node: gs.Node) -> None:
     """Gather (``mace/ops/gather.cc:23-84``): params, int32 indices, ``axis`` (default 0,
     negative allowed); output = params[:axis] + indices.shape + params[axis+1:].  MACE does not
     wrap negative indices (gather.cc:65 only asserts idx < dim), so constant indices are
     wrapped here; runtime indices must be non-negative.  Float params only (CPU float/bf16)."""
-    rank = _rank(em, node.inputs[0])
+    rank = rank_of(em, node.inputs[0])
     axis = int(attr(node, "axis", 0)) % rank
     if em.mace_dtype(node.inputs[0]) != DT_FLOAT:
-        raise _fail(node, "MACE registers Gather for float params only (gather.cc:86-99)")
+        raise fail(node, "MACE registers Gather for float params only (gather.cc:86-99)")
     indices = constant_value(node.inputs[1])
     if indices is not None:
         dim = em.shape(node.inputs[0])[axis]
@@ -84,14 +87,16 @@ def gather(em, node: gs.Node) -> None:
           args=[("axis", "i", axis)])
 
 
+@OPS.register("Tile")
 def tile(em, node: gs.Node) -> None:
     """Tile (``mace/ops/tile.cc``): input 1 is int32 ``multiples``, one per dim.  has_data_format
     is never written (tile.cc swaps multiples[1..3] for any rank when it is set).  CPU only."""
-    repeats = _const(node, 1, "repeats").reshape(-1).astype(np.int32)
+    repeats = const_input(node, 1, "repeats").reshape(-1).astype(np.int32)
     em.op("Tile", node.name, [em.name_of(node.inputs[0]), em.weight(f"{node.name}_multiples", repeats)],
           [em.name_of(node.outputs[0])])
 
 
+@OPS.register("ArgMax", "ArgMin")
 def arg_max(em, node: gs.Node) -> None:
     """ArgMax/ArgMin -> ArgMax (``mace/ops/argmax.cc``): ``axis``, ``keepdims`` (default true),
     ``argmin``; int32 output.  Ties: it partial-sorts (value, index) pairs with
@@ -125,12 +130,13 @@ def arg_max(em, node: gs.Node) -> None:
         ("axis", "i", axis), ("keepdims", "i", keepdims), ("argmin", "i", int(want_min))])
 
 
+@OPS.register("CumSum")
 def cumsum(em, node: gs.Node) -> None:
     """CumSum -> Cumsum (``mace/ops/cumsum.cc``): ``axis`` (negative allowed), ``exclusive``,
     ``reverse`` args with ONNX's meaning; float only (CPU)."""
-    axis = int(_const(node, 1, "axis").reshape(-1)[0]) % _rank(em, node.inputs[0])
+    axis = int(const_input(node, 1, "axis").reshape(-1)[0]) % rank_of(em, node.inputs[0])
     if em.mace_dtype(node.inputs[0]) != DT_FLOAT:
-        raise _fail(node, "MACE registers Cumsum for float only")
+        raise fail(node, "MACE registers Cumsum for float only")
     em.op("Cumsum", node.name, [em.name_of(node.inputs[0])], [em.name_of(node.outputs[0])], args=[
         ("axis", "i", axis), ("exclusive", "i", int(attr(node, "exclusive", 0))),
         ("reverse", "i", int(attr(node, "reverse", 0)))])

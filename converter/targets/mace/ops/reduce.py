@@ -2,18 +2,18 @@
 
 from __future__ import annotations
 
-import numpy as np
 import onnx_graphsurgeon as gs
 
-from ....graph import attr, constant_value
-from .common import *  # noqa: F401,F403
-from .common import _const, _fail, _rank
+from ....graph import attr
+from ..registry import OPS
+from .common import (NCHW_TO_NHWC_AXIS, REDUCE_MAX, REDUCE_MEAN, REDUCE_MIN, REDUCE_PROD, REDUCE_SUM,
+                     const_input, fail, rank_of)
 
 
 def _reduce(em, node: gs.Node, kind: int, axes: list[int], keepdims: bool) -> None:
     """Reduce (``mace/ops/reduce.cc:39-110``): ``axis`` ints, ``keepdims`` default false; with
     has_data_format on 4-D input the axes are read in NHWC order and remapped."""
-    rank = _rank(em, node.inputs[0])
+    rank = rank_of(em, node.inputs[0])
     axes = sorted(a % rank for a in axes) if axes else list(range(rank))
     if rank == 4:
         axes = sorted(NCHW_TO_NHWC_AXIS[a] for a in axes)
@@ -26,17 +26,19 @@ _REDUCE = {"ReduceMean": REDUCE_MEAN, "ReduceMin": REDUCE_MIN, "ReduceMax": REDU
            "ReduceProd": REDUCE_PROD, "ReduceSum": REDUCE_SUM}
 
 
+@OPS.register(*_REDUCE)
 def reduce(em, node: gs.Node) -> None:
     """ReduceX; opset-13 ReduceSum takes axes as an input (MACE's converter ignores it)."""
     if node.op == "ReduceSum" and len(node.inputs) > 1 and node.inputs[1].name:
-        axes = [int(a) for a in _const(node, 1, "axes").reshape(-1)]
+        axes = [int(a) for a in const_input(node, 1, "axes").reshape(-1)]
     else:
         axes = [int(a) for a in attr(node, "axes", [])]
     if not axes and int(attr(node, "noop_with_empty_axes", 0)):
-        raise _fail(node, "noop_with_empty_axes")
+        raise fail(node, "noop_with_empty_axes")
     _reduce(em, node, _REDUCE[node.op], axes, bool(attr(node, "keepdims", 1)))
 
 
+@OPS.register("GlobalAveragePool", "GlobalMaxPool")
 def global_pool(em, node: gs.Node) -> None:
     """GlobalAveragePool/GlobalMaxPool -> Reduce MEAN/MAX over H,W keepdims (as MACE's converter)."""
     _reduce(em, node, REDUCE_MEAN if node.op == "GlobalAveragePool" else REDUCE_MAX, [2, 3], True)

@@ -8,8 +8,9 @@ import onnx_graphsurgeon as gs
 
 from ....graph import attr, constant_value
 from ..data_file import DT_FLOAT, DT_INT32
-from .common import *  # noqa: F401,F403
-from .common import _const, _fail, _optional_const, _pad_nchw_to_nhwc_list, _rank
+from ..registry import OPS
+from .common import (NCHW_TO_NHWC_AXIS, PAD_CONSTANT, PAD_REFLECT, const_input, fail, optional_const,
+                     pad_nchw_to_nhwc_list, rank_of)
 
 
 def _reshape_to(em, node: gs.Node, shape) -> None:
@@ -19,70 +20,77 @@ def _reshape_to(em, node: gs.Node, shape) -> None:
           args=[("dim", "ints", [int(d) for d in shape])])
 
 
+@OPS.register("Reshape")
 def reshape(em, node):
     if int(attr(node, "allowzero", 0)):
-        raise _fail(node, "allowzero=1")
+        raise fail(node, "allowzero=1")
     _reshape_to(em, node, em.shape(node.outputs[0]))
 
 
+@OPS.register("Flatten")
 def flatten(em, node):
     _reshape_to(em, node, em.shape(node.outputs[0]))
 
 
+@OPS.register("Squeeze", "Unsqueeze")
 def squeeze(em, node):
     """Squeeze/Unsqueeze are shape-only; static shapes are known, so Reshape is exact and
     avoids the opset-13 axes-as-input forms MACE's converter crashes on."""
     _reshape_to(em, node, em.shape(node.outputs[0]))
 
 
+@OPS.register("Transpose")
 def transpose(em, node):
     """Transpose (``mace/ops/transpose.cc:36-50``): ``dims`` = perm, rank 2..4."""
-    rank = _rank(em, node.inputs[0])
+    rank = rank_of(em, node.inputs[0])
     perm = [int(p) for p in attr(node, "perm", list(range(rank))[::-1])]
     if not 2 <= rank <= 4:
-        raise _fail(node, f"Transpose of rank {rank} (MACE supports 2..4)")
+        raise fail(node, f"Transpose of rank {rank} (MACE supports 2..4)")
     em.op("Transpose", node.name, [em.name_of(node.inputs[0])], [em.name_of(node.outputs[0])],
           args=[("dims", "ints", perm)])
 
 
+@OPS.register("Concat")
 def concat(em, node):
     """Concat (``mace/ops/concat.cc:33,58-68``): ``axis`` default 3; with has_data_format on
     4-D inputs the axis is NHWC-ordered."""
-    rank = _rank(em, node.outputs[0])
+    rank = rank_of(em, node.outputs[0])
     axis = int(attr(node, "axis")) % rank
     inputs = []
     for tensor in node.inputs:
         value = constant_value(tensor)
         if value is not None:
-            raise _fail(node, "constant Concat operand")
+            raise fail(node, "constant Concat operand")
         inputs.append(em.name_of(tensor))
     em.op("Concat", node.name, inputs, [em.name_of(node.outputs[0])], transposable=rank == 4,
           args=[("axis", "i", NCHW_TO_NHWC_AXIS[axis] if rank == 4 else axis)])
 
 
 
+@OPS.register("Pad")
 def pad(em, node):
     """Pad (``mace/ops/pad.cc:64-75``): exactly 8 ``paddings`` ([before, after] per dim, NHWC
     order with has_data_format), ``pad_type`` CONSTANT 0 / REFLECT 1 (the CPU kernel reads
     ``pad_type``; MACE's converter writes ``padding`` and loses the mode), ``constant_value``."""
-    if _rank(em, node.inputs[0]) != 4:
-        raise _fail(node, "MACE Pad is 4-D only")
-    pads = [int(p) for p in _const(node, 1, "pads").reshape(-1)]
+    if rank_of(em, node.inputs[0]) != 4:
+        raise fail(node, "MACE Pad is 4-D only")
+    pads = [int(p) for p in const_input(node, 1, "pads").reshape(-1)]
     if len(node.inputs) > 3 and node.inputs[3].name:
-        raise _fail(node, "Pad axes input")
+        raise fail(node, "Pad axes input")
     if any(p < 0 for p in pads):
-        raise _fail(node, "negative pads")
-    value = _optional_const(node, 2)
+        raise fail(node, "negative pads")
+    value = optional_const(node, 2)
     mode = attr(node, "mode", "constant")
     mode = mode.decode() if isinstance(mode, bytes) else mode
     if mode not in ("constant", "reflect"):
-        raise _fail(node, f"mode '{mode}' (MACE has constant, reflect and symmetric)")
+        raise fail(node, f"mode '{mode}' (MACE has constant, reflect and symmetric)")
     em.op("Pad", node.name, [em.name_of(node.inputs[0])], [em.name_of(node.outputs[0])], transposable=True, args=[
-        ("paddings", "ints", _pad_nchw_to_nhwc_list(pads[:4], pads[4:])),
+        ("paddings", "ints", pad_nchw_to_nhwc_list(pads[:4], pads[4:])),
         ("pad_type", "i", PAD_CONSTANT if mode == "constant" else PAD_REFLECT),
         ("constant_value", "f", float(value.reshape(-1)[0]) if value is not None and value.size else 0.0)])
 
 
+@OPS.register("Cast")
 def cast(em, node):
     """Cast (``mace/ops/cast.cc:25-60``): kernels are registered by SOURCE type, so ``T`` is the
     input dtype (MACE's converter copies the producer's float and reads ints as floats), and
@@ -94,22 +102,24 @@ def cast(em, node):
     src_name = em.dtype(node.inputs[0])
     dst_name = onnx.helper.tensor_dtype_to_np_dtype(int(attr(node, "to"))).name
     if dst_name == "bool" and src_name != "bool":
-        raise _fail(node, f"cast {src_name} -> bool (MACE's Cast truncates; no != 0 test)")
+        raise fail(node, f"cast {src_name} -> bool (MACE's Cast truncates; no != 0 test)")
     if src_name not in ("float32", "int32", "int64", "bool") or dst_name not in ("float32", "int32", "int64", "bool"):
-        raise _fail(node, f"cast {src_name} -> {dst_name} (MACE casts between float32 and int32)")
+        raise fail(node, f"cast {src_name} -> {dst_name} (MACE casts between float32 and int32)")
     em.op("Cast", node.name, [em.name_of(node.inputs[0])], [em.name_of(node.outputs[0])],
           T=em.mace_dtype(node.inputs[0]), output_types=[DT_FLOAT if dst_name == "float32" else DT_INT32])
 
 
+@OPS.register("Identity", "Dropout")
 def identity(em, node):
     """Identity / Dropout (inference) -> Identity (``mace/ops/identity.cc``: copies input 0;
     registered CPU float/int32 and GPU)."""
     if len(node.outputs) > 1 and node.outputs[1].name and node.outputs[1].outputs:
-        raise _fail(node, "Dropout mask output is used")
+        raise fail(node, "Dropout mask output is used")
     em.op("Identity", node.name, [em.name_of(node.inputs[0])], [em.name_of(node.outputs[0])],
           T=em.mace_dtype(node.inputs[0]))
 
 
+@OPS.register("Constant")
 def constant(em, node):
     """Constant: consumers read the value as a weight (``constant_value``); only a constant that
     is itself a graph output needs an op, an Identity of the stored tensor."""
@@ -120,33 +130,36 @@ def constant(em, node):
               T=em.mace_dtype(out))
 
 
+@OPS.register("Shape")
 def shape(em, node):
     """Shape (``mace/ops/shape.cc``): int32 output of the input's dims (registered for float
     input only); without has_data_format the dims are the tensor's own (NCHW)."""
-    rank = _rank(em, node.inputs[0])
+    rank = rank_of(em, node.inputs[0])
     if int(attr(node, "start", 0)) % max(rank, 1) != 0 or attr(node, "end") not in (None, rank, -0) and \
             int(attr(node, "end")) % (rank + 1) != rank:
-        raise _fail(node, "Shape with start/end")
+        raise fail(node, "Shape with start/end")
     if em.mace_dtype(node.inputs[0]) != DT_FLOAT:
-        raise _fail(node, "MACE registers Shape for float input only")
+        raise fail(node, "MACE registers Shape for float input only")
     em.op("Shape", node.name, [em.name_of(node.inputs[0])], [em.name_of(node.outputs[0])],
           output_types=[DT_INT32])
 
 
+@OPS.register("ConstantOfShape")
 def constant_of_shape(em, node):
     """ConstantOfShape -> Fill (``mace/ops/fill.cc``): input 0 int32 1-D shape (every dim > 0),
     input 1 the value; registered for float only."""
-    dims = _const(node, 0, "the shape").reshape(-1)
+    dims = const_input(node, 0, "the shape").reshape(-1)
     value = attr(node, "value")
     value = np.zeros(1, np.float32) if value is None else np.asarray(getattr(value, "values", value))
     if value.dtype != np.float32:
-        raise _fail(node, "MACE registers Fill for float only")
+        raise fail(node, "MACE registers Fill for float only")
     if dims.size == 0 or (dims <= 0).any():
-        raise _fail(node, "Fill needs a 1-D shape with every dim > 0 (fill.cc)")
+        raise fail(node, "Fill needs a 1-D shape with every dim > 0 (fill.cc)")
     em.op("Fill", node.name, [em.weight(f"{node.name}_shape", dims.astype(np.int32)),
                               em.weight(f"{node.name}_value", value.reshape(1))], [em.name_of(node.outputs[0])])
 
 
+@OPS.register("DepthToSpace")
 def depth_to_space(em, node):
     """DepthToSpace (``mace/ops/depth_to_space.cc:30-118``): ``block_size``, ``mode`` "DCR" (default)
     or "CRD", both indexed exactly as ONNX; fixed-format 4-D op."""
@@ -156,6 +169,7 @@ def depth_to_space(em, node):
           args=[("block_size", "i", int(attr(node, "blocksize"))), ("mode", "s", mode)])
 
 
+@OPS.register("SpaceToDepth")
 def space_to_depth(em, node):
     """SpaceToDepth (``mace/ops/space_to_depth.cc:30-88``): ``block_size``; out channel
     d + (offset_h*bs + offset_w)*C, as ONNX."""
