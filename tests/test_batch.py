@@ -91,8 +91,8 @@ def test_batch_runs_caches_and_reports(release):
     ("targets: [{to: tflite, hw: cpu}]\nmodels:\n  - path: resnet.onnx\n    colour: red\n",
      r"release.yaml:4: models.0.colour: unknown key"),
     ("targets: [{to: tflite, hw: cpu}]\nmodels:\n  - path: nothere.onnx\n", r"models.0.path: nothere.onnx: no such file"),
-    ("targets: [{to: tnn, hw: npu}]\nmodels:\n  - path: resnet.onnx\n",
-     r"'npu' is ambiguous for tnn; choose one of: huawei_npu, rknpu, apple_npu"),
+    ("targets: [{to: tnn, hw: nopu}]\nmodels:\n  - path: resnet.onnx\n",
+     r"unknown hardware 'nopu' for tnn; choose one of: arm, x86"),
     ("targets: [{to: tflite, hw: cpu}]\nmodels:\n  - path: resnet.onnx\n    input_shapes: {input: [1, 0]}\n",
      r"models.0.input_shapes.input: a list of positive integers"),
     ("targets: [{to: tflite, hw: cpu}]\nmodels:\n  - {path: resnet.onnx}\n  - {path: resnet.onnx}\n",
@@ -105,6 +105,17 @@ def test_manifest_errors_point_at_the_line(tmp_path, zoo_onnx_path, text, match)
     path.write_text(text)
     with pytest.raises(BadInput, match=match):
         load_manifest(path)
+
+
+def test_manifest_class_word_names_one_job_per_hardware(tmp_path, zoo_onnx_path):
+    """`hw: npu` in a manifest means each NPU of the framework, as on the command line."""
+    (tmp_path / "resnet.onnx").write_bytes(Path(zoo_onnx_path("resnet")).read_bytes())
+    path = tmp_path / "release.yaml"
+    path.write_text("targets:\n  - {to: tnn, hw: [npu, huawei_npu]}\n  - {to: mace, hw: npu}\n"
+                    "models:\n  - path: resnet.onnx\n")
+    jobs = load_manifest(path).jobs
+    assert [(j.target, j.hw) for j in jobs] == [("tnn", "huawei_npu"), ("tnn", "rknpu"), ("tnn", "apple_npu"),
+                                                ("mace", "dsp"), ("mace", "apu")]
 
 
 def _cli(*args):

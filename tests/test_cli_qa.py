@@ -130,7 +130,8 @@ def test_dynamic_dims_without_input_shape_name_the_fix(models, tmp_path):
 @pytest.mark.parametrize("args, code, fragments", [
     (["check", "{relu}", "--to", "tflit"], EXIT_BAD_INPUT, ["unknown framework 'tflit'", "tflite"]),
     (["check", "{relu}", "--to", "tnn", "--hw", "gpuu"], EXIT_BAD_INPUT, ["unknown hardware 'gpuu'", "opencl"]),
-    (["check", "{relu}", "--to", "tnn", "--hw", "npu"], EXIT_BAD_INPUT, ["ambiguous", "huawei_npu"]),
+    (["split", "{relu}", "--to", "tnn", "--hw", "npu", "-o", "{out}"], EXIT_BAD_INPUT,
+     ["names several tnn hardware (huawei_npu, rknpu, apple_npu)"]),
     (["check", "{relu}", "--to", "tnn", "-s", "garbage"], EXIT_BAD_INPUT, ["--input-shape 'garbage'"]),
     (["check", "{relu}", "--tnn"], EXIT_BAD_INPUT, ["No such option: --tnn", "edgeconv check --help"]),
     (["batch", "{manifest}", "-j", "-1"], EXIT_BAD_INPUT, ["-j", "greater than or equal to 1"]),

@@ -92,11 +92,18 @@ def test_resolve_hw_words(m):
     assert m.resolve_hw("mace", "hexagon") == "dsp"
     assert m.resolve_hw("tnn", "armv8") == "arm"
     with pytest.raises(BadInput) as err:
-        m.resolve_hw("tnn", "npu")
-    assert str(err.value) == "'npu' is ambiguous for tnn; choose one of: huawei_npu, rknpu, apple_npu"
+        m.resolve_hw("tnn", "npu")  # one hardware asked for, several named
+    assert str(err.value) == "'npu' names several tnn hardware (huawei_npu, rknpu, apple_npu); this needs one of them"
     with pytest.raises(BadInput) as err:
         m.resolve_hw("mace", "npu")
     assert "dsp, apu" in str(err.value)
+    # A class word names every hardware of its class (the commands port to each).
+    assert m.resolve_hw_words("tnn", "npu") == ["huawei_npu", "rknpu", "apple_npu"]
+    assert m.resolve_hw_words("tnn", "GPU") == ["opencl", "metal", "cuda"]
+    assert m.resolve_hw_words("mace", "npu") == ["dsp", "apu"]
+    assert m.resolve_hw_words("tflite", "npu") == ["nnapi"]
+    assert m.resolve_targets("tnn", "npu") == [("tnn", "huawei_npu"), ("tnn", "rknpu"), ("tnn", "apple_npu")]
+    assert ("mace", "dsp") in m.resolve_targets("all", "npu") and ("coreml", "ane") in m.resolve_targets("all", "npu")
     with pytest.raises(BadInput) as err:
         m.resolve_hw("tflite", "fpga")
     assert str(err.value) == "unknown hardware 'fpga' for tflite; choose one of: cpu, gpu, nnapi, edgetpu"

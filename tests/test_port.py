@@ -73,18 +73,22 @@ def test_port_cli_from_torchscript_with_npu_word(tmp_path):
     net = zoo.build("normalized_input")
     pt = tmp_path / "model.pt"
     torch.jit.save(torch.jit.trace(net, torch.zeros(1, 3, 32, 32)), str(pt))
+    # The literal command: "npu" means the NPU, so it ports to each of TNN's NPUs, one
+    # subdirectory each, with the table `--to all` prints.
     res = _cli("port", str(pt), "--to", "tnn", "--hw", "npu", "-s", "1x3x32x32", "-o", str(tmp_path / "o"))
-    assert res.returncode == 2
-    assert res.stderr.strip() == ("edgeconv: error: 'npu' is ambiguous for tnn; choose one of: "
-                                  "huawei_npu, rknpu, apple_npu")
-    assert not (tmp_path / "o").exists()
-    res = _cli("port", str(pt), "--to", "tnn", "--hw", "huawei_npu", "-s", "1x3x32x32", "-o", str(tmp_path / "o"))
     assert res.returncode == 0, res.stderr
-    files = sorted(p.name for p in (tmp_path / "o").iterdir())
-    assert {"model.tnnproto", "model.tnnmodel", "legalized.onnx", "normalized.onnx", "report.json",
-            "report.html"} <= set(files)
-    report = json.loads((tmp_path / "o" / "report.json").read_text())
-    assert report["command_line"].startswith("edgeconv port ") and report["hw"] == "huawei_npu"
+    assert sorted(p.name for p in (tmp_path / "o").iterdir()) == ["tnn-apple_npu", "tnn-huawei_npu", "tnn-rknpu"]
+    for hw in ("huawei_npu", "rknpu", "apple_npu"):
+        out = tmp_path / "o" / f"tnn-{hw}"
+        assert {"model.tnnproto", "model.tnnmodel", "legalized.onnx", "normalized.onnx", "report.json",
+                "report.html"} <= {p.name for p in out.iterdir()}
+        report = json.loads((out / "report.json").read_text())
+        assert report["command_line"].startswith("edgeconv port ") and report["hw"] == hw
+        assert f"tnn/{hw}" in res.stdout or (hw in res.stdout and "tnn" in res.stdout)
+    # One NPU by its own name is one port into -o itself.
+    res = _cli("port", str(pt), "--to", "tnn", "--hw", "huawei_npu", "-s", "1x3x32x32", "-o", str(tmp_path / "one"))
+    assert res.returncode == 0, res.stderr
+    assert json.loads((tmp_path / "one" / "report.json").read_text())["hw"] == "huawei_npu"
     assert "verification passed" in res.stdout
 
 

@@ -158,9 +158,11 @@ def _validate_targets(jobs: list[Job], fail) -> None:
     for job in jobs:
         if job.target not in target_registry.names():
             fail(("targets",), f"unknown framework '{job.target}'; choose one of: {', '.join(target_registry.names())}")
-        try:
-            hw = matrix.resolve_hw(job.target, job.hw)
+        try:  # a class word (hw: npu) names every hardware of that class, one job each
+            hardware = matrix.resolve_hw_words(job.target, job.hw)
         except BadInput as err:
             fail(("targets",), str(err))
-        resolved.append(Job(job.model_name, job.model_path, job.target, hw, job.entry))
+        resolved += [Job(job.model_name, job.model_path, job.target, hw, job.entry) for hw in hardware
+                     if not any(j.model_path == job.model_path and j.target == job.target and j.hw == hw
+                                for j in resolved)]
     jobs[:] = resolved

@@ -21,22 +21,13 @@ def combinations(base, to: str, hw: str | None) -> list[tuple[str, str]]:
     for fw in frameworks:
         if fw not in targets.names():
             raise BadInput(f"unknown framework '{fw}' for --to; choose one of: {', '.join(targets.names())}, all")
-    combos = []
-    for fw in frameworks:
-        if hw is None:
-            combos.append((fw, matrix.resolve_hw(fw, default_hw(fw))))
-        elif hw == "all":
-            combos += [(fw, h) for h in matrix.hardware(fw)]
-        elif to == "all":
-            try:
-                combos.append((fw, matrix.resolve_hw(fw, hw)))
-            except BadInput:
-                continue  # this framework has no such hardware: not a combination to try
-        else:
-            combos.append((fw, matrix.resolve_hw(fw, hw)))
-    if not combos:
+    if hw is None:
+        return [(fw, matrix.resolve_hw(fw, default_hw(fw))) for fw in frameworks]
+    # A class word (TNN's "npu", "gpu") ports to every hardware it names, as "all" does.
+    pairs = [p for p in matrix.resolve_targets(to, hw) if p[0] in frameworks]
+    if not pairs:
         raise BadInput(f"no framework has hardware '{hw}'")
-    return combos
+    return pairs
 
 
 def run_ports(model: str, base, combos, preloaded, json_out: bool) -> int:

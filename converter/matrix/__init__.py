@@ -106,33 +106,54 @@ class Matrix:
                 return name
         raise BadInput(f"unknown framework '{word}'; choose one of: {', '.join(self.frameworks)}, all")
 
-    def resolve_hw(self, framework: str, word: str) -> str:
-        """The hardware name for what the user typed: exact name or an alias.
+    def resolve_hw_words(self, framework: str, word: str) -> list[str]:
+        """Every hardware of ``framework`` that what the user typed names, in matrix order.
 
-        An alias shared by several hardware (TNN's ``npu``) raises BadInput listing them.
+        An exact hardware name or an alias names one; a class word names each hardware that lists
+        it as an alias (TNN's ``npu``: huawei_npu, rknpu, apple_npu; TNN's ``gpu``: opencl, metal,
+        cuda), because a user who types ``npu`` means "the NPU" of whichever device they ship to.
         """
         fw = self._fw(framework)
         key = word.strip().lower()
         if key in fw["hardware"]:
-            return key
+            return [key]
         matches = [hw for hw, spec in fw["hardware"].items()
                    if key in [a.lower() for a in spec.get("aliases", [])]]
-        if len(matches) == 1:
-            return matches[0]
         if matches:
-            raise BadInput(f"'{word}' is ambiguous for {framework}; choose one of: {', '.join(matches)}")
+            return matches
         raise BadInput(f"unknown hardware '{word}' for {framework}; choose one of: "
                        f"{', '.join(fw['hardware'])}")
 
+    def resolve_hw(self, framework: str, word: str) -> str:
+        """The one hardware a single-target call means (the Python API, ``split``).
+
+        A class word naming several hardware raises BadInput listing them; the commands that
+        port, check or plan expand it instead (:meth:`resolve_targets`).
+        """
+        matches = self.resolve_hw_words(framework, word)
+        if len(matches) > 1:
+            raise BadInput(f"'{word}' names several {framework} hardware ({', '.join(matches)}); "
+                           f"this needs one of them")
+        return matches[0]
+
     def resolve_targets(self, to: str, hw: str) -> list[tuple[str, str]]:
-        """(framework, hardware) pairs for ``--to`` / ``--hw`` words, each may be ``all``."""
-        frameworks = self.frameworks if to.strip().lower() == "all" else [self.resolve_framework(to)]
+        """(framework, hardware) pairs for ``--to`` / ``--hw`` words, each may be ``all``; a class
+        word expands to every hardware it names.  With ``--to all``, a framework that has no such
+        hardware is left out (an error only when none has it)."""
+        every = to.strip().lower() == "all"
+        frameworks = self.frameworks if every else [self.resolve_framework(to)]
         pairs = []
         for fw in frameworks:
             if hw.strip().lower() == "all":
                 pairs.extend((fw, h) for h in self.hardware(fw))
-            else:
-                pairs.append((fw, self.resolve_hw(fw, hw)))
+                continue
+            try:
+                pairs.extend((fw, h) for h in self.resolve_hw_words(fw, hw))
+            except BadInput:
+                if not every:
+                    raise
+        if not pairs:
+            raise BadInput(f"no framework has hardware '{hw}'")
         return pairs
 
     def properties(self, framework: str, hw: str) -> dict:
