@@ -58,3 +58,16 @@ def photo_like_images(count: int, size: int = 16, seed: int = 0) -> np.ndarray:
         noise = rng.normal(0, 10.0, (size, size, 3))
         images.append(np.clip(base + gradient + noise, 0, 255).astype(np.uint8))
     return np.stack(images)
+
+
+def heavy_tail_model(seed: int = 0) -> onnx.ModelProto:
+    """x -> conv_a -> Exp -> conv_b -> y: Exp turns a bell curve into a heavy tail that 8-bit
+    uniform quantization serves badly, whatever the range (a layer to keep in float)."""
+    rng = np.random.default_rng(seed)
+    nodes = [helper.make_node("Conv", ["x", "wa"], ["a"], name="conv_a", pads=[1, 1, 1, 1]),
+             helper.make_node("Exp", ["a"], ["e"], name="exp"),
+             helper.make_node("Conv", ["e", "wb"], ["y"], name="conv_b")]
+    return _model(nodes, [helper.make_tensor_value_info("x", TensorProto.FLOAT, [1, 3, 8, 8])],
+                  [helper.make_tensor_value_info("y", TensorProto.FLOAT, [1, 8, 8, 8])],
+                  {"wa": (rng.standard_normal((8, 3, 3, 3)) * 0.6).astype(np.float32),
+                   "wb": (rng.standard_normal((8, 8, 1, 1)) * 0.3).astype(np.float32)}, "heavy_tail")
