@@ -189,3 +189,25 @@ def test_range_mismatches_are_detected(zoo_model):
     scaled_twice = [{spec.input: image.transpose(2, 0, 1)[None].astype(np.float32) / 255.0} for image in images]
     findings = check_inputs(scaled_twice, raw)
     assert len(findings) == 1 and "scaled twice" in findings[0]
+
+
+def test_verify_command_warns_about_swapped_inputs(tmp_path, zoo_onnx_path):
+    import os
+    import subprocess
+    import sys
+    from pathlib import Path
+
+    import onnx
+
+    model = onnx.load(str(zoo_onnx_path("mobilenetv2")))
+    spec = bind(parse_spec(IMAGENET), model)
+    np.savez(tmp_path / "bgr.npz", input=np.stack([apply_spec(spec, image[..., ::-1])
+                                                   for image in photo_like_images(16, size=32, seed=5)]))
+    path = str(zoo_onnx_path("mobilenetv2"))
+    root = Path(__file__).resolve().parents[1]
+    res = subprocess.run([sys.executable, "-m", "converter", "verify", path, path, "--inputs", str(tmp_path / "bgr.npz"),
+                          "--preprocess", IMAGENET], capture_output=True, text=True,
+                         env={**os.environ, "PYTHONPATH": str(root)})
+    assert res.returncode == 0, res.stderr
+    (line,) = res.stderr.splitlines()
+    assert line.startswith(f"edgeconv: warning: --inputs {tmp_path / 'bgr.npz'}: the channel order looks swapped")
