@@ -102,9 +102,6 @@ class LayerRow:
     def to_dict(self) -> dict:
         d = dict(self.__dict__)
         d["range"] = list(self.range) if self.range else None
-        for key in ("sqnr_db", "input_sqnr_db", "drop_db", "weight_sqnr_db", "typical_absmax", "worst_channel_sqnr_db"):
-            if isinstance(d[key], float) and math.isinf(d[key]):
-                d[key] = "inf" if d[key] > 0 else "-inf"
         return d
 
 

@@ -83,7 +83,10 @@ class QuantResult:
         return status, reason
 
     def to_json(self) -> dict:
-        return {
+        """JSON-ready (non-finite numbers as "inf"/"-inf"/"nan" strings, as in verify.json)."""
+        from ..verify.report import json_safe  # noqa: PLC0415
+
+        return json_safe({
             "plan": self.plan.to_dict(),
             "native_export": self.native,
             "calibration": self.calibration,
@@ -96,7 +99,7 @@ class QuantResult:
             "outputs": self.params.get("outputs"),
             "preprocess": self.preprocess,
             "files": self.files,
-        }
+        })
 
 
 def quantize_for_port(model: onnx.ModelProto, opts, plan: QuantPlan, target, out_dir: Path,
@@ -122,7 +125,7 @@ def quantize_for_port(model: onnx.ModelProto, opts, plan: QuantPlan, target, out
         code = generate_preprocess_code(spec, out_dir / "preproc", title=model.graph.name or "model")
         preprocess_info = {"spec": spec.to_dict(), "files": [f"preproc/{p.name}" for p in code.paths]}
     calibration, cal_info = None, None
-    if request.calibration and plan.needs_calibration:
+    if request.calibration:  # also the evaluation data of fp16 / int8-weights when no --inputs
         from .calibration import load_calibration  # noqa: PLC0415
 
         calibration = load_calibration(request.calibration, model, spec)
@@ -171,9 +174,11 @@ def quantize_for_port(model: onnx.ModelProto, opts, plan: QuantPlan, target, out
     save_onnx(model, out_dir / "float.onnx")
     result = QuantResult(plan, quantized, params, quality, table, decisions, cal_info, warnings, preprocess_info,
                          native_export(target, plan), target.name)
-    record = {"params": params, "layers": table.to_dict() if table else None,
-              "auto_decisions": [d.to_dict() for d in decisions]}
-    atomic_write_text(out_dir / "quantization.json", json.dumps(record, indent=2, sort_keys=True, default=str) + "\n")
+    from ..verify.report import json_safe  # noqa: PLC0415
+
+    record = json_safe({"params": params, "layers": table.to_dict() if table else None,
+                        "auto_decisions": [d.to_dict() for d in decisions]})
+    atomic_write_text(out_dir / "quantization.json", json.dumps(record, indent=2, sort_keys=True, allow_nan=False) + "\n")
     result.files = ["quantized.onnx", "float.onnx", "quantization.json"] + (preprocess_info or {}).get("files", [])
     for line in warnings:
         if warn is not None:

@@ -38,10 +38,7 @@ class OutputQuality:
         return not math.isnan(self.sqnr_db) and self.sqnr_db >= self.threshold_db
 
     def to_dict(self) -> dict:
-        d = {k: (v if not (isinstance(v, float) and math.isinf(v)) else ("inf" if v > 0 else "-inf"))
-             for k, v in self.__dict__.items()}
-        d["passed"] = self.passed
-        return d
+        return {**self.__dict__, "passed": self.passed}
 
 
 @dataclass
