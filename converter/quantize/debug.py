@@ -92,6 +92,11 @@ class LayerRow:
     range: tuple[float, float] | None = None
     typical_absmax: float | None = None
     squashed_channels: int = 0
+    #: Largest over smallest non-zero output-channel weight range (per-tensor weights).
+    channel_spread: float | None = None
+    #: Squared error from clipping at the range, and the expected rounding error inside it.
+    clip_noise: float = 0.0
+    rounding_noise: float = 0.0
     weight_sqnr_db: float | None = None
     #: The lowest per-channel (axis 1) SQNR, pooled over samples: a layer can look fine overall
     #: while its small channels are lost.
@@ -272,8 +277,8 @@ def _row(view: QdqView, node, op: str, tensor: str, sqnr: float, in_sqnr: float,
         row.clipped_fraction = st.clipped / st.total
         row.range = (float(st.range[0]), float(st.range[1]))
         row.typical_absmax = float(np.median(st.robust_absmax))
-        row._rounding_noise = st.inside * st.scale ** 2 / 12.0  # noqa: SLF001 - evidence for _diagnose
-        row._clip_noise = st.clip_noise  # noqa: SLF001
+        row.rounding_noise = st.inside * st.scale ** 2 / 12.0
+        row.clip_noise = st.clip_noise
     if float_node is not None:
         for weight in float_node.input[1:2]:
             values = view.weight_values(weight)
@@ -285,7 +290,8 @@ def _row(view: QdqView, node, op: str, tensor: str, sqnr: float, in_sqnr: float,
             if edge.axis is None and w.ndim >= 2:
                 levels = _channel_ranges(w, float_node) / float(edge.scale.reshape(-1)[0])
                 row.squashed_channels = int(np.count_nonzero((levels < SQUASH_LEVELS) & (levels > 0)))
-                row._channel_spread = float(levels.max() / max(levels[levels > 0].min(), 1e-30)) if (levels > 0).any() else 1.0
+                if (levels > 0).any():
+                    row.channel_spread = float(levels.max() / levels[levels > 0].min())
     return row
 
 
@@ -293,15 +299,12 @@ def _diagnose(row: LayerRow) -> None:
     details = []
     channel_gap = row.worst_channel_sqnr_db is not None and row.worst_channel_sqnr_db < row.sqnr_db - CHANNEL_GAP_DB
     if row.drop_db < DIAGNOSE_DROP_DB and not channel_gap:
-        for key in ("_clip_noise", "_rounding_noise", "_channel_spread"):
-            row.__dict__.pop(key, None)
         return
     if row.squashed_channels:
         row.diagnosis.append("per-tensor squash")
         details.append(f"{row.squashed_channels} output channel(s) of its per-tensor weights span < {SQUASH_LEVELS} "
-                       f"levels (channel ranges differ {getattr(row, '_channel_spread', 0):.0f}x)")
-    clip_noise, rounding = getattr(row, "_clip_noise", 0.0), getattr(row, "_rounding_noise", 0.0)
-    if row.clipped_fraction > SATURATION_FRACTION and clip_noise > rounding:
+                       f"levels (channel ranges differ {row.channel_spread or 0:.0f}x)")
+    if row.clipped_fraction > SATURATION_FRACTION and row.clip_noise > row.rounding_noise:
         row.diagnosis.append("saturated range")
         details.append(f"{row.clipped_fraction:.2%} of values clip at the range {row.range[0]:.3g}..{row.range[1]:.3g}")
     if row.range is not None and row.typical_absmax:
@@ -322,5 +325,3 @@ def _diagnose(row: LayerRow) -> None:
             details.append("no range or weight problem explains the drop")
     row.detail = "; ".join(details)
     row.suggestion = SUGGESTIONS[row.diagnosis[0]] if row.diagnosis else ""
-    for key in ("_clip_noise", "_rounding_noise", "_channel_spread"):
-        row.__dict__.pop(key, None)
