@@ -48,6 +48,13 @@ class PortOptions:
     seed: int = 0
     verify: bool = True
     command_line: str = ""
+    #: Quantization (converter/quantize): --quantize, --calibration, --calibration-method,
+    #: --per-tensor, --preprocess.  Hardware that runs only 8-bit implies quantization.
+    quantize: str | None = None
+    calibration: str | None = None
+    calibration_method: str = "minmax"
+    per_tensor: bool = False
+    preprocess: str | None = None
 
 
 @dataclass
@@ -109,12 +116,14 @@ def port(model_path: str, opts: PortOptions, progress=None, preloaded=None) -> P
     from .legalize import legalize  # noqa: PLC0415
     from .load import save_onnx  # noqa: PLC0415
     from .matrix import load_matrix  # noqa: PLC0415
+    from .quantize.port import plan_for_port  # noqa: PLC0415
     from .targets.base import ExportOptions, Target  # noqa: PLC0415
 
     timer = _Timer(progress)
     matrix = load_matrix(opts.matrix, opts.matrix_overlays)
     target: Target = targets.get(opts.target)
     hw = matrix.resolve_hw(opts.target, opts.hw or target.default_hw)
+    quant_plan, quant = plan_for_port(opts, matrix, opts.target, hw), None
     report: dict[str, Any] = {
         "edgeconv_version": __version__,
         "command_line": opts.command_line,
@@ -168,12 +177,20 @@ def port(model_path: str, opts: PortOptions, progress=None, preloaded=None) -> P
         save_onnx(model, tmp / "normalized.onnx")
         save_onnx(final, tmp / "legalized.onnx")
         report["ops_after"] = _histogram(final)
+        if quant_plan is not None and status == "ok":
+            from .quantize.port import quantize_for_port  # noqa: PLC0415
+
+            with timer.stage("quantize"):
+                quant = quantize_for_port(final, opts, quant_plan, target, tmp, warn=_warn,
+                                          postprocess=postprocess.postprocess if postprocess is not None else None)
+            report["quantization"] = _jsonable(quant.to_json())
         artifact = None
         if status == "ok":
             try:
                 with timer.stage("export"):
                     artifact = target.export(final, tmp, hw, ExportOptions(
-                        fp16_weights=opts.fp16_weights, keep_nchw_io=opts.keep_nchw_io,
+                        fp16_weights=opts.fp16_weights or (quant is not None and quant.export_fp16),
+                        keep_nchw_io=opts.keep_nchw_io,
                         extra={"name": _model_name(model_path)}))
             except Unsupported as err:
                 # The matrix allowed the op but the exporter cannot express this instance of it
@@ -202,6 +219,8 @@ def port(model_path: str, opts: PortOptions, progress=None, preloaded=None) -> P
                     status, reason = "verify_failed", verdict.summary()
             else:
                 report["verification"] = {"ok": None, "summary": reason}
+        if quant is not None:
+            status, reason = quant.port_status(status, reason)
         report["status"], report["reason"] = status, reason
         report["timings"] = timer.timings
         atomic_write_text(tmp / "report.json", json.dumps(report, indent=2, sort_keys=True, default=str))
@@ -273,6 +292,12 @@ class _NeedsCustomKernels:
 
         raise RuntimeUnavailable(f"the file carries custom layer(s) {', '.join(self.nodes)}: register their "
                                  "kernels (see custom/) to run it; each harness checks its kernel")
+
+
+def _warn(line: str) -> None:
+    import sys  # noqa: PLC0415
+
+    print(f"edgeconv: warning: {line}", file=sys.stderr)
 
 
 def _model_name(model_path: str) -> str:

@@ -68,6 +68,12 @@ void write_tensor(const std::string& path, const std::vector<int64_t>& shape, co
 """
 
 
+def _inputs(manifest: dict) -> list[dict]:
+    """The generated function's inputs: a post-processing manifest's cut-model outputs, or a
+    pre-processing manifest's ``inputs``."""
+    return manifest["cut_model_outputs"] if "cut_model_outputs" in manifest else manifest["inputs"]
+
+
 def build_harness(cases: dict[str, tuple[Path, dict]], workdir: Path) -> Path:
     """Compile one executable running every case: ``exe CASE DIR`` reads DIR/in<k>.bin, writes DIR/out<k>.bin."""
     includes = [f'#include "{header}"' for header, _ in cases.values()]
@@ -75,12 +81,12 @@ def build_harness(cases: dict[str, tuple[Path, dict]], workdir: Path) -> Path:
     for case, (_, manifest) in cases.items():
         ns = manifest["cpp_namespace"]
         body = [f"static int run_{case}(const std::string& dir) {{", f"  {ns}::Inputs in;"]
-        for k, item in enumerate(manifest["cut_model_outputs"]):
+        for k, item in enumerate(_inputs(manifest)):
             ctype = CPP_TYPES[item["dtype"]]
             body += [f"  std::vector<int64_t> shape{k};",
                      f'  const auto data{k} = read_tensor<{ctype}>(dir + "/in{k}.bin", shape{k});',
                      f"  in.{item['cpp_field']} = {{data{k}.data(), shape{k}}};"]
-        body.append(f"  const {ns}::Outputs out = {ns}::postprocess(in);")
+        body.append(f"  const {ns}::Outputs out = {ns}::{manifest.get('function', 'postprocess')}(in);")
         for k, item in enumerate(manifest["outputs"]):
             body.append(f'  write_tensor(dir + "/out{k}.bin", out.{item["cpp_field"]}.shape, out.{item["cpp_field"]}.data);')
         body += ["  return 0;", "}"]
@@ -100,7 +106,7 @@ def build_harness(cases: dict[str, tuple[Path, dict]], workdir: Path) -> Path:
 
 def run_cpp(exe: Path, case: str, manifest: dict, feeds: dict[str, np.ndarray], workdir: Path) -> dict[str, np.ndarray]:
     workdir.mkdir(parents=True, exist_ok=True)
-    for k, item in enumerate(manifest["cut_model_outputs"]):
+    for k, item in enumerate(_inputs(manifest)):
         value = np.asarray(feeds[item["name"]])
         write_tensor(workdir / f"in{k}.bin", value.astype(np.uint8) if item["dtype"] == "bool" else value)
     proc = subprocess.run([str(exe), case, str(workdir)], capture_output=True, text=True, timeout=60)

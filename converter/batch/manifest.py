@@ -11,7 +11,13 @@ models:
   - path: det.onnx             # required, relative to this file
     name: detector             # optional (default: file stem)
     input_shapes: {input: [1, 3, 32, 32]}
-    calibration: calib.npz     # optional: verification inputs
+    inputs: verify.npz         # optional: verification inputs (like port --inputs)
+    quantize: int8             # optional: int8, uint8, fp16, int8-weights, auto (port --quantize)
+    calibration: calib.npz     # optional: calibration data, a file or a directory (port --calibration);
+                               # an .npz also serves as verification inputs when 'inputs' is not given
+    calibration_method: minmax # optional: minmax, percentile, entropy, mse
+    per_tensor: false          # optional: one weight scale per tensor
+    preprocess: "rgb,range=0-1"  # optional: inline spec, or a YAML file relative to this file
     atol: 1.0e-4               # optional; also rtol, tolerances (a profile YAML)
     trust_pickle: false
     targets: [...]             # optional: replaces the default targets for this model
@@ -30,7 +36,8 @@ from ..errors import BadInput
 from ..matrix.loader import line_of, read_yaml_with_lines
 
 _MODEL_KEYS = {"path", "name", "input_shapes", "calibration", "atol", "rtol", "tolerances", "trust_pickle",
-               "targets", "fp16_weights", "keep_nchw_io", "custom_ops"}
+               "targets", "fp16_weights", "keep_nchw_io", "custom_ops", "inputs", "quantize", "calibration_method",
+               "per_tensor", "preprocess"}
 _TOP_KEYS = {"output", "defaults", "targets", "models"}
 _SAFE_NAME = re.compile(r"^[A-Za-z0-9_.-]+$")
 
@@ -112,11 +119,12 @@ def load_manifest(path: str | Path) -> Manifest:
         for key in ("atol", "rtol"):
             if key in entry and (not isinstance(entry[key], (int, float)) or entry[key] < 0):
                 fail(at + (key,), "must be a non-negative number")
-        for key in ("calibration", "tolerances"):
+        for key in ("inputs", "tolerances"):
             if key in entry:
                 if not isinstance(entry[key], str) or not (base / entry[key]).is_file():
                     fail(at + (key,), f"{entry[key]}: no such file")
                 entry[key] = str((base / entry[key]).resolve())
+        _check_quantization(entry, base, at, fail)
         targets_at = at + ("targets",) if "targets" in raw else ("targets",)
         targets = raw.get("targets", data.get("targets"))
         if not isinstance(targets, list) or not targets:
@@ -136,6 +144,37 @@ def load_manifest(path: str | Path) -> Manifest:
         fail(("output",), "must be a directory path")
     _validate_targets(jobs, fail)
     return Manifest(path, (base / output).resolve(), jobs)
+
+
+def _check_quantization(entry: dict, base: Path, at: tuple, fail) -> None:
+    """The quantization keys, as ``port``'s flags check them (paths resolved against the manifest)."""
+    from ..quantize.modes import MODES  # noqa: PLC0415
+    from ..quantize.ranges import METHODS  # noqa: PLC0415
+
+    if "calibration" in entry:
+        if not isinstance(entry["calibration"], str) or not (base / entry["calibration"]).exists():
+            fail(at + ("calibration",), f"{entry['calibration']}: no such file or directory")
+        entry["calibration"] = str((base / entry["calibration"]).resolve())
+    if "quantize" in entry and entry["quantize"] not in MODES:
+        fail(at + ("quantize",), f"one of {', '.join(MODES)}")
+    if "calibration_method" in entry and entry["calibration_method"] not in METHODS:
+        fail(at + ("calibration_method",), f"one of {', '.join(METHODS)}")
+    if "per_tensor" in entry and not isinstance(entry["per_tensor"], bool):
+        fail(at + ("per_tensor",), "true or false")
+    if "preprocess" in entry:
+        spec = entry["preprocess"]
+        if not isinstance(spec, str):
+            fail(at + ("preprocess",), "an inline spec (e.g. rgb,range=0-1) or a YAML file")
+        if spec.lower().endswith((".yaml", ".yml")):
+            if not (base / spec).is_file():
+                fail(at + ("preprocess",), f"{spec}: no such file")
+            entry["preprocess"] = spec = str((base / spec).resolve())
+        from ..quantize.preprocess import parse_spec  # noqa: PLC0415
+
+        try:
+            parse_spec(spec)
+        except BadInput as err:
+            fail(at + ("preprocess",), str(err).removeprefix("--preprocess").lstrip(": "))
 
 
 def _check_shapes(shapes, at, fail) -> None:

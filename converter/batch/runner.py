@@ -71,8 +71,11 @@ def cache_key(job: Job, matrix_path: Path) -> str:
     h = hashlib.sha256()
     h.update(f"edgeconv {__version__}\n".encode())
     h.update(job.entry_json().encode())
-    for path in [job.model_path, matrix_path] + [Path(job.entry[k]) for k in ("calibration", "tolerances")
-                                                 if job.entry.get(k)]:
+    files = [Path(job.entry[k]) for k in ("calibration", "tolerances", "inputs") if job.entry.get(k)]
+    spec = job.entry.get("preprocess")
+    if spec and spec.lower().endswith((".yaml", ".yml")):
+        files.append(Path(spec))
+    for path in [job.model_path, matrix_path] + files:
         h.update(b"\0" + str(path.name).encode() + b"\0")
         _hash_path(h, path)
     return h.hexdigest()
@@ -85,6 +88,12 @@ def _hash_path(h, path: Path) -> None:
         with open(f, "rb") as fh:
             for chunk in iter(lambda: fh.read(1 << 20), b""):
                 h.update(chunk)
+
+
+def _npz(path: str | None) -> str | None:
+    """A manifest's calibration .npz also serves as verification inputs (what it meant before
+    quantization existed); a calibration directory does not."""
+    return path if path and path.lower().endswith(".npz") else None
 
 
 def _cached_result(job: Job, key: str, out_dir: Path) -> JobResult | None:
@@ -113,8 +122,11 @@ def run_job(job: Job, out_dir: str, key: str) -> dict[str, Any]:
         target=job.target, hw=job.hw, out_dir=partial, input_shapes=shapes,
         trust_pickle=bool(e.get("trust_pickle")), fp16_weights=bool(e.get("fp16_weights")),
         keep_nchw_io=bool(e.get("keep_nchw_io")), custom_ops=tuple(e.get("custom_ops") or ()),
-        inputs_npz=e.get("calibration"), atol=e.get("atol"), rtol=e.get("rtol"), tolerances=e.get("tolerances"),
-        command_line=f"edgeconv batch (job {job.id})",
+        inputs_npz=e.get("inputs") or _npz(e.get("calibration")), atol=e.get("atol"), rtol=e.get("rtol"),
+        tolerances=e.get("tolerances"), command_line=f"edgeconv batch (job {job.id})",
+        quantize=e.get("quantize"), calibration=e.get("calibration"),
+        calibration_method=e.get("calibration_method", "minmax"), per_tensor=bool(e.get("per_tensor")),
+        preprocess=e.get("preprocess"),
     )
     start = time.perf_counter()
     result = JobResult(job.id, job.model_name, job.target, job.hw, "error", 70)

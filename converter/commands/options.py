@@ -65,6 +65,20 @@ Tolerances = typer.Option(None, "--tolerances", metavar="YAML",
                           help="Tolerance profile (YAML: atol, rtol, layer_rmse, outputs: {name: {atol, rtol}}).")
 Seed = typer.Option(0, "--seed", help="Seed of the random verification inputs.")
 
+# Quantization (``port``; the batch manifest has the same keys, see converter/batch/manifest.py).
+Quantize = typer.Option(None, "--quantize", metavar="MODE",
+                        help="int8, uint8, fp16, int8-weights or auto (the lowest precision the hardware runs, "
+                             "layers that lose most kept in float). 8-bit-only hardware implies int8/uint8.")
+Calibration = typer.Option(None, "--calibration", metavar="SRC",
+                           help="Calibration data: an .npz keyed by input name, a directory of .npy/.npz files, "
+                                "or a directory of images (with --preprocess).")
+CalibrationMethod = typer.Option("minmax", "--calibration-method", metavar="METHOD",
+                                 help="Activation ranges: minmax, percentile, entropy or mse.")
+PerTensor = typer.Option(False, "--per-tensor", help="One weight scale per tensor instead of per output channel.")
+Preprocess = typer.Option(None, "--preprocess", metavar="SPEC",
+                          help="How images become inputs, e.g. rgb,resize=224x224,range=0-1,mean=0.485/0.456/0.406,"
+                               "std=0.229/0.224/0.225,layout=nchw (or a YAML file); writes preproc/ code too.")
+
 
 def out_dir(default: str | None, help_text: str = "Output directory.") -> typer.models.OptionInfo:
     """``-o/--out DIR`` (every command that writes spells it the same way)."""

@@ -6,8 +6,9 @@ from typing import List, Optional
 
 import typer
 
-from .options import (Atol, Framework, Hardware, Json, MatrixSource, ModelSource, Rtol, Seed, Tolerances, VerifyInputs,
-                      matrix_options, model_options, out_dir)
+from .options import (Atol, Calibration, CalibrationMethod, Framework, Hardware, Json, MatrixSource, ModelSource,
+                      PerTensor, Preprocess, Quantize, Rtol, Seed, Tolerances, VerifyInputs, matrix_options,
+                      model_options, out_dir)
 
 
 def register(app: typer.Typer) -> None:
@@ -30,6 +31,11 @@ def register(app: typer.Typer) -> None:
         tolerances: Optional[str] = Tolerances,
         seed: int = Seed,
         no_verify: bool = typer.Option(False, "--no-verify", help="Skip the numerical verification."),
+        quantize: Optional[str] = Quantize,
+        calibration: Optional[str] = Calibration,
+        calibration_method: str = CalibrationMethod,
+        per_tensor: bool = PerTensor,
+        preprocess: Optional[str] = Preprocess,
         json_out: bool = Json,
     ) -> int:
         """Convert a model for a framework × hardware, legalize it, export real files and verify them."""
@@ -39,6 +45,7 @@ def register(app: typer.Typer) -> None:
         from pathlib import Path  # noqa: PLC0415
 
         from ..pipeline import PortOptions, load_stage  # noqa: PLC0415
+        from ..quantize.modes import QuantRequest  # noqa: PLC0415
         from .port_run import combinations, run_ports  # noqa: PLC0415
 
         base = PortOptions(
@@ -47,7 +54,10 @@ def register(app: typer.Typer) -> None:
             fp16_weights=fp16_weights, keep_nchw_io=keep_nchw_io, retrain_hook=retrain_hook,
             custom_ops=tuple(custom_op or ()), inputs_npz=inputs, atol=atol, rtol=rtol, tolerances=tolerances,
             seed=seed, verify=not no_verify, command_line="edgeconv " + shlex.join(sys.argv[1:]),
+            quantize=quantize, calibration=calibration, calibration_method=calibration_method,
+            per_tensor=per_tensor, preprocess=preprocess,
         )
+        QuantRequest(quantize, calibration, calibration_method, per_tensor, preprocess).validate()
         combos = combinations(base, to, hw)
         start = time.perf_counter()
         preloaded = (*load_stage(source.path, base), round(time.perf_counter() - start, 4))

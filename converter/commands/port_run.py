@@ -54,8 +54,12 @@ def run_ports(model: str, base, combos, preloaded, json_out: bool) -> int:
                 if not many:
                     raise
                 failures.append((fw, hw, _internal(err)))
-    if not results and len({str(err) for _, _, err in failures}) == 1:
-        raise failures[0][2]  # the same error for every target: the input is at fault, say it once
+    from ..quantize.modes import CalibrationRequired  # noqa: PLC0415
+
+    # Hardware that needs calibration data (8-bit only) is one answer among others, not the cause.
+    causes = [err for _, _, err in failures if not isinstance(err, CalibrationRequired)] or [e for _, _, e in failures]
+    if not results and len({str(err) for err in causes}) == 1:
+        raise causes[0]  # the same error for every target: the input is at fault, say it once
     if json_out:
         print(json.dumps({"results": [_result_json(r) for r in results],
                           "errors": [{"target": f, "hw": h, "error": str(e), "exit_code": e.exit_code}

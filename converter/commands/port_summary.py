@@ -24,6 +24,12 @@ def print_one(console, result) -> None:
     rules = Counter(a["rule"] for a in rep.get("applied_rules", []))
     if rules:
         table.add_row("rules applied", ", ".join(f"{k} ×{v}" for k, v in sorted(rules.items())))
+    if rep.get("quantization"):
+        from rich.markup import escape  # noqa: PLC0415
+
+        from ..quantize.report import summary_line  # noqa: PLC0415
+
+        table.add_row("quantization", escape(summary_line(rep["quantization"])))
     table.add_row("files", "\n".join(result.files))
     table.add_row("timings", ", ".join(f"{k} {v:.2f}s" for k, v in result.timings.items()))
     style = _STATUS_STYLE.get(result.status, "red")

@@ -28,6 +28,10 @@ def register(app: typer.Typer) -> None:
             help="Shape of a dynamic input for the random inputs, e.g. input=1x3x224x224 (repeatable)."),
         out: Optional[str] = out_dir(None, "Write verify.json, verify.html and, on failure, the replay files here "
                                            "(default on failure: <CONVERTED>.verify/)."),
+        preprocess: Optional[str] = typer.Option(
+            None, "--preprocess", metavar="SPEC",
+            help="With --inputs: warn when the inputs do not look preprocessed as SPEC says (range, swapped "
+                 "channel order); the spec format is port's."),
         json_out: bool = Json,
     ) -> None:
         """Compare CONVERTED with ORIGINAL on seeded or given inputs; name the first diverging layer."""
@@ -43,6 +47,8 @@ def register(app: typer.Typer) -> None:
         from ..verify.report import print_report, to_json  # noqa: PLC0415
 
         tols = load_tolerances(tolerances, atol=atol, rtol=rtol, layer_rmse=layer_tol)
+        if preprocess:
+            _check_preprocessing(original, inputs, preprocess)
         ranges = dict(parse_range(flag) for flag in value_range or [])
         shapes = parse_shape_flags(input_shape)
         report = verify_files(original, converted, tols, inputs_npz=inputs, seed=seed,
@@ -60,3 +66,21 @@ def register(app: typer.Typer) -> None:
         if not report.ok:
             raise VerificationFailed(report.summary())
 
+
+
+def _check_preprocessing(original: str, inputs: Optional[str], spec_text: str) -> None:
+    """One ``edgeconv: warning:`` line per way the --inputs contradict the spec."""
+    import sys  # noqa: PLC0415
+
+    from ..errors import BadInput  # noqa: PLC0415
+    from ..load import load_model  # noqa: PLC0415
+    from ..quantize.input_checks import check_inputs  # noqa: PLC0415
+    from ..quantize.preprocess import bind, parse_spec  # noqa: PLC0415
+    from ..verify.inputs import load_npz  # noqa: PLC0415
+
+    spec = parse_spec(spec_text)
+    if inputs is None:
+        raise BadInput("--preprocess checks given inputs: add --inputs data.npz")
+    model = load_model(original)
+    for line in check_inputs(load_npz(inputs, model), bind(spec, model), f"--inputs {inputs}"):
+        print(f"edgeconv: warning: {line}", file=sys.stderr)

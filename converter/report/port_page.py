@@ -46,6 +46,10 @@ def build_port_page(report: dict, model, matrix, verification=None) -> str:
         parts.append("<h2>Custom layers</h2>" + _rows(
             ["node", "op", "why", "files"],
             [[c.get("node"), c.get("op"), c.get("why"), ", ".join(c.get("files", []))] for c in report["custom_layers"]]))
+    if report.get("quantization"):
+        from ..quantize.report import html_section as quantization_section  # noqa: PLC0415
+
+        parts.append(quantization_section(report["quantization"]))
     if verification is not None:
         from ..verify.report import html_section  # noqa: PLC0415
 

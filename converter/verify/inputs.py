@@ -124,23 +124,28 @@ def random_inputs(
     return out
 
 
-def load_npz(path: str | os.PathLike, model: onnx.ModelProto) -> list[Sample]:
-    """Read calibration samples for ``model`` from ``path``; every problem is one BadInput line."""
+def load_npz(path: str | os.PathLike, model: onnx.ModelProto, flag: str = "--inputs") -> list[Sample]:
+    """Read calibration samples for ``model`` from ``path``; every problem is one BadInput line
+    starting with ``flag`` (the option that named the file)."""
     path = Path(path)
+    return samples_from_arrays(read_npz(path, flag), model, source=f"{flag} {path}")
+
+
+def read_npz(path: Path, flag: str = "--inputs") -> dict[str, np.ndarray]:
+    """The arrays of an ``.npz`` file, never unpickling anything."""
     if not path.is_file():
-        raise BadInput(f"--inputs {path}: no such file")
+        raise BadInput(f"{flag} {path}: no such file")
     if not zipfile.is_zipfile(path):
-        raise BadInput(f"--inputs {path}: not an .npz file (numpy.savez writes a zip archive)")
+        raise BadInput(f"{flag} {path}: not an .npz file (numpy.savez writes a zip archive)")
     try:
         with np.load(path, allow_pickle=False) as data:
-            arrays = {key: data[key] for key in data.files}
+            return {key: data[key] for key in data.files}
     except ValueError as err:
         if "allow_pickle" in str(err) or "Object arrays" in str(err):
-            raise BadInput(f"--inputs {path}: holds pickled object arrays, which edgeconv does not load") from None
-        raise BadInput(f"--inputs {path}: unreadable .npz ({str(err).splitlines()[0]})") from None
+            raise BadInput(f"{flag} {path}: holds pickled object arrays, which edgeconv does not load") from None
+        raise BadInput(f"{flag} {path}: unreadable .npz ({str(err).splitlines()[0]})") from None
     except Exception as err:  # zipfile/format errors
-        raise BadInput(f"--inputs {path}: unreadable .npz ({type(err).__name__}: {str(err).splitlines()[0] if str(err) else ''})") from None
-    return samples_from_arrays(arrays, model, source=f"--inputs {path}")
+        raise BadInput(f"{flag} {path}: unreadable .npz ({type(err).__name__}: {str(err).splitlines()[0] if str(err) else ''})") from None
 
 
 def samples_from_arrays(arrays: dict[str, np.ndarray], model: onnx.ModelProto, source: str = "inputs") -> list[Sample]:

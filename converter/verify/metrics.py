@@ -115,6 +115,31 @@ def sqnr_db(ref, got) -> float:
     return 10.0 * math.log10(signal / noise)
 
 
+def channel_energies(ref, got, axis: int = 1) -> tuple[np.ndarray, np.ndarray]:
+    """Per slice along ``axis`` (a layer's channels): (sum ref^2, sum (got - ref)^2); the noise is
+    infinite where the candidate is non-finite and the reference is not.  Sums over several
+    samples give their pooled SQNR (:func:`sqnr_from_energies`)."""
+    ref, got = np.moveaxis(_as_f64(ref), axis, 0), np.moveaxis(_as_f64(got), axis, 0)
+    ref, got = ref.reshape(ref.shape[0], -1), got.reshape(got.shape[0], -1)
+    mismatch = np.any(np.isfinite(ref) != np.isfinite(got), axis=1)
+    with np.errstate(invalid="ignore", over="ignore"):
+        noise = np.sum((got - ref) ** 2, axis=1)
+        signal = np.sum(ref ** 2, axis=1)
+    return signal, np.where(mismatch, math.inf, noise)
+
+
+def sqnr_from_energies(signal: np.ndarray, noise: np.ndarray) -> np.ndarray:
+    """``sqnr_db`` from signal and noise energies, element-wise (+inf without noise, -inf without signal)."""
+    with np.errstate(divide="ignore", invalid="ignore"):
+        out = 10.0 * np.log10(np.asarray(signal, dtype=np.float64) / np.asarray(noise, dtype=np.float64))
+    return np.where(noise == 0.0, math.inf, np.where(signal == 0.0, -math.inf, out))
+
+
+def channel_sqnr_db(ref, got, axis: int = 1) -> np.ndarray:
+    """``sqnr_db`` of each slice along ``axis`` (a layer's channels), in one pass."""
+    return sqnr_from_energies(*channel_energies(ref, got, axis))
+
+
 def normalized_rmse(ref, got) -> float:
     ref, got = _as_f64(ref), _as_f64(got)
     if ref.size == 0:

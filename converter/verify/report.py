@@ -24,20 +24,20 @@ def _fmt(value: float | None, digits: int = 3) -> str:
 # --------------------------------------------------------------------------------------- JSON
 
 
-def _json_safe(value):
+def json_safe(value):
     """Non-finite floats become the strings "inf", "-inf", "nan" (JSON has no such numbers)."""
     if isinstance(value, float) and not math.isfinite(value):
         return "nan" if math.isnan(value) else ("inf" if value > 0 else "-inf")
     if isinstance(value, dict):
-        return {str(k): _json_safe(v) for k, v in value.items()}
+        return {str(k): json_safe(v) for k, v in value.items()}
     if isinstance(value, (list, tuple)):
-        return [_json_safe(v) for v in value]
+        return [json_safe(v) for v in value]
     return value
 
 
 def to_json(report: VerifyReport) -> dict:
     """The report as a dict that ``json.dumps(..., allow_nan=False)`` accepts."""
-    return _json_safe(report.to_dict())
+    return json_safe(report.to_dict())
 
 
 # -------------------------------------------------------------------------------- terminal

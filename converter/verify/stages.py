@@ -13,9 +13,13 @@ Tolerance profile (YAML; every key optional; per-output entries inherit what the
     atol: 1.0e-4          # |got - ref| <= atol + rtol * |ref|, element-wise
     rtol: 1.0e-3
     layer_rmse: 1.0e-3    # per-layer normalized rMSE above which a layer is diverging
+    min_sqnr_db: 25       # quantized vs float model: least SQNR per output (default by mode, see below)
     outputs:
       scores: {atol: 1.0e-3}
-      boxes:  {atol: 1.0e-2, rtol: 1.0e-2}
+      boxes:  {atol: 1.0e-2, rtol: 1.0e-2, min_sqnr_db: 20}
+
+``min_sqnr_db`` judges a quantized model (``--quantize``) against its float original; when the
+profile does not set it, :data:`DEFAULT_MIN_SQNR_DB` gives one per quantization mode.
 """
 
 from __future__ import annotations
@@ -41,24 +45,43 @@ PASS, FAIL, ERROR, SKIPPED = "pass", "fail", "error", "skipped"
 # ------------------------------------------------------------------------------- tolerances
 
 
+#: Least SQNR (dB) of each output of a quantized model against its float original, by mode:
+#: 8-bit with 25 dB keeps classifiers' top-1 (about 5.6% RMS error); float16 should be far closer.
+DEFAULT_MIN_SQNR_DB = {"int8": 25.0, "uint8": 25.0, "int8-weights": 30.0, "fp16": 50.0}
+
+
 @dataclass(frozen=True)
 class Tolerances:
     default: Tolerance = Tolerance()
     outputs: dict[str, Tolerance] = field(default_factory=dict)
     layer_rmse: float = DEFAULT_LAYER_TOL
+    #: Profile-wide ``min_sqnr_db`` (None: by mode), and per output.
+    min_sqnr_db: float | None = None
+    output_min_sqnr_db: dict[str, float] = field(default_factory=dict)
 
     def for_output(self, name: str) -> Tolerance:
         return self.outputs.get(name, self.default)
 
+    def sqnr_for_output(self, name: str, mode: str) -> float:
+        """The least SQNR a quantized model's output ``name`` must reach (mode: --quantize's)."""
+        if name in self.output_min_sqnr_db:
+            return self.output_min_sqnr_db[name]
+        return self.min_sqnr_db if self.min_sqnr_db is not None else DEFAULT_MIN_SQNR_DB.get(mode, 25.0)
+
     def to_dict(self) -> dict:
-        return {
+        out = {
             **self.default.to_dict(), "layer_rmse": self.layer_rmse,
             "outputs": {k: v.to_dict() for k, v in sorted(self.outputs.items())},
         }
+        if self.min_sqnr_db is not None or self.output_min_sqnr_db:
+            out["min_sqnr_db"] = self.min_sqnr_db
+            for name, value in self.output_min_sqnr_db.items():
+                out["outputs"].setdefault(name, self.for_output(name).to_dict())["min_sqnr_db"] = value
+        return out
 
 
-_MODEL_KEYS = {"atol", "rtol", "layer_rmse", "outputs"}
-_OUTPUT_KEYS = {"atol", "rtol"}
+_MODEL_KEYS = {"atol", "rtol", "layer_rmse", "outputs", "min_sqnr_db"}
+_OUTPUT_KEYS = {"atol", "rtol", "min_sqnr_db"}
 
 
 def _number(value, where: str) -> float:
@@ -109,6 +132,9 @@ def load_tolerances(
     layer = (_number(layer_rmse, "--layer-tol") if layer_rmse is not None
              else _number(data.get("layer_rmse", DEFAULT_LAYER_TOL), f"{where}: layer_rmse"))
     outputs: dict[str, Tolerance] = {}
+    sqnr_outputs: dict[str, float] = {}
+    min_sqnr = data.get("min_sqnr_db")
+    min_sqnr = None if min_sqnr is None else _number(min_sqnr, f"{where}: min_sqnr_db")
     per_output = data.get("outputs") or {}
     if not isinstance(per_output, dict):
         raise BadInput(f"{where}: 'outputs' must map output names to {{atol, rtol}}")
@@ -117,12 +143,17 @@ def load_tolerances(
             raise BadInput(f"{where}: outputs.{name} must be a mapping like {{atol: 1.0e-3}}")
         unknown = sorted(set(map(str, entry)) - _OUTPUT_KEYS)
         if unknown:
-            raise BadInput(f"{where}: outputs.{name}: unknown key(s) {', '.join(unknown)}; allowed: atol, rtol")
-        outputs[str(name)] = Tolerance(
-            atol=_number(entry.get("atol", default.atol), f"{where}: outputs.{name}.atol"),
-            rtol=_number(entry.get("rtol", default.rtol), f"{where}: outputs.{name}.rtol"),
-        )
-    return Tolerances(default=default, outputs=outputs, layer_rmse=layer)
+            raise BadInput(f"{where}: outputs.{name}: unknown key(s) {', '.join(unknown)}; "
+                           f"allowed: {', '.join(sorted(_OUTPUT_KEYS))}")
+        if "min_sqnr_db" in entry:
+            sqnr_outputs[str(name)] = _number(entry["min_sqnr_db"], f"{where}: outputs.{name}.min_sqnr_db")
+        if "atol" in entry or "rtol" in entry or "min_sqnr_db" not in entry:
+            outputs[str(name)] = Tolerance(
+                atol=_number(entry.get("atol", default.atol), f"{where}: outputs.{name}.atol"),
+                rtol=_number(entry.get("rtol", default.rtol), f"{where}: outputs.{name}.rtol"),
+            )
+    return Tolerances(default=default, outputs=outputs, layer_rmse=layer, min_sqnr_db=min_sqnr,
+                      output_min_sqnr_db=sqnr_outputs)
 
 
 # ----------------------------------------------------------------------------------- stages
@@ -328,7 +359,7 @@ def verify_stages(
     run_original = onnx_runner(original) if reference_model is not None else original
     ref_outs = [run_original(s) for s in samples]  # a broken original is a BadInput, not a stage
     ref_names = list(ref_outs[0])
-    unknown = sorted(set(tolerances.outputs) - set(ref_names))
+    unknown = sorted((set(tolerances.outputs) | set(tolerances.output_min_sqnr_db)) - set(ref_names))
     if unknown:
         raise BadInput(f"tolerances name output(s) {', '.join(unknown)}, but the model's outputs are: {', '.join(ref_names)}")
 

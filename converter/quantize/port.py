@@ -1,0 +1,186 @@
+"""Quantization inside ``port``: the one call ``pipeline.py`` makes between legalize and export.
+
+``plan_for_port`` runs before anything is written (a missing calibration set on 8-bit-only
+hardware is one BadInput line and no output); ``quantize_for_port`` then loads and checks the
+calibration data, calibrates, quantizes (``auto``: mixed precision), compares the quantized model
+with the float one output by output, builds the per-layer table, and writes
+
+* ``quantized.onnx`` — the QDQ (or float16) model, ``float.onnx`` — its float reference,
+* ``quantization.json`` — the per-tensor scales and zero points (:mod:`.params`; what the native
+  int8 exporters read), the per-layer table and the auto decisions,
+* ``preproc/`` — ``preprocess.py`` + ``preprocess.hpp`` + ``manifest.json`` when
+  ``--preprocess`` is given.
+
+``QuantResult.port_status`` turns the outcome into the port's status: a quantized model beyond
+its ``min_sqnr_db`` is ``verify_failed``; a mode the target cannot export natively yet is
+``unsupported`` (the exported file is the float model; no fake-quantized float graph is ever
+passed off as an integer model).
+"""
+
+from __future__ import annotations
+
+import json
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any, Callable
+
+import onnx
+
+from ..fsutil import atomic_write_text
+from .modes import QuantPlan, QuantRequest, plan_quantization
+
+#: Modes each target exports natively today.  fp16 maps onto the exporters' float16 weights
+#: (TFLite float16 quantization, TNN/MACE half weights, CoreML fp16 compute precision); integer
+#: modes wait for the native int8 exporters (a target lists them in ``quantized_modes``).
+NATIVE_FP16 = ("tflite", "tnn", "mace", "coreml")
+
+
+def request_from(opts) -> QuantRequest:
+    return QuantRequest(mode=getattr(opts, "quantize", None), calibration=getattr(opts, "calibration", None),
+                        method=getattr(opts, "calibration_method", "minmax") or "minmax",
+                        per_tensor=bool(getattr(opts, "per_tensor", False)), preprocess=getattr(opts, "preprocess", None))
+
+
+def plan_for_port(opts, matrix, framework: str, hw: str) -> QuantPlan | None:
+    """The quantization this port does (None: none); bad options are one BadInput line."""
+    return plan_quantization(request_from(opts), matrix.properties(framework, hw).get("dtypes"), framework, hw)
+
+
+def native_export(target, plan: QuantPlan) -> bool:
+    if plan.mode == "fp16":
+        return target.name in NATIVE_FP16
+    return plan.mode in getattr(target, "quantized_modes", ())
+
+
+@dataclass
+class QuantResult:
+    plan: QuantPlan
+    model: onnx.ModelProto
+    params: dict
+    verification: Any
+    table: Any = None
+    decisions: list = field(default_factory=list)
+    calibration: dict | None = None
+    warnings: list[str] = field(default_factory=list)
+    preprocess: dict | None = None
+    native: bool = False
+    target: str = ""
+    files: list[str] = field(default_factory=list)
+
+    @property
+    def export_fp16(self) -> bool:
+        """Export with float16 weights (the native form of ``--quantize fp16``)."""
+        return self.native and self.plan.mode == "fp16"
+
+    def port_status(self, status: str, reason: str) -> tuple[str, str]:
+        if status != "ok":
+            return status, reason
+        if not self.verification.ok:
+            return "verify_failed", self.verification.summary() + (f"; {self.table.summary()}" if self.table else "")
+        if not self.native:
+            return "unsupported", (f"native {self.plan.mode} export for {self.target} not implemented yet: "
+                                   "quantized.onnx holds the QDQ model, the exported file is the float model")
+        return status, reason
+
+    def to_json(self) -> dict:
+        """JSON-ready (non-finite numbers as "inf"/"-inf"/"nan" strings, as in verify.json)."""
+        from ..verify.report import json_safe  # noqa: PLC0415
+
+        return json_safe({
+            "plan": self.plan.to_dict(),
+            "native_export": self.native,
+            "calibration": self.calibration,
+            "warnings": self.warnings,
+            "verification": self.verification.to_dict(),
+            "layers": self.table.to_dict() if self.table is not None else None,
+            "auto_decisions": [d.to_dict() for d in self.decisions],
+            "float_nodes": self.params.get("float_nodes", []),
+            "inputs": self.params.get("inputs"),
+            "outputs": self.params.get("outputs"),
+            "preprocess": self.preprocess,
+            "files": self.files,
+        })
+
+
+def quantize_for_port(model: onnx.ModelProto, opts, plan: QuantPlan, target, out_dir: Path,
+                      postprocess: Callable | None = None, warn: Callable[[str], None] | None = None) -> QuantResult:
+    """Quantize the legalized (cut) float ``model`` as ``plan`` says; write the files into ``out_dir``."""
+    from ..load import save_onnx  # noqa: PLC0415
+    from ..verify.inputs import load_npz, random_inputs  # noqa: PLC0415
+    from ..verify.runtime import onnx_runner  # noqa: PLC0415
+    from ..verify.stages import compose, load_tolerances  # noqa: PLC0415
+    from .debug import debug_layers  # noqa: PLC0415
+    from .params import QdqView, quant_params  # noqa: PLC0415
+    from .qdq import QuantConfig, quantize_model  # noqa: PLC0415
+    from .verify import compare_quantized  # noqa: PLC0415
+
+    request = request_from(opts)
+    warnings: list[str] = []
+    spec, preprocess_info = None, None
+    if request.preprocess:
+        from .preprocess import bind, parse_spec  # noqa: PLC0415
+        from .preprocess_code import generate_preprocess_code  # noqa: PLC0415
+
+        spec = bind(parse_spec(request.preprocess), model)
+        code = generate_preprocess_code(spec, out_dir / "preproc", title=model.graph.name or "model")
+        preprocess_info = {"spec": spec.to_dict(), "files": [f"preproc/{p.name}" for p in code.paths]}
+    calibration, cal_info = None, None
+    if request.calibration:  # also the evaluation data of fp16 / int8-weights when no --inputs
+        from .calibration import load_calibration  # noqa: PLC0415
+
+        calibration = load_calibration(request.calibration, model, spec)
+        warnings += calibration.warnings
+        cal_info = {"source": calibration.source, "samples": len(calibration.samples), "bytes": calibration.nbytes}
+    held_out = load_npz(opts.inputs_npz, model) if getattr(opts, "inputs_npz", None) else None
+    if spec is not None:
+        from .input_checks import check_inputs  # noqa: PLC0415
+        from .preprocess import IMAGE_SUFFIXES  # noqa: PLC0415
+
+        images = calibration is not None and Path(request.calibration).is_dir() and any(
+            p.suffix.lower() in IMAGE_SUFFIXES for p in Path(request.calibration).iterdir())
+        if calibration is not None and not images:
+            warnings += check_inputs(calibration.samples, spec, f"--calibration {request.calibration}")
+        if held_out:
+            warnings += check_inputs(held_out, spec, f"--inputs {opts.inputs_npz}")
+    evaluation = held_out or (calibration.samples if calibration else random_inputs(model, getattr(opts, "seed", 0),
+                                                                                     samples=8))
+    tolerances = load_tolerances(getattr(opts, "tolerances", None))
+    config = QuantConfig(plan.mode, per_channel=plan.per_channel, method=plan.method, full_integer=plan.full_integer)
+    ranges = None
+    if plan.needs_calibration:
+        from .ranges import collect_ranges  # noqa: PLC0415
+
+        ranges = collect_ranges(model, calibration.samples, plan.method)
+    run_float = onnx_runner(model)
+    pp = postprocess or (lambda outputs: outputs)
+
+    def evaluate(candidate):
+        return compare_quantized(compose(run_float, pp), compose(onnx_runner(candidate), pp), evaluation,
+                                 tolerances, plan.mode)
+
+    decisions = []
+    if plan.auto and plan.needs_calibration:
+        from .auto import auto_quantize  # noqa: PLC0415
+
+        auto = auto_quantize(model, config, ranges, calibration.samples, evaluation, tolerances,
+                             plan.float_allowed, evaluate)
+        config, quantized, table, quality, decisions = auto.config, auto.model, auto.table, auto.quality, auto.decisions
+    else:
+        quantized = quantize_model(model, config, ranges)
+        quality = evaluate(quantized)
+        table = debug_layers(model, quantized, evaluation, plan.mode)
+    params = quant_params(QdqView(model, quantized), config)
+    save_onnx(quantized, out_dir / "quantized.onnx")
+    save_onnx(model, out_dir / "float.onnx")
+    result = QuantResult(plan, quantized, params, quality, table, decisions, cal_info, warnings, preprocess_info,
+                         native_export(target, plan), target.name)
+    from ..verify.report import json_safe  # noqa: PLC0415
+
+    record = json_safe({"params": params, "layers": table.to_dict() if table else None,
+                        "auto_decisions": [d.to_dict() for d in decisions]})
+    atomic_write_text(out_dir / "quantization.json", json.dumps(record, indent=2, sort_keys=True, allow_nan=False) + "\n")
+    result.files = ["quantized.onnx", "float.onnx", "quantization.json"] + (preprocess_info or {}).get("files", [])
+    for line in warnings:
+        if warn is not None:
+            warn(line)
+    return result

@@ -1,0 +1,67 @@
+"""The quantization section of a port's report: one line for the terminal, a section for
+``report.html``.  Both read the JSON ``QuantResult.to_json`` puts in ``report.json``."""
+
+from __future__ import annotations
+
+import html
+
+#: Rows of the per-layer table shown in the HTML page (worst first); the rest stay in the JSON.
+TOP_LAYERS = 10
+
+
+def summary_line(quant: dict) -> str:
+    plan = quant.get("plan") or {}
+    mode = plan.get("mode", "?") + (" full-integer" if plan.get("full_integer") else "")
+    parts = [f"{mode}: {quant.get('verification', {}).get('summary', '')}"]
+    layers = quant.get("layers") or {}
+    if layers.get("summary"):
+        parts.append(f"per layer: {layers['summary']}")
+    kept = [d for d in quant.get("auto_decisions", []) if d.get("kept")]
+    if kept:
+        parts.append("auto: " + "; ".join(f"{d['layer']} -> {d['choice']}" for d in kept))
+    parts += quant.get("warnings", [])
+    return "\n".join(parts)
+
+
+def _fmt(value) -> str:
+    return f"{value:.1f}" if isinstance(value, float) else ("" if value is None else str(value))
+
+
+def _table(header: list[str], rows: list[list]) -> str:
+    esc = html.escape
+    out = ["<table><tr>" + "".join(f"<th>{esc(h)}</th>" for h in header) + "</tr>"]
+    out += ["<tr>" + "".join(f"<td>{esc(_fmt(c))}</td>" for c in row) + "</tr>" for row in rows]
+    return "".join(out) + "</table>"
+
+
+def html_section(quant: dict) -> str:
+    esc = html.escape
+    plan = quant.get("plan") or {}
+    verification = quant.get("verification") or {}
+    parts = ["<h2>Quantization</h2>",
+             f"<p>{esc(plan.get('reason', ''))}; weights {'per channel' if plan.get('per_channel') else 'per tensor'}, "
+             f"ranges by {esc(str(plan.get('method')))}. Files: <code>quantized.onnx</code> (QDQ), <code>float.onnx</code> "
+             "(its reference), <code>quantization.json</code> (scales and zero points).</p>"]
+    if quant.get("calibration"):
+        parts.append(f"<p>Calibration: {esc(quant['calibration'].get('source', ''))}.</p>")
+    parts += [f"<p class='muted'>{esc(w)}</p>" for w in quant.get("warnings", [])]
+    parts.append(f"<p><b>{esc(verification.get('summary', ''))}</b></p>")
+    parts.append(_table(["output", "SQNR dB (median)", "lowest", "least allowed", "cosine", "max abs", "top-1", "top-5"],
+                        [[o.get("name"), o.get("sqnr_db"), o.get("min_sqnr_db"), o.get("threshold_db"), o.get("cosine"),
+                          o.get("max_abs"), o.get("top1"), o.get("top5")] for o in verification.get("outputs", [])]))
+    layers = quant.get("layers") or {}
+    rows = layers.get("rows", [])
+    if rows:
+        ranked = sorted(rows, key=lambda r: -(r["drop_db"] if isinstance(r.get("drop_db"), float) else 0.0))
+        parts.append(f"<h3>Per layer (worst {min(TOP_LAYERS, len(rows))} of {len(rows)})</h3>"
+                     f"<p>{esc(layers.get('summary', ''))}</p>")
+        parts.append(_table(["layer", "op", "SQNR dB", "drop dB", "diagnosis", "why", "suggestion"],
+                            [[r.get("node"), r.get("op"), r.get("sqnr_db"), r.get("drop_db"), ", ".join(r.get("diagnosis", [])),
+                              r.get("detail"), r.get("suggestion")] for r in ranked[:TOP_LAYERS]]))
+    decisions = quant.get("auto_decisions", [])
+    if decisions:
+        parts.append("<h3>Mixed precision (auto)</h3>")
+        parts.append(_table(["layer", "diagnosis", "choice", "kept", "why"],
+                            [[d.get("layer"), d.get("diagnosis"), d.get("choice"), "yes" if d.get("kept") else "no",
+                              d.get("reason")] for d in decisions]))
+    return "\n".join(parts)

@@ -1,0 +1,73 @@
+"""Seeded models and data for the quantization tests (no tests here)."""
+
+from __future__ import annotations
+
+import numpy as np
+import onnx
+from onnx import TensorProto, helper, numpy_helper
+
+
+def _model(nodes, inputs, outputs, inits, name) -> onnx.ModelProto:
+    graph = helper.make_graph(nodes, name, inputs, outputs, [numpy_helper.from_array(v, k) for k, v in inits.items()])
+    model = helper.make_model(graph, opset_imports=[helper.make_opsetid("", 17)])
+    model.ir_version = 8
+    return onnx.shape_inference.infer_shapes(model)
+
+
+def squash_model(ratio: float = 1000.0, seed: int = 0) -> onnx.ModelProto:
+    """x -> conv1 -> relu1 -> conv2 -> y, where conv2's output channels 4..7 have weights
+    ``ratio`` times smaller than channels 0..3 (as BatchNorm folding leaves them)."""
+    rng = np.random.default_rng(seed)
+    w1 = (rng.standard_normal((8, 3, 3, 3)) * 0.3).astype(np.float32)
+    w2 = (rng.standard_normal((8, 8, 3, 3)) * 0.2).astype(np.float32)
+    w2[4:] /= ratio
+    nodes = [helper.make_node("Conv", ["x", "w1"], ["c1"], name="conv1", pads=[1, 1, 1, 1]),
+             helper.make_node("Relu", ["c1"], ["r1"], name="relu1"),
+             helper.make_node("Conv", ["r1", "w2", "b2"], ["y"], name="conv2", pads=[1, 1, 1, 1])]
+    return _model(nodes, [helper.make_tensor_value_info("x", TensorProto.FLOAT, [1, 3, 8, 8])],
+                  [helper.make_tensor_value_info("y", TensorProto.FLOAT, [1, 8, 8, 8])],
+                  {"w1": w1, "w2": w2, "b2": np.zeros(8, np.float32)}, "squash")
+
+
+def unpadded_conv_model(seed: int = 0) -> onnx.ModelProto:
+    """An image model whose first Conv does not pad (the mean folds into its bias)."""
+    rng = np.random.default_rng(seed)
+    nodes = [helper.make_node("Conv", ["image", "w"], ["c"], name="stem", strides=[2, 2]),
+             helper.make_node("Relu", ["c"], ["r"], name="relu"),
+             helper.make_node("GlobalAveragePool", ["r"], ["p"], name="pool"),
+             helper.make_node("Flatten", ["p"], ["logits"], name="flatten")]
+    return _model(nodes, [helper.make_tensor_value_info("image", TensorProto.FLOAT, [1, 3, 16, 16])],
+                  [helper.make_tensor_value_info("logits", TensorProto.FLOAT, [1, 6])],
+                  {"w": (rng.standard_normal((6, 3, 3, 3)) * 0.5).astype(np.float32)}, "unpadded")
+
+
+def gaussian_samples(shape, count: int, seed: int, name: str = "input") -> list[dict[str, np.ndarray]]:
+    rng = np.random.default_rng(seed)
+    return [{name: rng.standard_normal(shape).astype(np.float32)} for _ in range(count)]
+
+
+def photo_like_images(count: int, size: int = 16, seed: int = 0) -> np.ndarray:
+    """``count`` HxWx3 uint8 images with photo statistics: smooth, and redder than blue on average
+    (per-image colour drawn around ImageNet's channel means R 124, G 116, B 104)."""
+    rng = np.random.default_rng(seed)
+    yy, xx = np.mgrid[0:size, 0:size] / size
+    images = []
+    for _ in range(count):
+        base = rng.normal([124.0, 116.0, 104.0], 20.0)  # R > B in about 3 of 4 images
+        gradient = rng.normal(0, 30.0) * (yy + xx)[:, :, None]  # a brightness gradient
+        noise = rng.normal(0, 10.0, (size, size, 3))
+        images.append(np.clip(base + gradient + noise, 0, 255).astype(np.uint8))
+    return np.stack(images)
+
+
+def heavy_tail_model(seed: int = 0) -> onnx.ModelProto:
+    """x -> conv_a -> Exp -> conv_b -> y: Exp turns a bell curve into a heavy tail that 8-bit
+    uniform quantization serves badly, whatever the range (a layer to keep in float)."""
+    rng = np.random.default_rng(seed)
+    nodes = [helper.make_node("Conv", ["x", "wa"], ["a"], name="conv_a", pads=[1, 1, 1, 1]),
+             helper.make_node("Exp", ["a"], ["e"], name="exp"),
+             helper.make_node("Conv", ["e", "wb"], ["y"], name="conv_b")]
+    return _model(nodes, [helper.make_tensor_value_info("x", TensorProto.FLOAT, [1, 3, 8, 8])],
+                  [helper.make_tensor_value_info("y", TensorProto.FLOAT, [1, 8, 8, 8])],
+                  {"wa": (rng.standard_normal((8, 3, 3, 3)) * 0.6).astype(np.float32),
+                   "wb": (rng.standard_normal((8, 8, 1, 1)) * 0.3).astype(np.float32)}, "heavy_tail")
