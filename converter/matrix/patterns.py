@@ -110,3 +110,23 @@ def gelu_erf(erf) -> bool:
     half = _producer(other)  # y = Mul(Mul(x, 0.5), a)
     return (half is not None and half.op == "Mul" and _sole_consumer(other) is mul1 and len(half.inputs) == 2
             and x in half.inputs and _close(_other(half, x), 0.5))
+
+
+@pattern("output_padding_in_end_pads",
+         "a ConvTranspose whose output_padding is at most its end pads (a smaller crop)", ("ConvTranspose",))
+def output_padding_in_end_pads(node) -> bool:
+    """A one-node pattern: ``output_padding[i] <= pads[end_i]`` on every axis, so the extra rows are
+    real transposed-convolution outputs the exporter keeps by cropping less (CoreML's and TNN's
+    exporters do exactly that).  Beyond the end pad the rows hold only the bias: the planner's
+    ``convtranspose_output_padding_to_pad`` rule adds them with a Pad."""
+    from ..graph import attr
+
+    adj = [int(a) for a in (attr(node, "output_padding") or [])]
+    if not any(adj):
+        return True
+    auto_pad = attr(node, "auto_pad", "NOTSET")
+    auto_pad = auto_pad.decode() if isinstance(auto_pad, bytes) else auto_pad
+    pads = [int(p) for p in (attr(node, "pads") or [0] * (2 * len(adj)))]
+    if auto_pad not in ("NOTSET",) or attr(node, "output_shape") is not None:
+        return False
+    return all(a <= pads[len(adj) + i] for i, a in enumerate(adj))
