@@ -16,7 +16,8 @@ from converter.rewrites.rank import BROADCAST, LOWERED_OPS, REDUCE, SAME_ORDER, 
 
 N = helper.make_node
 #: The rules this module proves (tests/test_rewrites_rules.py checks every registered rule is proved).
-RULES_TESTED = {f"lower_rank_{op.lower()}" for op in LOWERED_OPS} | {"gather_scalar_to_slice"}
+RULES_TESTED = ({f"lower_rank_{op.lower()}" for op in LOWERED_OPS} | {"gather_scalar_to_slice"}
+                | {"attention_qkv_split_at_reshape", "attention_qkv_split_at_transpose"})
 
 
 def model_of(nodes, inputs, inits=None, opset=17, out_dtype=TensorProto.FLOAT, in_dtype=TensorProto.FLOAT):
@@ -181,20 +182,22 @@ def test_every_lower_rank_rule_is_exact(op):
 # The patterns real models make
 
 
-def qkv_attention_model(batch=1, tokens=6, heads=2, dim=4, seed=0):
+def qkv_attention_model(batch=1, tokens=6, heads=2, dim=4, seed=0, bias=False):
     """timm-style attention: qkv = x @ W  → Reshape [B, N, 3, h, d] → Transpose(2,0,3,1,4) →
     Gather 0/1/2 → softmax(q kᵀ) v → [B, N, C]."""
     rng = np.random.default_rng(seed)
     c = heads * dim
     w = rng.standard_normal((c, 3 * c)).astype(np.float32) * 0.3
-    nodes = [N("MatMul", ["x", "w"], ["qkv"]), N("Reshape", ["qkv", "s5"], ["q5"]),
+    nodes = ([N("MatMul", ["x", "w"], ["qkv0"]), N("Add", ["b", "qkv0"], ["qkv"])] if bias
+             else [N("MatMul", ["x", "w"], ["qkv"])]) + [N("Reshape", ["qkv", "s5"], ["q5"]),
              N("Transpose", ["q5"], ["t5"], perm=[2, 0, 3, 1, 4]),
              N("Gather", ["t5", "i0"], ["q"], axis=0), N("Gather", ["t5", "i1"], ["k"], axis=0),
              N("Gather", ["t5", "i2"], ["v"], axis=0),
              N("Transpose", ["k"], ["kt"], perm=[0, 1, 3, 2]), N("MatMul", ["q", "kt"], ["a"]),
              N("Softmax", ["a"], ["p"], axis=-1), N("MatMul", ["p", "v"], ["o"]),
              N("Transpose", ["o"], ["ot"], perm=[0, 2, 1, 3]), N("Reshape", ["ot", "s3"], ["y"])]
-    inits = {"w": w, "s5": np.int64([batch, tokens, 3, heads, dim]), "s3": np.int64([batch, tokens, c]),
+    inits = {"w": w, "b": rng.standard_normal(3 * c).astype(np.float32),
+             "s5": np.int64([batch, tokens, 3, heads, dim]), "s3": np.int64([batch, tokens, c]),
              "i0": np.int64(0), "i1": np.int64(1), "i2": np.int64(2)}
     return model_of(nodes, {"x": [batch, tokens, c]}, inits)
 
@@ -207,6 +210,53 @@ def test_qkv_split_lowers_to_rank_3(batch):
     assert hist["Slice"] == 3 and "Gather" not in hist
     assert hist["Reshape"] == (2 + 3 + 1 if batch == 1 else hist["Reshape"])
     assert max(r for r in ranks(out).values()) == 4
+
+
+@pytest.mark.parametrize("anchor", ["reshape", "transpose"])
+@pytest.mark.parametrize("batch, bias", [(1, True), (2, False)])
+def test_attention_qkv_split(anchor, batch, bias):
+    """The packed projection becomes three: no rank-5 tensor, no Gather, bit-identical."""
+    model = qkv_attention_model(batch=batch, bias=bias)
+    out = assert_lowered(model, f"attention_qkv_split_at_{anchor}")
+    hist = op_histogram(out)
+    assert hist["MatMul"] == 3 + 2 and hist.get("Add", 0) == (3 if bias else 0) and "Gather" not in hist
+    assert max(ranks(out).values()) == 4
+    # the generic lowering costs more: the planner prefers the split
+    from converter.plan import ChainSearch
+    from converter.graph import to_graph
+
+    from converter.normalize import normalize
+
+    g = to_graph(normalize(model))  # (named nodes: the planner tries a rule on a copy, found by name)
+    node = next(n for n in g.nodes if n.op == anchor.capitalize() and len(n.outputs[0].shape) == 5)
+    assert ChainSearch(_Rank4(), "fw", "hw").for_node(node, g)[1] == [f"attention_qkv_split_at_{anchor}"]
+
+
+def test_attention_qkv_split_declines_with_reasons():
+    from converter.graph import to_graph
+
+    model = qkv_attention_model()
+    model.graph.node[3].input[1] = "i2"  # q taken twice is fine; now break the perm instead
+    g = to_graph(model)
+    g.nodes[2].attrs["perm"] = [2, 0, 1, 3, 4]
+    reshape = g.nodes[1]
+    assert REGISTRY["attention_qkv_split_at_reshape"].why_not(reshape, g) == \
+        "the reshaped qkv is not read by one Transpose(2, 0, 3, 1, 4)"
+    g = to_graph(model_of([N("Reshape", ["x", "s"], ["y"])], {"x": [1, 6, 24]}, {"s": np.int64([1, 6, 2, 3, 4])}))
+    assert REGISTRY["attention_qkv_split_at_reshape"].why_not(g.nodes[0], g) == "not a Reshape to [B, N, 3, heads, dim]"
+
+
+class _Rank4:
+    """The real matrix's rank rule alone: every tensor must have rank <= 4."""
+
+    def supports_op(self, framework, hw, op):
+        return True
+
+    def check_node(self, node, framework, hw):
+        from converter.matrix import NodeVerdict
+
+        high = [t.name for t in list(node.inputs) + list(node.outputs) if t.shape is not None and len(t.shape) > 4]
+        return NodeVerdict(node.name, node.op, "unsupported" if high else "supported", f"rank > 4: {high}")
 
 
 def swin_window_model(batch=1, size=4, window=2, channels=3):

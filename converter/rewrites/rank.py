@@ -648,3 +648,107 @@ def gather_scalar_to_slice(rw, node):
     part = rw.slice(x, [i], [i + 1], [axis])
     rw.reshape(part, [d for k, d in enumerate(shape) if k != _axis(attr(node, "axis", 0), len(shape))],
                outputs=rw.outputs[:1])
+
+
+# ----------------------------------------------------------------------------------------------
+# A packed qkv projection split before its rank-5 reshape
+
+
+def _sole_reader(t: gs.Tensor, graph: gs.Graph):
+    if len(t.outputs) != 1 or any(o is t for o in graph.outputs):
+        return None
+    return t.outputs[0]
+
+
+def _qkv_parts(anchor: gs.Node, graph: gs.Graph, anchor_out: gs.Tensor | None = None):
+    """The pieces of ``x @ W (+ b) → Reshape[B, N, 3, h, d] → Transpose(2,0,3,1,4) → Gather(0|1|2)``
+    seen from its Reshape or its Transpose (``anchor``, whose output is ``anchor_out``), or the
+    reason this is not that pattern."""
+    anchor_out = anchor.outputs[0] if anchor_out is None else anchor_out
+    if anchor.op == "Reshape":
+        node, reshaped = anchor, anchor_out
+    else:
+        reshaped = anchor.inputs[0]
+        node = reshaped.inputs[0] if len(reshaped.inputs) == 1 else None
+        if node is None or node.op != "Reshape":
+            return "not fed by a Reshape to [B, N, 3, heads, dim]"
+    shape = static_shape(reshaped)
+    if shape is None or len(shape) != 5 or shape[2] != 3:
+        return "not a Reshape to [B, N, 3, heads, dim]"
+    src = node.inputs[0]
+    if static_shape(src) != (shape[0], shape[1], 3 * shape[3] * shape[4]) or _sole_reader(src, graph) is not node:
+        return "its input is not a [B, N, 3·heads·dim] projection read only here"
+    producer, bias, add = (src.inputs[0] if src.inputs else None), None, None
+    if producer is not None and producer.op == "Add":
+        add = producer
+        for k in (0, 1):
+            value = constant_value(add.inputs[k])
+            mm = add.inputs[1 - k]
+            if value is not None and value.size == 3 * shape[3] * shape[4] and mm.inputs and mm.inputs[0].op == "MatMul" \
+                    and _sole_reader(mm, graph) is add:
+                bias, producer = value.reshape(-1), mm.inputs[0]
+                break
+        else:
+            return "the projection's Add is not a constant bias on a MatMul"
+    if producer is None or producer.op != "MatMul" or constant_value(producer.inputs[1]) is None \
+            or constant_value(producer.inputs[1]).ndim != 2:
+        return "the projection is not a MatMul with a constant [C, 3·heads·dim] weight"
+    perm = anchor if anchor.op == "Transpose" else _sole_reader(reshaped, graph)
+    if perm is None or perm.op != "Transpose" or [int(p) for p in attr(perm, "perm", [])] != [2, 0, 3, 1, 4] \
+            or _sole_reader(reshaped, graph) is not perm:
+        return "the reshaped qkv is not read by one Transpose(2, 0, 3, 1, 4)"
+    permuted = anchor_out if anchor is perm else perm.outputs[0]
+    gathers = []
+    for g in permuted.outputs:
+        idx = const_input(g, 1) if g.op == "Gather" else None
+        if idx is None or idx.ndim != 0 or _axis(attr(g, "axis", 0), 5) != 0 or not -3 <= int(idx) < 3:
+            return "q, k and v are not all taken with Gather(axis 0, constant index)"
+        gathers.append((g, int(idx) % 3))
+    if any(o is permuted for o in graph.outputs) or not gathers:
+        return "the permuted qkv is a graph output or unread"
+    return producer, add, bias, gathers, [node, perm], shape
+
+
+def _qkv_ok(node, graph):
+    got = _qkv_parts(node, graph)
+    return got if isinstance(got, str) else None
+
+
+def _split_qkv(rw, node):
+    producer, add, bias, gathers, chain, shape = _qkv_parts(node, rw.graph, rw.outputs[0])
+    x, w = producer.inputs[0], constant_value(producer.inputs[1])
+    hd = shape[3] * shape[4]
+    outs: dict[int, list] = {}
+    for g, i in gathers:
+        outs.setdefault(i, []).append(g.outputs[0])
+    for dead in [producer, add] + chain + [g for g, _ in gathers]:
+        if dead is not None and dead is not node:  # (``node`` is detached by the caller)
+            dead.inputs.clear()
+            dead.outputs.clear()
+    for i, targets in sorted(outs.items()):
+        y = rw.emit("MatMul", [x, rw.const(f"W_{'qkv'[i]}", w[:, i * hd:(i + 1) * hd], dtype=w.dtype)])
+        if bias is not None:
+            y = rw.emit("Add", [y, rw.const(f"B_{'qkv'[i]}", bias[i * hd:(i + 1) * hd], dtype=bias.dtype)])
+        heads = rw.reshape(y, [shape[0], shape[1], shape[3], shape[4]])
+        for target in targets:  # (the same index gathered twice: one Transpose per copy)
+            rw.emit("Transpose", [heads], {"perm": [0, 2, 1, 3]}, outputs=[target])
+
+
+_QKV_DOC = """A packed qkv projection as three projections: no rank-5 tensor, no Gather (cost 0: it
+removes more nodes than it adds, so it is preferred to the generic rank lowering).
+
+before: x ─► MatMul(W[C, 3hd]) ─► Add(b) ─► Reshape[B,N,3,h,d] ─► Transpose(2,0,3,1,4) ─► Gather(0|1|2) ─► q|k|v
+after:  x ─► MatMul(W[:, i·hd:(i+1)·hd]) ─► Add(b_i) ─► Reshape[B,N,h,d] ─► Transpose(0,2,1,3) ─► q|k|v
+"""
+
+
+def _register_qkv(op: str):
+    def split(rw, node):
+        _split_qkv(rw, node)
+
+    split.__doc__ = _QKV_DOC
+    return rule(op, emits=["MatMul", "Add", "Reshape", "Transpose"], when=_qkv_ok, cost=0,
+                name=f"attention_qkv_split_at_{op.lower()}")(split)
+
+
+QKV_RULES = [_register_qkv(op) for op in ("Reshape", "Transpose")]
