@@ -157,3 +157,23 @@ def conv_transpose(seed: int = 0, **attrs) -> onnx.ModelProto:
     nodes = [helper.make_node("ConvTranspose", ["x", "w", "b"], ["t"], **attrs),
              helper.make_node("Relu", ["t"], ["y"])]
     return _model(nodes, {"x": [1, 4, 5, 6]}, {"w": _rnd(rng, 4, 6 // group, 3, 3), "b": _rnd(rng, 6) + 0.5})
+
+
+def swin_windows(seed: int = 0) -> onnx.ModelProto:
+    """Swin's shifted-window attention at toy size: x [1, 8, 8, 4] (B, H, W, C) → window partition
+    (Reshape [1, 2, 4, 2, 4, 4] → Transpose(0,1,3,2,4,5) → [4, 16, 4]) → scores t·tᵀ → view
+    [1, 4, 1, 16, 16] + the shift mask → Softmax → ·t → window reverse (rank 6 again) → y [1, 8, 8, 4]."""
+    rng = np.random.default_rng(seed)
+    mask = np.where(rng.random((1, 4, 1, 16, 16)) > 0.7, -100.0, 0.0).astype(np.float32)
+    N = helper.make_node
+    nodes = [N("MatMul", ["x", "w"], ["xp"]), N("Reshape", ["xp", "s6"], ["a"]),
+             N("Transpose", ["a"], ["b"], perm=[0, 1, 3, 2, 4, 5]), N("Reshape", ["b", "win"], ["t"]),
+             N("Transpose", ["t"], ["tt"], perm=[0, 2, 1]), N("MatMul", ["t", "tt"], ["s"]),
+             N("Reshape", ["s", "s5"], ["s5v"]), N("Add", ["s5v", "mask"], ["m"]), N("Reshape", ["m", "s3"], ["m3"]),
+             N("Softmax", ["m3"], ["p"], axis=-1), N("MatMul", ["p", "t"], ["o"]),
+             N("Reshape", ["o", "s6b"], ["c"]), N("Transpose", ["c"], ["d"], perm=[0, 1, 3, 2, 4, 5]),
+             N("Reshape", ["d", "s4"], ["y"])]
+    inits = {"w": _rnd(rng, 4, 4), "s6": np.int64([1, 2, 4, 2, 4, 4]), "win": np.int64([4, 16, 4]),
+             "s5": np.int64([1, 4, 1, 16, 16]), "mask": mask, "s3": np.int64([4, 16, 16]),
+             "s6b": np.int64([1, 2, 2, 4, 4, 4]), "s4": np.int64([1, 8, 8, 4])}
+    return _model(nodes, {"x": [1, 8, 8, 4]}, inits)

@@ -10,7 +10,7 @@ import onnx
 import pytest
 from onnx import TensorProto, helper, numpy_helper
 
-from accelerator_models import conv_transpose, einsum_attention, gelu_mlp, grouped_convs, r3d, vit
+from accelerator_models import conv_transpose, einsum_attention, gelu_mlp, grouped_convs, r3d, swin_windows, vit
 from converter import targets
 from converter.errors import BadInput
 from converter.graph import op_histogram
@@ -84,7 +84,7 @@ def vit_model():
 def test_vit_on_tflite_accelerators_is_builtin_only_and_rank_4(vit_model, hw, tmp_path, matrix):
     result, art, _ = check_in_runtime(vit_model, "tflite", hw, tmp_path, matrix)
     rules = {r for r, _ in result.applied}
-    assert {"lower_rank_reshape", "lower_rank_transpose", "lower_rank_gather"} & rules
+    assert "attention_qkv_split_at_reshape" in rules  # three projections, no rank-5 tensor
     path = art.files[0]
     ops = opcodes(path)
     assert "CUSTOM" not in ops and litert_ops(path)  # loads with LiteRT's builtin-only resolver
@@ -96,8 +96,17 @@ def test_vit_on_tflite_accelerators_is_builtin_only_and_rank_4(vit_model, hw, tm
 
 def test_vit_on_mace_cpu_runs_in_mace_run(vit_model, tmp_path, matrix):
     result, art, _ = check_in_runtime(vit_model, "mace", "cpu", tmp_path, matrix)
-    assert {"lower_rank_transpose", "erf_polynomial", "exp_via_sigmoid"} <= {r for r, _ in result.applied}
+    assert {"attention_qkv_split_at_transpose", "erf_polynomial", "exp_via_sigmoid"} <= {r for r, _ in result.applied}
     assert "Erf" not in op_histogram(result.model) and "Exp" not in op_histogram(result.model)
+
+
+@pytest.mark.parametrize("fw, hw", [("tflite", "gpu"), ("tflite", "nnapi"), ("mace", "cpu")])
+def test_swin_windows_lower_to_rank_4(fw, hw, tmp_path, matrix):
+    result, art, _ = check_in_runtime(swin_windows(), fw, hw, tmp_path, matrix)
+    rules = {r for r, _ in result.applied}
+    assert rules and all(r.startswith("lower_rank_") for r in rules), rules
+    if fw == "tflite":
+        assert max(tflite_tensor_ranks(art.files[0])) <= 4 and "CUSTOM" not in opcodes(art.files[0])
 
 
 def test_vit_port_to_tflite_gpu_verifies_in_litert(vit_model, tmp_path):
