@@ -5,7 +5,7 @@ NNAPI has no Erf, no GELU and no Sign.  Exact-GELU transformers (torch's ``nn.GE
 ``x · (1 + Erf(x/√2)) / 2``) need an Erf on both:
 
 * :func:`exp_via_sigmoid` — ``e^x = σ(x) / σ(−x)``, an identity (``σ(x)/σ(−x) = (1+e^x)/(1+e^−x)``),
-  used where the exponent is ≤ 0 by construction (Erf's ``e^{−x²}``, a softmax's ``e^{x − max}``):
+  used where the exponent is ≤ 0 by construction (Erf's ``e^{−x²}``):
   there the divisor is in [0.5, 1] and the error is the Sigmoid kernel's own (~1e-7 absolute);
 * :func:`erf_polynomial_minmax` — the Abramowitz & Stegun 7.1.26 polynomial of
   ``decompose.erf_polynomial`` without its Sign: ``m = 1 − P(t)·e^{−x²}`` approximates
@@ -16,7 +16,7 @@ NNAPI has no Erf, no GELU and no Sign.  Exact-GELU transformers (torch's ``nn.GE
 
 from __future__ import annotations
 
-from ..graph import attr, constant_value
+from ..graph import constant_value
 from .base import APPROXIMATE, float_input, rule
 from .decompose import _AS_A, _AS_P
 
@@ -35,8 +35,9 @@ def _square(t) -> bool:
 
 
 def _nonpositive(t) -> bool:
-    """``t`` is ≤ 0 by construction: −a², c·a² with a constant c ≤ 0, or a − ReduceMax(a)
-    (the max-subtracted exponent of a softmax)."""
+    """``t`` is ≤ 0 by construction: −a² or c·a² with a constant c ≤ 0 (Erf's e^{−x²}).  A
+    softmax's ``a − max(a)`` would qualify too, but a target without Exp keeps its Softmax whole
+    (or in post-processing) rather than spelled in Sigmoids."""
     p = t.inputs[0] if len(t.inputs) == 1 else None
     if p is None:
         return False
@@ -48,16 +49,12 @@ def _nonpositive(t) -> bool:
             if value is not None and value.size == 1 and float(value.reshape(())) <= 0 and _square(sq):
                 return True
         return False
-    if p.op == "Sub":
-        red = p.inputs[1].inputs[0] if len(p.inputs[1].inputs) == 1 else None
-        return (red is not None and red.op == "ReduceMax" and red.inputs[0] is p.inputs[0]
-                and int(attr(red, "keepdims", 1)) == 1)
     return False
 
 
 def _exp_of_nonpositive(node, graph):
     if not _nonpositive(node.inputs[0]):
-        return "the exponent is not ≤ 0 by construction (−a², c·a² with c ≤ 0, a − ReduceMax(a))"
+        return "the exponent is not ≤ 0 by construction (−a², c·a² with c ≤ 0)"
     return float_input(node, graph)
 
 
@@ -65,7 +62,7 @@ def _exp_of_nonpositive(node, graph):
 def exp_via_sigmoid(rw, node):
     """e^x = σ(x) / σ(−x) for x ≤ 0 (MACE has Sigmoid, no Exp).
 
-    before: x ─► Exp ─► y                       (x ≤ 0: −a², or a − max(a))
+    before: x ─► Exp ─► y                       (x ≤ 0: −a², as in Erf's e^{−x²})
     after:  x ─► Sigmoid ─► s ─┐
             x ─► Neg ─► Sigmoid ─► Div(s, ·) ─► y
     An identity, but runtimes' Sigmoid is accurate to ~1e-7 absolute only (onnxruntime's gives 0
