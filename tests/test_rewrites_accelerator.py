@@ -18,7 +18,7 @@ N = helper.make_node
 #: The rules this module proves (tests/test_rewrites_rules.py checks every registered rule is proved).
 RULES_TESTED = {"exp_via_sigmoid", "erf_polynomial_minmax", "einsum_to_matmul", "conv_group_split",
                 "convtranspose_group_split", "conv_multiplier_to_depthwise", "convtranspose_output_padding_to_pad",
-                "convtranspose_undilate", "conv3d_to_conv2d"}
+                "convtranspose_undilate", "conv3d_to_conv2d", "conv1d_to_conv2d"}
 
 
 def model_of(nodes, inputs, inits=None, opset=17):
@@ -233,3 +233,11 @@ def test_conv3d_to_conv2d(attrs, w_shape):
     ranks = {v.name: len(v.type.tensor_type.shape.dim) for v in inferred.graph.value_info}
     assert all(ranks[t] == 4 for t in conv_ins)
     assert max(ranks.values()) <= 5 and sum(r == 5 for r in ranks.values()) == 0  # only the output is 5-D
+
+
+@pytest.mark.parametrize("attrs", [dict(pads=[2, 1], strides=[2], dilations=[2]), dict(group=3), dict(auto_pad="SAME_UPPER")])
+def test_conv1d_to_conv2d(attrs):
+    inputs = {"x": [2, 6, 17]}
+    model = model_of([N("Conv", ["x", "w", "b"], ["y"], kernel_shape=[3], **attrs)], inputs,
+                     {"w": rnd(6, 6 // attrs.get("group", 1), 3), "b": rnd(6, seed=4)})
+    check(model, "conv1d_to_conv2d", inputs, 1e-5, {"Reshape": 2, "Conv": 1})

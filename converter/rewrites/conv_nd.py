@@ -1,15 +1,19 @@
-"""3-D convolutions as 2-D ones (exact), for targets whose runtime has no 3-D kernel.
+"""1-D and 3-D convolutions as 2-D ones (exact), for targets whose runtime (or exporter) has 2-D
+convolutions only.
 
 TNN has a ``Convolution3D`` layer, but only its naive CPU and CUDA devices implement it
-(``cpu_conv_3d_layer_acc.cc``, ``cuda_conv_3d_layer_acc.cu``; no x86/ARM/OpenCL/Metal acc), so
-video models (R3D-18, X3D) stop on the devices phones have.  A 3-D convolution is a sum over its
-temporal taps of 2-D convolutions of time-shifted frames:
+(Tencent/TNN@f0cb081:source/tnn/device/cpu/acc/cpu_conv_3d_layer_acc.cc#L160,
+source/tnn/device/cuda/acc/cuda_conv_3d_layer_acc.cu#L226; no x86/ARM/OpenCL/Metal acc), and
+edgeconv's TNN exporter writes 2-D ``Convolution`` layers only, so video models (R3D-18, X3D)
+and 1-D audio convolutions need 2-D spellings.  A 3-D convolution is a sum over its temporal taps
+of 2-D convolutions of time-shifted frames:
 
     y[n, :, t] = b + Σ_i conv2d(x_pad[n, :, t·s_t + i·d_t], W[:, :, i])
 
 so the frames each tap reads are sliced out of the time-padded input (one strided Slice per tap,
 rank 4), stacked into the batch, convolved in 2-D (the groups, spatial strides/dilations/pads are
-the 3-D ones), and summed.  Only the order of the float additions changes.
+the 3-D ones), and summed.  Only the order of the float additions changes.  A 1-D convolution is
+the 2-D one on an ``H = 1`` view.
 """
 
 from __future__ import annotations
@@ -69,3 +73,31 @@ def conv3d_to_conv2d(rw, node):
     per_frame = rw.reshape(total, [n, t_out, o, h_out * w_out])
     back = rw.emit("Transpose", [per_frame], {"perm": [0, 2, 1, 3]})                # [N, O, T', H'·W']
     rw.reshape(back, [n, o, t_out, h_out, w_out], outputs=rw.outputs[:1])
+
+
+def _conv1d_ok(node, graph):
+    x = static_shape(node.inputs[0])
+    if x is None or len(x) != 3 or static_shape(node.outputs[0]) is None:
+        return "not a 1-D convolution with static shapes"
+    if const_input(node, 1) is None:
+        return "weights are not constants"
+    return float_input(node, graph)
+
+
+@rule("Conv", emits=["Reshape", "Conv"], when=_conv1d_ok)
+def conv1d_to_conv2d(rw, node):
+    """before: x[N, C, L] ─► Conv(W[O, C/g, k], strides s, dilations d, pads [p0, p1]) ─► y[N, O, L']
+    after:  x ─► Reshape[N, C, 1, L] ─► Conv(W[O, C/g, 1, k], [1, s], [1, d], pads [0, p0, 0, p1]) ─► Reshape ─► y
+    """
+    n, c, length = static_shape(node.inputs[0])
+    w = const_input(node, 1)
+    attrs = dict(node.attrs)
+    for name, lead in (("kernel_shape", 1), ("strides", 1), ("dilations", 1)):
+        if name in attrs:
+            attrs[name] = [lead] + [int(v) for v in attrs[name]]
+    if "pads" in attrs:
+        p = [int(v) for v in attrs["pads"]]
+        attrs["pads"] = [0, p[0], 0, p[1]]
+    flat = rw.reshape(node.inputs[0], [n, c, 1, length])
+    y = rw.emit("Conv", [flat, rw.const("W_2d", w[:, :, None, :], dtype=w.dtype)] + list(node.inputs[2:]), attrs)
+    rw.reshape(y, list(static_shape(rw.outputs[0])), outputs=rw.outputs[:1])
