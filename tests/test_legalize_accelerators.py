@@ -40,8 +40,8 @@ def port_files(model, fw, hw, tmp_path, matrix):
 
 
 def run_real(fw, art, feeds, tmp_path):
-    if fw == "tnn":
-        return tnn_run(art, feeds, tmp_path / "tnn_run")
+    if fw == "tnn":  # (the host build has the X86 and NAIVE devices; ARM files run on X86)
+        return tnn_run(art, feeds, tmp_path / "tnn_run", device="NAIVE" if art.hw == "naive" else "X86")
     if fw == "mace":
         return mace_run(art, feeds, tmp_path / "mace_run")
     return targets.get(fw).run(art, feeds)  # LiteRT; CoreML: the saved ML Program, op by op
@@ -170,10 +170,23 @@ def test_grouped_conv_on_nnapi_is_split_depthwise_kept(tmp_path, matrix):
             assert details[op["inputs"][0]]["shape"][-1] == details[op["inputs"][1]]["shape"][-1]
 
 
-def test_r3d_conv3d_on_tnn_runs_in_tnn(tmp_path, matrix):
-    result, art, _ = check_in_runtime(r3d(), "tnn", "x86", tmp_path, matrix)
+@pytest.mark.parametrize("hw", ["x86", "naive"])
+def test_r3d_conv3d_on_tnn_runs_in_tnn(hw, tmp_path, matrix):
+    result, art, _ = check_in_runtime(r3d(), "tnn", hw, tmp_path, matrix)
     assert [r for r, _ in result.applied].count("conv3d_to_conv2d") == 6
     assert "Convolution3D" not in art.meta["layer_types"]
+
+
+def test_conv1d_on_tnn_runs_in_tnn(tmp_path, matrix):
+    rng = np.random.default_rng(0)
+    nodes = [helper.make_node("Conv", ["x", "w", "b"], ["c"], pads=[1, 1]), helper.make_node("Relu", ["c"], ["y"])]
+    graph = helper.make_graph(nodes, "m", [helper.make_tensor_value_info("x", TensorProto.FLOAT, [1, 4, 20])],
+                              [helper.make_tensor_value_info("y", TensorProto.FLOAT, [1, 6, 20])],
+                              [numpy_helper.from_array(rng.standard_normal((6, 4, 3)).astype(np.float32), "w"),
+                               numpy_helper.from_array(rng.standard_normal(6).astype(np.float32), "b")])
+    model = helper.make_model(graph, opset_imports=[helper.make_opsetid("", 17)], ir_version=8)
+    result, _, _ = check_in_runtime(model, "tnn", "arm", tmp_path, matrix)
+    assert [r for r, _ in result.applied] == ["conv1d_to_conv2d"]
 
 
 # ----------------------------------------------------------------------------------------------
