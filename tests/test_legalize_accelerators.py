@@ -320,18 +320,40 @@ def test_custom_op_flag_refuses_data_movement(matrix):
         plan_model(data_movement_model(), "tflite", "gpu", matrix, custom_ops=("Transpose",))
 
 
-def test_port_says_unsupported_not_ok_for_data_movement_without_a_rule(tmp_path):
-    from converter.pipeline import PortOptions, port
-
-    # MACE's GPU has no Transpose (op_lists.rst: "Only CPU and TensorFlow"), and none of rank 4
-    # can be removed: the port stops with the reason instead of shipping a custom Transpose.
+def _mid_transpose_model(path):
+    """Relu → rank-4 Transpose → Conv: MACE's GPU has no Transpose (op_lists.rst: "Only CPU and
+    TensorFlow"), nothing removes a rank-4 one, and it is not trailing."""
     nodes = [helper.make_node("Relu", ["x"], ["r"]), helper.make_node("Transpose", ["r"], ["t"], perm=[0, 1, 3, 2]),
              helper.make_node("Conv", ["t", "w"], ["y"])]
     graph = helper.make_graph(nodes, "m", [helper.make_tensor_value_info("x", TensorProto.FLOAT, [1, 3, 4, 5])],
                               [helper.make_tensor_value_info("y", TensorProto.FLOAT, [1, 2, 5, 4])],
                               [numpy_helper.from_array(np.ones((2, 3, 1, 1), np.float32), "w")])
-    src = tmp_path / "t.onnx"
-    onnx.save(helper.make_model(graph, opset_imports=[helper.make_opsetid("", 17)], ir_version=8), src)
+    onnx.save(helper.make_model(graph, opset_imports=[helper.make_opsetid("", 17)], ir_version=8), path)
+    return path
+
+
+def test_plan_cli_exits_3_for_unsupported_data_movement(tmp_path):
+    import os
+    import subprocess
+    import sys
+    from pathlib import Path
+
+    root = Path(__file__).resolve().parents[1]
+    res = subprocess.run([sys.executable, "-m", "converter", "plan", str(_mid_transpose_model(tmp_path / "t.onnx")),
+                          "--to", "mace", "--hw", "gpu", "--json"], capture_output=True, text=True,
+                         env={**os.environ, "PYTHONPATH": str(root)})
+    assert res.returncode == 3, res.stderr
+    import json
+
+    plan = json.loads(res.stdout)["plans"][0]
+    assert plan["counts"]["unsupported"] == 1 and plan["counts"]["custom"] == 0
+
+
+def test_port_says_unsupported_not_ok_for_data_movement_without_a_rule(tmp_path):
+    from converter.pipeline import PortOptions, port
+
+    # The port stops with the reason instead of shipping a custom Transpose.
+    src = _mid_transpose_model(tmp_path / "t.onnx")
     res = port(str(src), PortOptions(target="mace", hw="gpu", out_dir=tmp_path / "out"))
     assert res.status == "unsupported" and "(Transpose)" in res.reason
     entry = next(e for e in res.report["plan"]["entries"] if e["op"] == "Transpose")
