@@ -39,8 +39,8 @@ def convtranspose_output_padding_to_pad(rw, node):
               ─► Pad(end: max(a − e, 0) zeros) ─► Add(B[C,1,1]) ─► y
     (where every a ≤ e: only the ConvTranspose, bias kept; no Pad or Add)
     """
-    nd = len(attr(node, "kernel_shape") or const_input(node, 1).shape[2:])
     adj = [int(a) for a in attr(node, "output_padding")]
+    nd = len(adj)
     auto_pad = attr(node, "auto_pad", "NOTSET")
     pads = [0] * (2 * nd) if (auto_pad.decode() if isinstance(auto_pad, bytes) else auto_pad) == "VALID" else \
         [int(p) for p in (attr(node, "pads") or [0] * (2 * nd))]
