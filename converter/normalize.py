@@ -2,7 +2,7 @@
 
 Canonical means: opset ``CANONICAL_OPSET`` (17), fixed input shapes where the user gave them,
 shapes inferred for every tensor, constants folded (Constant nodes become initializers),
-training-only leftovers removed (Dropout, Identity, unused initializers), nodes topologically
+pass-throughs removed (Dropout, Identity, one-input Concat, unused initializers), nodes topologically
 sorted, and every node and tensor given a stable unique name derived from the graph's structure
 (so two exports of the same network normalize to the same names).  Graph inputs and outputs keep
 their names: they are the model's interface.
@@ -190,9 +190,10 @@ def _fix_input_shapes(graph: gs.Graph, shapes: dict[str, tuple[int, ...]]) -> No
 
 
 def _remove_passthrough(graph: gs.Graph) -> None:
-    """Drop Identity and inference-mode Dropout by rewiring their consumers."""
+    """Drop Identity, inference-mode Dropout and one-input Concat (DenseNet's first block; TNN's
+    Concat refuses a single input) by rewiring their consumers."""
     for node in list(graph.nodes):
-        if node.op not in ("Identity", "Dropout"):
+        if node.op not in ("Identity", "Dropout") and not (node.op == "Concat" and len(node.inputs) == 1):
             continue
         if node.op == "Dropout" and len(node.inputs) > 2:
             training = node.inputs[2]

@@ -6,7 +6,9 @@ never revisiting an op already on the chain: the search always ends).  The chain
 checked against the real node (its conditions); later links only against the op, so the
 legalizer re-checks every node it creates and rewrites again until a fixpoint.  A chain with a
 ``retrain`` rule gives remedy ``retrain``; no chain: ``postprocess`` when the node can move into
-generated post-processing code (:func:`converter.postproc.cut.find_cut`), else ``custom``.
+generated post-processing code (:func:`converter.postproc.cut.find_cut`), else ``custom`` — except
+for an op that only moves data (:data:`DATA_MOVEMENT`), which can always be re-expressed and so is
+never a custom layer: without a chain it is ``unsupported``, with the reason.
 """
 
 from __future__ import annotations
@@ -15,12 +17,30 @@ from dataclasses import asdict, dataclass, field
 
 import onnx
 
-from .graph import to_graph, to_model
+from .errors import BadInput
+from .graph import is_constant, to_graph, to_model
 from .rewrites import REGISTRY, RETRAIN, apply_rule_to_graph, rules_for
 from .rewrites.base import infer
 
-REMEDIES = ("supported", "rewrite", "retrain", "postprocess", "custom")
+REMEDIES = ("supported", "rewrite", "retrain", "postprocess", "custom", "unsupported")
 MAX_CHAIN_DEPTH = 4
+#: Ops that compute nothing, only move or select data: a custom layer is never their remedy
+#: (Gather and Slice when their indices are constants: see :func:`moves_data`).
+DATA_MOVEMENT = frozenset({
+    "Reshape", "Transpose", "Gather", "Slice", "Concat", "Squeeze", "Unsqueeze", "Flatten", "Expand",
+    "Tile", "Split", "DepthToSpace", "SpaceToDepth", "Identity",
+})
+
+
+def moves_data(node) -> bool:
+    """``node`` only moves data chosen at export time: it can always be re-expressed."""
+    if node.op not in DATA_MOVEMENT:
+        return False
+    if node.op == "Gather":
+        return is_constant(node.inputs[1])
+    if node.op == "Slice":
+        return all(is_constant(t) for t in node.inputs[1:] if t.name)
+    return True
 
 
 @dataclass
@@ -173,6 +193,9 @@ def plan_model(model: onnx.ModelProto, framework: str, hw: str, matrix=None, *, 
 
     matrix = matrix or load_matrix()
     hw = matrix.resolve_hw(framework, hw) if hasattr(matrix, "resolve_hw") else hw
+    moving = sorted(set(custom_ops) & (DATA_MOVEMENT - {"Gather", "Slice"}))
+    if moving:
+        raise BadInput(f"--custom-op {moving[0]}: {moving[0]} only moves data; it is rewritten, never a custom layer")
     graph = to_graph(model)
     search = ChainSearch(matrix, framework, hw)
     plan = Plan(framework, hw)
@@ -192,8 +215,8 @@ def plan_model(model: onnx.ModelProto, framework: str, hw: str, matrix=None, *, 
             plan.entries.append(PlanEntry(node.name, node.op, verdict.status, _kind_of(chain), chain,
                                           f"{verdict.reason}; {_describe(chain)}"))
             continue
-        entry = PlanEntry(node.name, node.op, verdict.status, "custom", [],
-                          f"{verdict.reason}; {search.why_no_rule(node, graph)}")
+        entry = PlanEntry(node.name, node.op, verdict.status, "unsupported" if moves_data(node) else "custom",
+                          [], f"{verdict.reason}; {search.why_no_rule(node, graph)}")
         plan.entries.append(entry)
         stuck.append(entry)
     _assign_postprocess(model, stuck)
@@ -208,7 +231,7 @@ def _assign_postprocess(model: onnx.ModelProto, stuck: list[PlanEntry]) -> None:
         from .postproc.cut import find_cut  # noqa: PLC0415
     except ImportError:  # the post-processing split is optional; then everything is custom
         for e in stuck:
-            e.reason += "; post-processing split unavailable: custom layer"
+            e.reason += "; post-processing split unavailable: " + _last_resort(e)
         return
     graph = to_graph(model)
     moved: set[str] = set()
@@ -219,4 +242,12 @@ def _assign_postprocess(model: onnx.ModelProto, stuck: list[PlanEntry]) -> None:
             e.remedy = "postprocess"
             e.reason += "; trailing: runs in generated post-processing"
         else:
-            e.reason += f"; not trailing ({cut.reason}): custom layer scaffold"
+            e.reason += f"; not trailing ({cut.reason}): " + _last_resort(e)
+
+
+def _last_resort(e: PlanEntry) -> str:
+    """A custom layer for a compute op; data movement stays ``unsupported`` (it can always be
+    re-expressed, so a missing rewrite is a gap to report, not a kernel to write)."""
+    if e.remedy == "unsupported":
+        return "data movement is never a custom layer: unsupported"
+    return "custom layer scaffold"

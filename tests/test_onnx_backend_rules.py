@@ -119,7 +119,14 @@ def test_backend_cases_reproduce_reference_outputs(results):
     # bypass into: Dropout, Cast, Identity), a lone BatchNormalization (nothing to fold into),
     # a Pad in a mode other than zero-constant or with axes, or a ReduceMean over non-spatial axes.
     ran_ops = {REGISTRY[r].op for _, r, _ in passed}
-    tested_ops = {c.model.graph.node[0].op_type for c in _cases()}
+    # (Rank lowering, rank.py, rewrites components of rank > 4 tensors between rank <= 4 ones; a
+    # lone backend node's tensors are graph inputs/outputs, so ops with only that rule never run.)
+    # Nor do the accelerator rules here: every Einsum case is opset 28 (onnxruntime loads neither
+    # it nor the rewrite), the Conv cases are 2-D with group 1, no Gather has a constant scalar
+    # index, a lone Exp has no exponent ≤ 0 by construction, the qkv split needs its chain.
+    not_run_here = {op for op in RULE_OPS if all(r.name.startswith("lower_rank_") for r in rules_for(op))}
+    not_run_here |= {"Einsum", "Conv", "Gather", "Exp", "Transpose"}
+    tested_ops = {c.model.graph.node[0].op_type for c in _cases()} - not_run_here
     assert tested_ops - ran_ops <= {"Dropout", "Cast", "Identity", "BatchNormalization", "Pad", "ReduceMean"}, tested_ops - ran_ops
     assert len(passed) >= 150
 

@@ -77,9 +77,9 @@ def test_plan_choices_on_the_zoo(zoo_model, matrix):
     # Edge TPU: no TRANSPOSE_CONV, no DepthToSpace, no Transpose: only the retrain form remains.
     e = _entry(plan_model(zoo_model("superres"), "tflite", "edgetpu", matrix), "ConvTranspose")
     assert (e.remedy, e.rules) == ("retrain", ["convtranspose_to_resize_conv"])
-    # MACE GPU rejects output_padding and has no Slice: exact DepthToSpace form, crop as a Conv.
+    # MACE GPU rejects output_padding: it fits in the end pads, so it only crops less.
     e = _entry(plan_model(zoo_model("superres"), "mace", "gpu", matrix), "ConvTranspose")
-    assert (e.remedy, e.rules) == ("rewrite", ["convtranspose_to_depth_to_space", "slice_to_shift_conv"])
+    assert (e.remedy, e.rules) == ("rewrite", ["convtranspose_output_padding_to_pad"])
     # TFLite has no Erf builtin: an Erf outside the GELU pattern gets the approximate polynomial,
     # with its bound in the reason; the transformer's Erf-GELU is left for the exporter's GELU.
     e = _entry(plan_model(_lone_erf_model(), "tflite", "gpu", matrix), "Erf")
@@ -143,9 +143,13 @@ def test_cycles_end_and_fall_back_to_custom_or_postprocess():
     assert "ReduceMax" in softmax.reason  # says which emitted op is missing
 
 
-def test_legalize_zoo_exact_with_provenance(zoo_model, matrix):
+def test_legalize_zoo_exact_with_provenance(zoo_model, tmp_path):
+    # Without ConvTranspose on MACE's GPU (an overlay) and no Slice there: the exact DepthToSpace
+    # form, its crop as a Conv — a two-rule chain.
+    overlay = tmp_path / "no_deconv.yaml"
+    overlay.write_text("frameworks:\n  mace:\n    ops:\n      ConvTranspose: {supported: []}\n")
     model = zoo_model("superres")
-    result = legalize(model, "mace", "gpu", matrix)
+    result = legalize(model, "mace", "gpu", load_matrix(overlays=[overlay]))
     assert result.applied == [("convtranspose_to_depth_to_space", "convtranspose_0"),
                               ("slice_to_shift_conv", "convtranspose_0/convtranspose_to_depth_to_space/Slice")]
     ops = op_histogram(result.model)

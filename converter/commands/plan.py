@@ -16,7 +16,7 @@ from .options import (Framework, HardwareOrAll, Json, MatrixSource, ModelSource,
                       model_options, stdout_console)
 
 _STYLE = {"supported": "green", "rewrite": "cyan", "retrain": "magenta", "postprocess": "yellow",
-          "custom": "bold red"}
+          "custom": "bold red", "unsupported": "bold red"}
 
 
 def register(app: typer.Typer) -> None:
@@ -46,7 +46,7 @@ def register(app: typer.Typer) -> None:
         else:
             for p in plans:
                 _print_plan(p, source.path, all_nodes)
-        if any(p.by_remedy("custom") for p in plans):
+        if any(p.by_remedy("custom") or p.by_remedy("unsupported") for p in plans):
             raise typer.Exit(EXIT_UNSUPPORTED)
 
 

@@ -32,7 +32,8 @@ Kinds (``N`` is an input index, ``output`` the first output)::
                                                   trailing_ones: every dim after the last axis is 1;
                                                   or_by_rank: {4: [1]} also passes axis 1 on rank 4
     {group: [1, depthwise]}                       Conv/ConvTranspose group: 1, depthwise
-                                                  (group == C_in == C_out), grouped (any other)
+                                                  (group == C_in == C_out), multiplier (group ==
+                                                  C_in, C_out = m·C_in), grouped (any other)
     {pattern: gelu_erf}                           the node sits inside a named subgraph pattern
                                                   (converter/matrix/patterns.py registry)
 
@@ -62,7 +63,7 @@ KINDS = ("attr", "rank", "dtype", "const_inputs", "elements", "dims", "value", "
 MODIFIERS = ("hw", "why", "source", "severity", "when")
 BROADCAST_RULES = ("same_shape", "per_channel", "same_rank", "numpy")
 AXES_TESTS = ("in", "subset_of", "eq", "last_only", "trailing_ones")
-GROUP_KINDS = ("1", "depthwise", "grouped")
+GROUP_KINDS = ("1", "depthwise", "multiplier", "grouped")
 
 #: Marker for "this value is not known for this node" (unknown shape, runtime tensor, ...).
 UNKNOWN = object()
@@ -365,7 +366,8 @@ def _compile_group(spec):
             c_in = x_shape[1]
             # Conv weight is [C_out, C_in/group, ...]; ConvTranspose weight is [C_in, C_out/group, ...].
             c_out = w_shape[0] if op == "Conv" else w_shape[1] * group
-            kind = "depthwise" if group == c_in == c_out else "grouped"
+            kind = ("depthwise" if group == c_in == c_out else
+                    "multiplier" if group == c_in and c_out % c_in == 0 else "grouped")
         if kind in allowed:
             return None
         return (True, f"group={group} ({'depthwise' if kind == 'depthwise' else kind + ' conv' if kind != '1' else 'plain'})")

@@ -134,3 +134,24 @@ def gelu_erf(erf, keep=frozenset()) -> Match | None:
             or x not in half.inputs or not _close(_other(half, x), 0.5)):
         return None
     return Match((pre, erf, add, half, mul1), x, mul1.outputs[0])
+
+
+@pattern("output_padding_in_end_pads",
+         "a ConvTranspose whose output_padding is at most its end pads (a smaller crop)", ("ConvTranspose",))
+def output_padding_in_end_pads(node, keep=frozenset()) -> Match | None:
+    """A one-node pattern: ``output_padding[i] <= pads[end_i]`` on every axis, so the extra rows are
+    real transposed-convolution outputs the exporter keeps by cropping less (CoreML's and TNN's
+    exporters do exactly that).  Beyond the end pad the rows hold only the bias: the planner's
+    ``convtranspose_output_padding_to_pad`` rule adds them with a Pad."""
+    from ..graph import attr
+
+    whole = Match((node,), node.inputs[0], node.outputs[0])
+    adj = [int(a) for a in (attr(node, "output_padding") or [])]
+    if not any(adj):
+        return whole
+    auto_pad = attr(node, "auto_pad", "NOTSET")
+    auto_pad = auto_pad.decode() if isinstance(auto_pad, bytes) else auto_pad
+    pads = [int(p) for p in (attr(node, "pads") or [0] * (2 * len(adj)))]
+    if auto_pad not in ("NOTSET",) or attr(node, "output_shape") is not None:
+        return None
+    return whole if all(a <= pads[len(adj) + i] for i, a in enumerate(adj)) else None

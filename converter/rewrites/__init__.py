@@ -5,7 +5,8 @@
 
 from __future__ import annotations
 
-from . import arithmetic, cleanup, convtranspose, crop, decompose, fold, linear  # noqa: F401  (register)
+from . import (activations, arithmetic, cleanup, conv_nd, convtranspose, crop, deconv, decompose,  # noqa: F401
+               einsum, fold, groups, linear, rank)  # importing a module registers its rules
 from .base import (APPROXIMATE, EXACT, KINDS, REGISTRY, RETRAIN, Rule, apply_rule,
                    apply_rule_to_graph, rules_for)
 

@@ -106,6 +106,13 @@ def _pad(ctx, node) -> None:
     value = ctx.optional_const(node, 2)
     rank = len(pads) // 2
     mil_pad = [int(pads[i + j]) for i in range(rank) for j in (0, rank)]
+    if mode == "edge":
+        # MIL's name for ONNX edge; it repeats at most D[i] elements per side
+        # (apple/coremltools@e0e2f42:coremltools/converters/mil/mil/ops/defs/iOS15/tensor_operation.py#L457).
+        mode = "replicate"
+        dims = list(node.inputs[0].shape or [])
+        if len(dims) == rank and any(isinstance(d, int) and p > d for i, d in enumerate(dims) for p in mil_pad[2 * i:2 * i + 2]):
+            raise unsupported(node, "edge padding wider than its axis (MIL replicate pads at most D[i])")
     ctx.bind(node, ctx.mb.pad(x=ctx.value(node.inputs[0]), pad=mil_pad, mode=mode,
                               constant_val=np.float32(0.0 if value is None else value.reshape(())), name=out))
 

@@ -92,8 +92,11 @@ def fold_crd_into_conv(graph: gs.Graph) -> int:
 # -- TFLite level ----------------------------------------------------------------------------
 
 _ACTIVATIONS = {"RELU": 1, "RELU_N1_TO_1": 2, "RELU6": 3}
+# Not CONCATENATION: its options carry an activation, but the kernel ignores it and Prepare refuses
+# any (google-ai-edge/LiteRT@f674577:tflite/kernels/concatenation.cc#L51 and #L143) — a Relu after a
+# Concat (or after a grouped ConvTranspose, which ends in one) must stay a RELU op.
 _TAKES_ACTIVATION = {"CONV_2D", "DEPTHWISE_CONV_2D", "FULLY_CONNECTED", "TRANSPOSE_CONV", "ADD", "SUB",
-                     "MUL", "DIV", "CONCATENATION", "AVERAGE_POOL_2D", "MAX_POOL_2D"}
+                     "MUL", "DIV", "AVERAGE_POOL_2D", "MAX_POOL_2D"}
 
 
 def _readers(ops) -> dict[int, list]:
