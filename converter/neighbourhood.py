@@ -3,18 +3,19 @@
 The planner tries a rule on a node without touching the whole graph: :func:`neighbourhood`
 collects the nodes at most ``CONTEXT_RADIUS`` tensor links away (see the locality contract in
 :mod:`converter.rewrites.base`), :meth:`Neighbourhood.signature` describes them with everything
-a rule or the matrix may read (ops, attributes, shapes, dtypes, constants, reader counts, graph
-input/output marks), so that two nodes in alike surroundings share one trial, and
-:meth:`Neighbourhood.copy` builds a small ``gs.Graph`` of them to apply the rule to.
-:func:`reinfer` then runs ONNX shape inference on that small graph only.
+a rule or the matrix may read (ops, attributes, shapes, dtypes, small constants, reader counts,
+graph input/output marks; no names), so that two nodes in alike surroundings share one trial,
+and :meth:`Neighbourhood.copy` builds a small ``gs.Graph`` of them to apply the rule to.
+:func:`settle` then gives what the rule emitted its shapes and cleans the small graph as an
+export would.
 
 A small graph remembers what lies beyond its edge (:class:`Boundary`: readers outside, tensors
-produced outside), so a node inside it has the same reader counts as in the full graph, and a
-neighbourhood of a node of a small graph (a rule emitted it; the planner looks for its chain)
-is keyed the same way.
+produced outside), so a tensor in it has the same reader count as in the full graph, cleanup
+keeps a node whose output is read beyond the edge, and the neighbourhood of a node of a small
+graph (the planner looks for the chain of a node a rule emitted) is keyed the same way.
 
-:func:`infer_nodes` is the legalizer's counterpart: shapes for the nodes one rewrite emitted,
-in place, from a model of just those nodes and the tensors they read.
+:func:`infer_nodes` is shape inference for the nodes one rewrite emitted, in place, from a model
+of just those nodes and the tensors they read (the legalizer calls it after each rewrite).
 """
 
 from __future__ import annotations
@@ -28,8 +29,7 @@ import onnx_graphsurgeon as gs
 from onnx_graphsurgeon.exporters.onnx_exporter import OnnxExporter
 from onnx_graphsurgeon.importers.onnx_importer import get_onnx_tensor_dtype, get_onnx_tensor_shape
 
-from .graph import to_graph, to_model
-from .rewrites.base import CONTEXT_RADIUS, SMALL_CONSTANT, infer
+from .rewrites.base import CONTEXT_RADIUS, SMALL_CONSTANT
 
 _BOUNDARY_KEY = "boundary"
 
@@ -224,51 +224,20 @@ def neighbourhood(graph: gs.Graph, node: gs.Node, radius: int = CONTEXT_RADIUS) 
 # ---------------------------------------------------------------------------------- inference
 
 
-def reinfer(small: gs.Graph) -> gs.Graph:
-    """``to_graph(infer(to_model(small)))`` for a small graph cut from a bigger one.
-
-    Tensors read from outside become inputs, tensors read outside (or graph outputs) outputs, so
-    inference sees the same shapes and cleanup keeps the same nodes as in the full graph; large
-    constants travel as typed inputs (inference needs only their shapes) and come back as the
-    same constants.  Graph inputs/outputs and the boundary are restored afterwards.
-    """
+def settle(small: gs.Graph, emitted: list[gs.Node]) -> list[gs.Node]:
+    """After a rule ran on a small graph: shapes for the nodes it emitted (:func:`infer_nodes`),
+    and the graph cleaned and sorted as an export would (an emitted node nothing reads, in the
+    small graph or beyond its edge, is dropped).  Returns the emitted nodes left, in graph order."""
+    infer_nodes(emitted, small)
     bound = boundary_of(small)
-    real_in = [t.name for t in small.inputs]
-    real_out = [t.name for t in small.outputs]
-    large: dict[str, gs.Constant] = {}
-    io_in, io_out = list(small.inputs), list(small.outputs)
-    seen_in, seen_out = {id(t) for t in io_in}, {id(t) for t in io_out}
-    for t in list(small.tensors().values()):
-        if isinstance(t, gs.Constant):
-            if int(np.prod(t.shape)) > SMALL_CONSTANT:
-                stand_in = gs.Variable(t.name, t.dtype, list(t.shape))
-                _replace_input(t, stand_in)
-                large[t.name] = t
-                io_in.append(stand_in)
-            continue
-        if not t.inputs and t.name and id(t) not in seen_in:
-            io_in.append(t)
-            seen_in.add(id(t))
-        if bound.readers.get(t.name) and id(t) not in seen_out:
-            io_out.append(t)
-            seen_out.add(id(t))
-    small.inputs, small.outputs = io_in, io_out
-    out = to_graph(infer(to_model(small)))
-    by_name = out.tensors()
-    out.inputs = [by_name[n] for n in real_in if n in by_name]
-    out.outputs = [by_name[n] for n in real_out if n in by_name]
-    for name, const in large.items():
-        if name in by_name:
-            _replace_input(by_name[name], const.copy())
-    out.__dict__[_BOUNDARY_KEY] = bound
-    return out
-
-
-def _replace_input(old: gs.Tensor, new: gs.Tensor) -> None:
-    for reader in list(old.outputs):
-        for i, x in enumerate(reader.inputs):
-            if x is old:
-                reader.inputs[i] = new
+    real_out = list(small.outputs)
+    kept = {id(t) for t in real_out}
+    read_beyond = [t for name, t in small.tensors().items() if bound.readers.get(name) and id(t) not in kept]
+    small.outputs = real_out + read_beyond
+    small.cleanup(remove_unused_graph_inputs=False).toposort()
+    small.outputs = real_out
+    ids = {id(n) for n in emitted}
+    return [n for n in small.nodes if id(n) in ids]
 
 
 def infer_nodes(nodes: list[gs.Node], graph: gs.Graph, seen: dict | None = None) -> None:

@@ -16,7 +16,7 @@ from dataclasses import asdict, dataclass, field
 import onnx
 
 from .graph import to_graph
-from .neighbourhood import Unkeyable, neighbourhood, reinfer
+from .neighbourhood import Unkeyable, neighbourhood, settle
 from .rewrites import REGISTRY, RETRAIN, apply_rule_to_graph, rules_for
 
 REMEDIES = ("supported", "rewrite", "retrain", "postprocess", "custom")
@@ -77,10 +77,10 @@ class ChainSearch:
         """(cost, chain) for a real node.
 
         Candidates are ranked by the op-level search; each is then tried on a copy of the node's
-        neighbourhood (:mod:`converter.neighbourhood`), shapes re-inferred there, and every node
-        it emits checked by the matrix with its real attributes and shapes (a 6-D Reshape fails a
-        rank-4 delegate even though Reshape is supported): an emitted node that is rejected needs
-        its own chain, else the next candidate is tried.
+        neighbourhood (:mod:`converter.neighbourhood`), shapes inferred for what it emits, and
+        every node it emits checked by the matrix with its real attributes and shapes (a 6-D
+        Reshape fails a rank-4 delegate even though Reshape is supported): an emitted node that
+        is rejected needs its own chain, else the next candidate is tried.
         """
         ranked = []
         for r in rules_for(node.op):
@@ -109,13 +109,12 @@ class ChainSearch:
         self._trials[key] = None  # guards against re-entry while this trial runs
         self.trials += 1
         small, twin = around.copy()
-        emitted = {n.name for n in apply_rule_to_graph(small, r, twin)}
-        rewritten = reinfer(small)
+        emitted = settle(small, apply_rule_to_graph(small, r, twin))
         extra_cost, extra_chain = 0, []
-        for new in rewritten.nodes:
-            if new.name not in emitted or self.matrix.check_node(new, self.framework, self.hw).supported:
+        for new in emitted:
+            if self.matrix.check_node(new, self.framework, self.hw).supported:
                 continue
-            sub = self.for_node(new, rewritten, depth + 1) if depth < MAX_CHAIN_DEPTH else None
+            sub = self.for_node(new, small, depth + 1) if depth < MAX_CHAIN_DEPTH else None
             if sub is None:
                 return None
             extra_cost += sub[0]
