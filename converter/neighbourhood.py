@@ -138,10 +138,12 @@ class Neighbourhood:
                 kept[id(t)] = t
             return c
 
-        nodes = [n.copy(inputs=[twin(t) for t in n.inputs], outputs=[twin(t) for t in n.outputs])
-                 for n in self.nodes]
+        links = [([twin(t) for t in n.inputs], [twin(t) for t in n.outputs]) for n in self.nodes]
+        # A subgraph attribute (If, Loop) reads outer tensors by name: give it the twins.
+        by_name = {t.name: twins[key] for key, t in kept.items()}
+        nodes = [n.copy(inputs=ins, outputs=outs, tensor_map=by_name) for n, (ins, outs) in zip(self.nodes, links)]
         readers, produced = {}, set()
-        for key, t in kept.items():
+        for t in kept.values():
             outside = sum(1 for r in t.outputs if id(r) not in self._ids) + bound.readers.get(t.name, 0)
             if outside:
                 readers[t.name] = outside
