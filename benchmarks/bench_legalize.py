@@ -181,7 +181,7 @@ def main() -> int:
     ap.add_argument("--no-assert", action="store_true", help="print only (e.g. for an older checkout)")
     args = ap.parse_args()
     matrix = load_matrix()
-    sizes = [int(s) for s in args.sizes.split(",")]
+    sizes = [int(s) for s in args.sizes.split(",") if s]
     targets = [(args.to, args.hw or "cpu")] if args.to else [("tnn", "arm"), ("mace", "cpu")]
     failures = []
     series = {}

@@ -29,7 +29,7 @@ import onnx_graphsurgeon as gs
 from onnx_graphsurgeon.exporters.onnx_exporter import OnnxExporter
 from onnx_graphsurgeon.importers.onnx_importer import get_onnx_tensor_dtype, get_onnx_tensor_shape
 
-from .rewrites.base import CONTEXT_RADIUS, SMALL_CONSTANT
+from .rewrites.base import CONTEXT_RADIUS, small_constant
 
 _BOUNDARY_KEY = "boundary"
 
@@ -184,9 +184,16 @@ def _constant_key(t: gs.Constant) -> tuple:
     weights do not change what a rule emits)."""
     shape = tuple(int(d) for d in t.shape)
     size = int(np.prod(shape)) if shape else 1
-    if size > SMALL_CONSTANT:
+    if not _small(t, size):
         return ("shape", _dtype_key(t.dtype), shape)
     return ("value",) + _array_key(np.asarray(t.values))
+
+
+def _small(t: gs.Constant, size: int) -> bool:
+    try:
+        return small_constant(t.dtype, size)
+    except TypeError:  # a dtype numpy does not know (e.g. float8 kept as an ONNX type): by value
+        return True
 
 
 def _array_key(arr: np.ndarray) -> tuple:
@@ -317,7 +324,7 @@ def _infer_members(members: list[gs.Node], made: list[gs.Tensor], graph: gs.Grap
             if _is_empty(t) or id(t) in made_ids or id(t) in seen or _constant_producer(t) is not None:
                 continue
             seen.add(id(t))
-            if isinstance(t, gs.Constant) and int(np.prod(t.shape)) <= SMALL_CONSTANT:
+            if isinstance(t, gs.Constant) and _small(t, int(np.prod(t.shape))):
                 inits.append(OnnxExporter.export_tensor_proto(t))
             else:
                 inputs.append(OnnxExporter.export_value_info_proto(t, do_type_check=False))

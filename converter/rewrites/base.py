@@ -25,9 +25,9 @@ condition (``when``) and its rewrite may read only:
 * nodes at most ``CONTEXT_RADIUS`` tensor links away, and the reader lists of tensors of nodes
   at most ``CONTEXT_RADIUS - 1`` links away (a constant links nothing: a shared weight does not
   make its readers neighbours);
-* constant values; but a constant with more than ``SMALL_CONSTANT`` elements (a weight, a
-  bias) only through its shape and dtype: its values may flow into what the rule emits, but
-  must not change which ops, attributes, shapes or small constants it emits.  (The legalizer
+* constant values; but a large constant (see :func:`small_constant`: a weight, a bias, a
+  per-channel scale) only through its shape and dtype: its values may flow into what the rule
+  emits, but must not change which ops, attributes, shapes or small constants it emits.  (The legalizer
   checks every emitted node on the real graph anyway; a rule that broke this would get a worse
   chain or an unresolved node, never a wrong model.)
 
@@ -50,9 +50,18 @@ EXACT, APPROXIMATE, RETRAIN = "exact", "approximate", "retrain"
 #: How far (tensor links) a rule or a matrix check may look from its node; see "Locality" above.
 #: 3: the matrix's gelu_erf pattern reads the Erf's third neighbour (the final Mul).
 CONTEXT_RADIUS = 3
-#: A constant with more elements than this is told apart by shape and dtype only, not by value
-#: (16: shape vectors, pads, scales and scalars are smaller; weights and biases are larger).
-SMALL_CONSTANT = 16
+#: Constants a rule may read by value (see "Locality" above): integer ones (shapes, pads, axes,
+#: starts/ends) up to this many elements ...
+SMALL_INT_CONSTANT = 64
+#: ... and floating-point ones (scalars, scales, clip bounds) up to this many; larger float
+#: constants (weights, biases, per-channel parameters) are told apart by shape and dtype only.
+SMALL_FLOAT_CONSTANT = 8
+
+
+def small_constant(dtype, size: int) -> bool:
+    """Is a constant of this dtype and element count one a rule may read by value?"""
+    limit = SMALL_FLOAT_CONSTANT if np.issubdtype(np.dtype(dtype), np.inexact) else SMALL_INT_CONSTANT
+    return size <= limit
 KINDS = (EXACT, APPROXIMATE, RETRAIN)
 
 
