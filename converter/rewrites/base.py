@@ -27,9 +27,9 @@ condition (``when``) and its rewrite may read only:
   make its readers neighbours);
 * constant values; but a large constant (see :func:`small_constant`: a weight, a bias, a
   per-channel scale) only through its shape and dtype: its values may flow into what the rule
-  emits, but must not change which ops, attributes, shapes or small constants it emits.  (The legalizer
-  checks every emitted node on the real graph anyway; a rule that broke this would get a worse
-  chain or an unresolved node, never a wrong model.)
+  emits, but must not change which ops, attributes, shapes or small constants it emits.  (The
+  legalizer checks every emitted node on the real graph anyway; a rule that broke this would
+  get a worse chain or an unresolved node, never a wrong model.)
 
 Nothing else: no scan of ``graph.nodes``, no names.  ``rw.emit`` leaves shapes to inference;
 after a rewrite the emitted nodes' output shapes are inferred before anything checks them.
@@ -47,6 +47,7 @@ import onnx_graphsurgeon as gs
 from ..graph import NameAllocator, constant_value, dtype_name, provenance_of
 
 EXACT, APPROXIMATE, RETRAIN = "exact", "approximate", "retrain"
+KINDS = (EXACT, APPROXIMATE, RETRAIN)
 #: How far (tensor links) a rule or a matrix check may look from its node; see "Locality" above.
 #: 3: the matrix's gelu_erf pattern reads the Erf's third neighbour (the final Mul).
 CONTEXT_RADIUS = 3
@@ -62,7 +63,6 @@ def small_constant(dtype, size: int) -> bool:
     """Is a constant of this dtype and element count one a rule may read by value?"""
     limit = SMALL_FLOAT_CONSTANT if np.issubdtype(np.dtype(dtype), np.inexact) else SMALL_INT_CONSTANT
     return size <= limit
-KINDS = (EXACT, APPROXIMATE, RETRAIN)
 
 
 @dataclass(frozen=True)
