@@ -1,11 +1,13 @@
 """Apply a plan: rewrite until every node is legal (or marked), then prove it with onnxruntime.
 
 ``legalize(model, framework, hw)`` rewrites each rejected node with the first rule of its
-cheapest chain, re-infers shapes, and repeats on what the rules emitted until nothing changes
-(bounded: a node's descendants are rewritten at most ``MAX_REWRITES_PER_NODE`` times).  Then the
-rewritten model runs against the original on seeded inputs: with only ``exact`` rules the outputs
-must agree to float tolerance, with ``approximate`` ones within the stated bounds; otherwise the
-rewrites are replayed one by one to name the rule and node that broke it (VerificationFailed).
+cheapest chain, infers shapes for what the rule emitted (only that), and repeats on the emitted
+nodes until nothing changes (bounded: a node's descendants are rewritten at most
+``MAX_REWRITES_PER_NODE`` times); the chains come from the same :class:`ChainSearch` that made the
+plan.  Then the rewritten model runs once against the original on seeded inputs: with only
+``exact`` rules the outputs must agree to float tolerance, with ``approximate`` ones within the
+stated bounds; only if they do not are the rewrites replayed one by one to name the rule and node
+that broke it (VerificationFailed).
 ``retrain`` rewrites are fitted by the default hook (layer-wise distillation against the original
 layer) unless ``retrain_hook`` is given: ``retrain_hook(model) -> model`` on the rewritten ONNX.
 """
@@ -18,9 +20,13 @@ from typing import Callable
 import numpy as np
 import onnx
 import onnx_graphsurgeon as gs
+from onnx_graphsurgeon.exporters.onnx_exporter import OnnxExporter
+from onnx_graphsurgeon.importers.onnx_importer import (get_onnx_tensor_dtype, get_onnx_tensor_shape,
+                                                       get_onnx_tensor_type)
 
 from .errors import VerificationFailed
 from .graph import NameAllocator, provenance_of, to_graph, to_model
+from .neighbourhood import infer_nodes
 from .normalize import seeded_inputs  # noqa: F401  (re-exported: plan tests and custom capture use it)
 from .plan import ChainSearch, Plan, plan_model
 from .rewrites import APPROXIMATE, EXACT, REGISTRY, RETRAIN, apply_rule_to_graph
@@ -67,26 +73,43 @@ def legalize(model: onnx.ModelProto, framework: str, hw: str, matrix=None,
         from .rewrites.retrain import load_hook  # noqa: PLC0415
 
         retrain_hook = load_hook(retrain_hook)  # a bad spec fails before any work
-    plan = plan_model(model, framework, hw, matrix, custom_ops=custom_ops)
-    keep = {e.node for e in plan.entries if e.remedy in ("postprocess", "custom")}
+    # One import and one search for planning and rewriting: the plan only reads the graph, and
+    # the rewrites reuse the plan's trials.
+    graph = to_graph(model)
     search = ChainSearch(matrix, framework, hw)
-    current, applied, reports = _rewrite_to_fixpoint(model, matrix, framework, hw, search, keep)
+    plan = plan_model(model, framework, hw, matrix, custom_ops=custom_ops, search=search, graph=graph)
+    keep = {e.node for e in plan.entries if e.remedy in ("postprocess", "custom")}
+    current, applied, graph = _rewrite_to_fixpoint(model, matrix, framework, hw, search, keep, graph=graph)
+    reports = []
     if any(REGISTRY[r].kind == RETRAIN for r, _ in applied):
         current, reports = _fit_retrain_rewrites(model, current, applied, retrain_hook)
+        graph = to_graph(current)
     result = LegalizeResult(current, plan, applied,
                             {e.node for e in plan.entries if e.remedy == "postprocess"},
                             {e.node for e in plan.entries if e.remedy == "custom"}, None, reports)
-    result.unresolved = _unresolved(current, matrix, framework, hw, keep)
+    result.unresolved = _unresolved(graph, matrix, framework, hw, keep)
     if verify and applied:
         result.max_abs_error = _verify(model, current, applied, seed, matrix, framework, hw, search, keep)
     return result
 
 
-def _rewrite_to_fixpoint(model, matrix, framework, hw, search, keep, limit=None):
-    graph = to_graph(model)
+def _rewrite_to_fixpoint(model, matrix, framework, hw, search, keep, limit=None, graph=None):
+    """Rewrite rejected nodes pass by pass until a pass changes nothing; returns the model, the
+    rewrites applied, and the graph the model was exported from.
+
+    Only what a rewrite emits gets new shapes (:func:`infer_nodes`, right after the rewrite);
+    between passes the graph is cleaned and sorted in place, as an export would.  One
+    whole-model shape inference runs at the end (and after the first pass when the input model
+    came with tensors of unknown shape, which later passes' checks need).  ``graph``: the
+    model already imported, edited in place.
+    """
+    graph = to_graph(model) if graph is None else graph
+    unshaped = _has_unshaped_tensors(graph)
+    clean = False  # cleaned and sorted since the last edit (as an export would)
+    shapes_seen: dict = {}
     applied: list[tuple[str, str]] = []
     counts: dict[str, int] = {}
-    for _ in range(MAX_PASSES):
+    for pass_no in range(MAX_PASSES):
         changed = False
         names = NameAllocator(graph)
         prov = provenance_of(graph)
@@ -102,16 +125,53 @@ def _rewrite_to_fixpoint(model, matrix, framework, hw, search, keep, limit=None)
             if found is None:
                 continue
             rule_obj = REGISTRY[found[1][0]]
-            apply_rule_to_graph(graph, rule_obj, node, names)
+            infer_nodes(apply_rule_to_graph(graph, rule_obj, node, names), graph, shapes_seen)
             applied.append((rule_obj.name, node.name))
             counts[origin] = counts.get(origin, 0) + 1
             changed = True
             if limit is not None and len(applied) >= limit:
-                return infer(to_model(graph)), applied, []
-        graph = to_graph(infer(to_model(graph)))
+                return infer(to_model(graph)), applied, graph
         if not changed:
             break
-    return to_model(graph), applied, []
+        if pass_no == 0 and unshaped:
+            graph = to_graph(infer(to_model(graph)))
+        else:
+            graph.cleanup(remove_unused_graph_inputs=False).toposort()
+        clean = True
+    return _export_inferred(graph, clean), applied, graph
+
+
+def _has_unshaped_tensors(graph: gs.Graph) -> bool:
+    return any(isinstance(t, gs.Variable) and t.name and (t.shape is None or t.dtype is None)
+               for t in graph.tensors().values())
+
+
+def _export_inferred(graph: gs.Graph, clean: bool = False) -> onnx.ModelProto:
+    """``to_model(to_graph(infer(to_model(graph))))`` with one export and no import: the
+    inferred types are written back onto ``graph``'s tensors as the importer would read them,
+    and the model's value infos rebuilt from them as the exporter would write them.
+    ``clean``: the graph is already cleaned and sorted."""
+    model = infer(to_model(graph, cleanup=not clean))
+    infos = {vi.name: vi for vi in (*model.graph.input, *model.graph.value_info, *model.graph.output)}
+    tensors = graph.tensors()
+    for name, t in tensors.items():
+        if not isinstance(t, gs.Variable) or not name:
+            continue
+        vi = infos.get(name)
+        if vi is None or vi.type.ByteSize() == 0:
+            t.dtype, t.shape = None, None
+        else:
+            t.dtype, t.shape, t.type = (get_onnx_tensor_dtype(vi), get_onnx_tensor_shape(vi),
+                                        get_onnx_tensor_type(vi))
+    export = OnnxExporter.export_value_info_proto
+    ends = {t.name for t in (*graph.inputs, *graph.outputs)}
+    del model.graph.input[:], model.graph.output[:], model.graph.value_info[:]
+    model.graph.input.extend(export(t, False) for t in graph.inputs)
+    model.graph.output.extend(export(t, False) for t in graph.outputs)
+    model.graph.value_info.extend(export(t, False) for name, t in tensors.items()
+                                  if name not in ends and isinstance(t, gs.Variable)
+                                  and (t.dtype is not None or t.shape is not None))
+    return model
 
 
 def _fit_retrain_rewrites(original: onnx.ModelProto, current: onnx.ModelProto, applied, hook=None):
@@ -156,8 +216,7 @@ def _fit_retrain_rewrites(original: onnx.ModelProto, current: onnx.ModelProto, a
     return to_model(graph), reports
 
 
-def _unresolved(model, matrix, framework, hw, keep) -> list[str]:
-    graph = to_graph(model)
+def _unresolved(graph, matrix, framework, hw, keep) -> list[str]:
     prov = provenance_of(graph)
     out = []
     for node in graph.nodes:

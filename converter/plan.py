@@ -18,9 +18,9 @@ from dataclasses import asdict, dataclass, field
 import onnx
 
 from .errors import BadInput
-from .graph import is_constant, to_graph, to_model
+from .graph import is_constant, to_graph
+from .neighbourhood import Unkeyable, neighbourhood, settle
 from .rewrites import REGISTRY, RETRAIN, apply_rule_to_graph, rules_for
-from .rewrites.base import infer
 
 REMEDIES = ("supported", "rewrite", "retrain", "postprocess", "custom", "unsupported")
 MAX_CHAIN_DEPTH = 4
@@ -77,12 +77,18 @@ class Plan:
 
 
 class ChainSearch:
-    """Cheapest rule chains for one framework × hardware (memoized per op)."""
+    """Cheapest rule chains for one framework × hardware.
+
+    Op-level chains are memoized per op; a trial of a rule on a real node is memoized per
+    (rule, neighbourhood signature), so nodes in alike surroundings (18 GELU blocks of one
+    width) cost one trial.  ``trials`` counts the trials really run.
+    """
 
     def __init__(self, matrix, framework: str, hw: str):
         self.matrix, self.framework, self.hw = matrix, framework, hw
         self._op_cache: dict[tuple[str, frozenset], tuple[int, list[str]] | None] = {}
-        self._trials: dict[tuple[str, str], tuple[int, list[str]] | None] = {}
+        self._trials: dict[tuple, tuple[int, list[str]] | None] = {}
+        self.trials = 0
 
     def supports(self, op: str) -> bool:
         return self.matrix.supports_op(self.framework, self.hw, op)
@@ -90,11 +96,11 @@ class ChainSearch:
     def for_node(self, node, graph, depth: int = 0) -> tuple[int, list[str]] | None:
         """(cost, chain) for a real node.
 
-        Candidates are ranked by the op-level search; each is then tried on a copy of the
-        graph, shapes re-inferred, and every node it emits checked by the matrix with its real
-        attributes and shapes (a 6-D Reshape fails a rank-4 delegate even though Reshape is
-        supported): an emitted node that is rejected needs its own chain, else the next
-        candidate is tried.
+        Candidates are ranked by the op-level search; each is then tried on a copy of the node's
+        neighbourhood (:mod:`converter.neighbourhood`), shapes inferred for what it emits, and
+        every node it emits checked by the matrix with its real attributes and shapes (a 6-D
+        Reshape fails a rank-4 delegate even though Reshape is supported): an emitted node that
+        is rejected needs its own chain, else the next candidate is tried.
         """
         ranked = []
         for r in rules_for(node.op):
@@ -103,26 +109,32 @@ class ChainSearch:
             found = self._emitted(r, frozenset({node.op}), 1)
             if found is not None:
                 ranked.append(found)
+        if not ranked:
+            return None
+        around = neighbourhood(graph, node)
+        try:
+            signature = around.signature()
+        except Unkeyable:
+            signature = object()  # never equal to another: no reuse
         for cost, chain in sorted(ranked, key=lambda c: (c[0], c[1])):
-            tried = self._trial(node, graph, REGISTRY[chain[0]], depth)
+            tried = self._trial(around, signature, REGISTRY[chain[0]], depth)
             if tried is not None:
                 return cost + tried[0], [chain[0]] + tried[1]
         return None
 
-    def _trial(self, node, graph, r, depth):
-        key = (node.name, r.name)
+    def _trial(self, around, signature, r, depth):
+        key = (r.name, signature)
         if key in self._trials:
             return self._trials[key]
         self._trials[key] = None  # guards against re-entry while this trial runs
-        copy = graph.copy()
-        twin = next(n for n in copy.nodes if n.name == node.name)
-        emitted = {n.name for n in apply_rule_to_graph(copy, r, twin)}
-        rewritten = to_graph(infer(to_model(copy)))
+        self.trials += 1
+        small, twin = around.copy()
+        emitted = settle(small, apply_rule_to_graph(small, r, twin))
         extra_cost, extra_chain = 0, []
-        for new in rewritten.nodes:
-            if new.name not in emitted or self.matrix.check_node(new, self.framework, self.hw).supported:
+        for new in emitted:
+            if self.matrix.check_node(new, self.framework, self.hw).supported:
                 continue
-            sub = self.for_node(new, rewritten, depth + 1) if depth < MAX_CHAIN_DEPTH else None
+            sub = self.for_node(new, small, depth + 1) if depth < MAX_CHAIN_DEPTH else None
             if sub is None:
                 return None
             extra_cost += sub[0]
@@ -184,10 +196,14 @@ def _describe(chain: list[str]) -> str:
     return "; then ".join(parts)
 
 
-def plan_model(model: onnx.ModelProto, framework: str, hw: str, matrix=None, *, custom_ops=()) -> Plan:
+def plan_model(model: onnx.ModelProto, framework: str, hw: str, matrix=None, *, custom_ops=(),
+               search: ChainSearch | None = None, graph=None) -> Plan:
     """A :class:`Plan` with one entry per node, in graph order.
 
     ``custom_ops``: op types the user implements as custom layers: never rewritten or moved.
+    ``search``: a :class:`ChainSearch` for the same target to reuse (the legalizer passes its
+    own, so the trials run here are not run again); ``graph``: ``to_graph(model)`` when the
+    caller has it already (only read here).
     """
     from .matrix import load_matrix  # noqa: PLC0415
 
@@ -196,8 +212,8 @@ def plan_model(model: onnx.ModelProto, framework: str, hw: str, matrix=None, *, 
     moving = sorted(set(custom_ops) & (DATA_MOVEMENT - {"Gather", "Slice"}))
     if moving:
         raise BadInput(f"--custom-op {moving[0]}: {moving[0]} only moves data; it is rewritten, never a custom layer")
-    graph = to_graph(model)
-    search = ChainSearch(matrix, framework, hw)
+    graph = to_graph(model) if graph is None else graph
+    search = search or ChainSearch(matrix, framework, hw)
     plan = Plan(framework, hw)
     stuck = []
     for node in graph.nodes:
@@ -219,24 +235,24 @@ def plan_model(model: onnx.ModelProto, framework: str, hw: str, matrix=None, *, 
                           [], f"{verdict.reason}; {search.why_no_rule(node, graph)}")
         plan.entries.append(entry)
         stuck.append(entry)
-    _assign_postprocess(model, stuck)
+    _assign_postprocess(graph, stuck)
     return plan
 
 
-def _assign_postprocess(model: onnx.ModelProto, stuck: list[PlanEntry]) -> None:
+def _assign_postprocess(graph, stuck: list[PlanEntry]) -> None:
     """Move stuck nodes to post-processing where the trailing cut allows, greedily in graph order."""
     if not stuck:
         return
     try:
-        from .postproc.cut import find_cut  # noqa: PLC0415
+        from .postproc.cut import find_cut, trailing_region  # noqa: PLC0415
     except ImportError:  # the post-processing split is optional; then everything is custom
         for e in stuck:
             e.reason += "; post-processing split unavailable: " + _last_resort(e)
         return
-    graph = to_graph(model)
+    region = trailing_region(graph)  # one pass over the graph for all the cuts below
     moved: set[str] = set()
     for e in stuck:
-        cut = find_cut(graph, moved | {e.node})
+        cut = find_cut(graph, moved | {e.node}, region)
         if cut.ok:
             moved |= {e.node}
             e.remedy = "postprocess"

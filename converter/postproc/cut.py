@@ -51,7 +51,9 @@ class Cut:
     passthrough: list[str] = field(default_factory=list)
 
 
-def find_cut(model: onnx.ModelProto | gs.Graph, must_move: set[str]) -> Cut:
+def find_cut(model: onnx.ModelProto | gs.Graph, must_move: set[str], region=None) -> Cut:
+    """``region``: :func:`trailing_region` of the same, unchanged graph, when the caller asks
+    for several cuts of it (it does not depend on ``must_move``)."""
     graph = model if isinstance(model, gs.Graph) else to_graph(model)
     nodes = list(graph.nodes)
     by_name = {n.name: n for n in nodes}
@@ -59,7 +61,7 @@ def find_cut(model: onnx.ModelProto | gs.Graph, must_move: set[str]) -> Cut:
     if unknown:
         return Cut(False, f"no node named {', '.join(repr(u) for u in unknown)} in the model")
 
-    movable, blocker = _trailing_region(graph)
+    movable, blocker = region or _trailing_region(graph)
     for node in nodes:
         if node.name not in must_move or node.name in movable:
             continue
@@ -71,6 +73,10 @@ def find_cut(model: onnx.ModelProto | gs.Graph, must_move: set[str]) -> Cut:
 
     moved = _min_cut(graph, movable, set(must_move)) if must_move else set()
     return _describe(graph, moved)
+
+
+def trailing_region(graph: gs.Graph) -> tuple[set[str], dict[str, tuple[gs.Node, str]]]:
+    return _trailing_region(graph)
 
 
 def _trailing_region(graph: gs.Graph) -> tuple[set[str], dict[str, tuple[gs.Node, str]]]:

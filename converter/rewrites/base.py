@@ -13,6 +13,26 @@ A rule is written as a function decorated with :func:`rule`; the function's docs
 the before/after graph, its body builds the replacement with a :class:`Rewrite`.  The last
 node a rule emits writes into the original output tensors, so graph output names (and every
 consumer) are preserved.
+
+Locality (the contract that keeps planning and legalizing linear in the graph size).  The
+planner tries a rule on a copy of the node's neighbourhood, not of the whole graph
+(:mod:`converter.neighbourhood`), and reuses the outcome for every node whose neighbourhood
+looks the same; the legalizer re-infers shapes only for the nodes a rewrite emits.  So a rule's
+condition (``when``) and its rewrite may read only:
+
+* the node: op, domain, attributes, its input and output tensors (shape, dtype, constant value,
+  readers, producer), ``graph.opset`` and whether a tensor is a graph input or output;
+* nodes at most ``CONTEXT_RADIUS`` tensor links away, and the reader lists of tensors of nodes
+  at most ``CONTEXT_RADIUS - 1`` links away (a constant links nothing: a shared weight does not
+  make its readers neighbours);
+* constant values; but a large constant (see :func:`small_constant`: a weight, a bias, a
+  per-channel scale) only through its shape and dtype: its values may flow into what the rule
+  emits, but must not change which ops, attributes, shapes or small constants it emits.  (The
+  legalizer checks every emitted node on the real graph anyway; a rule that broke this would
+  get a worse chain or an unresolved node, never a wrong model.)
+
+Nothing else: no scan of ``graph.nodes``, no names.  ``rw.emit`` leaves shapes to inference;
+after a rewrite the emitted nodes' output shapes are inferred before anything checks them.
 """
 
 from __future__ import annotations
@@ -28,6 +48,21 @@ from ..graph import NameAllocator, constant_value, dtype_name, provenance_of
 
 EXACT, APPROXIMATE, RETRAIN = "exact", "approximate", "retrain"
 KINDS = (EXACT, APPROXIMATE, RETRAIN)
+#: How far (tensor links) a rule or a matrix check may look from its node; see "Locality" above.
+#: 3: the matrix's gelu_erf pattern reads the Erf's third neighbour (the final Mul).
+CONTEXT_RADIUS = 3
+#: Constants a rule may read by value (see "Locality" above): integer ones (shapes, pads, axes,
+#: starts/ends) up to this many elements ...
+SMALL_INT_CONSTANT = 64
+#: ... and floating-point ones (scalars, scales, clip bounds) up to this many; larger float
+#: constants (weights, biases, per-channel parameters) are told apart by shape and dtype only.
+SMALL_FLOAT_CONSTANT = 8
+
+
+def small_constant(dtype, size: int) -> bool:
+    """Is a constant of this dtype and element count one a rule may read by value?"""
+    limit = SMALL_FLOAT_CONSTANT if np.issubdtype(np.dtype(dtype), np.inexact) else SMALL_INT_CONSTANT
+    return size <= limit
 
 
 @dataclass(frozen=True)
@@ -192,7 +227,8 @@ class Rewrite:
             outputs = [gs.Variable(self.names(f"{self._stem}/{op.lower()}"),
                                    dtype=self.dtype if dtype is None else dtype)
                        for _ in range(n_out)]
-        node = gs.Node(op, name=self.names(f"{self._stem}/{self.by}/{op}"), attrs=dict(attrs or {}),
+        node = gs.Node(op, name=self.names(f"{self._stem}/{self.by}/{op}"),
+                       attrs={k: as_stored(v) for k, v in (attrs or {}).items()},
                        inputs=list(inputs), outputs=list(outputs))
         self.graph.nodes.append(node)
         self.new_nodes.append(node)
@@ -250,6 +286,21 @@ class Rewrite:
             for consumer in list(out.outputs):
                 _swap_input(consumer, out, replacement)
             # ``out`` disappears; ``replacement`` already names the same values in both graphs.
+
+
+def as_stored(value):
+    """An attribute value as an ONNX file holds it and onnx-graphsurgeon reads it back (floats in
+    float32, numpy scalars as Python numbers, sequences as lists), so a check or rule that runs
+    before the graph is exported sees what the exported model will hold."""
+    if isinstance(value, (bool, np.bool_)):
+        return int(value)
+    if isinstance(value, (float, np.floating)):
+        return float(np.float32(value))
+    if isinstance(value, np.integer):
+        return int(value)
+    if isinstance(value, (list, tuple)):
+        return [as_stored(v) for v in value]
+    return value
 
 
 def _swap_input(consumer: gs.Node, old: gs.Tensor, new: gs.Tensor) -> None:
