@@ -65,7 +65,7 @@ def check_in_runtime(model, fw, hw, tmp_path, matrix, atol=ATOL):
 
 
 def tflite_tensor_ranks(path) -> list[int]:
-    from converter.targets.tflite import schema_generated as fb
+    from converter.targets.tflite._generated import schema_generated as fb
 
     model = fb.ModelT.InitFromObj(fb.Model.GetRootAsModel(open(path, "rb").read(), 0))
     return [len(t.shape) for sub in model.subgraphs for t in sub.tensors if t.shape is not None]
@@ -154,7 +154,7 @@ def test_grouped_conv_on_nnapi_is_split_depthwise_kept(tmp_path, matrix):
     model = normalize(grouped_convs())
     verdicts = {v.node: v for v in check_model(model, "tflite", "nnapi", matrix).verdicts}
     grouped = verdicts["conv_0"]
-    assert grouped.status == "unsupported" and "nnapi_delegate.cc#L2527" in grouped.reason
+    assert grouped.status == "unsupported" and grouped.source.endswith("nnapi_delegate.cc#L2527-L2529")
     assert verdicts["conv_1"].status == "supported"  # a depthwise multiplier is DEPTHWISE_CONV_2D
     result, art, _ = check_in_runtime(model, "tflite", "nnapi", tmp_path, matrix)
     assert [r for r, _ in result.applied] == ["conv_group_split"]
