@@ -71,15 +71,20 @@ class TnnRun(RealRuntime):
     framework = "tnn"
     exposes_intermediates = True
 
-    def __init__(self, path: Path):
+    def __init__(self, path: Path, device: str | None = None):
         self.path = Path(path)
+        #: ``X86`` or ``NAIVE``; None: by the artifact's hardware (:func:`device_for`).
+        self.device = device
         self.title = "TNN x86 runtime (tnn_run)"
 
+    def _device(self, hw: str) -> str:
+        return self.device or device_for(hw)
+
     def oracle_name(self, hw: str) -> str:
-        return "TNN naive runtime (tnn_run)" if device_for(hw) == "NAIVE" else self.title
+        return "TNN naive runtime (tnn_run)" if self._device(hw) == "NAIVE" else self.title
 
     def _invoke(self, proto: Path, artifact, inputs, work: Path) -> dict[str, np.ndarray]:
-        args = [str(self.path), str(proto), device_for(artifact.hw), str(work / "out")]
+        args = [str(self.path), str(proto), self._device(artifact.hw), str(work / "out")]
         for k, spec in enumerate(artifact.meta["inputs"]):
             if spec["name"] not in inputs:
                 raise BadInput(f"missing input '{spec['name']}' for the TNN model")
