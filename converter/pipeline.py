@@ -300,6 +300,10 @@ def _verify(original, normalized, final, postprocess, target, artifact, opts: Po
         target=target, artifact=artifact, inputs=inputs, seed=opts.seed, tolerances=tolerances,
         out_dir=out / "verify", replay_files=(shown / "normalized.onnx", shown / "legalized.onnx"),
         target_tolerances=target_tolerances, shown_dir=shown / "verify",
+        target_replay=((shown / "normalized.onnx", shown / Path(artifact.files[0]).name)
+                       if artifact is not None and postprocess is None and not custom_nodes else None),
+        runtimes={target.name: str(runtime.path)} if runtime is not None else None,
+        tolerances_path=opts.tolerances,
     )
 
 

@@ -174,7 +174,10 @@ def test_real_runtime_refusing_the_file_fails_the_port(tmp_path):
     with pytest.raises(Unsupported, match="Pad mode 'edge'"):  # the exporter no longer writes it ...
         tnn.export(model, tmp_path / "raw", "arm")
     # ... so write what it wrote before: a reflect pad whose type token says 2 (edge)
-    art = tnn.export(normalize(conv_model("reflect")), tmp_path / "raw", "arm")
+    reflect = onnx.ModelProto()
+    reflect.CopyFrom(model)
+    next(a for n in reflect.graph.node if n.op_type == "Pad" for a in n.attribute if a.name == "mode").s = b"reflect"
+    art = tnn.export(reflect, tmp_path / "raw", "arm")
     proto = art.files[0].read_text()
     pad_line = next(line for line in proto.splitlines() if line.startswith('"Pad'))
     tokens = pad_line.split()
@@ -408,3 +411,28 @@ def test_noise_floor_passes_a_faithful_runtime_and_catches_a_wrong_weight():
     failed = verify_stages(model, [Stage("wrong", onnx_runner(wrong))], feeds)
     out = failed.stages[0].outputs[0]
     assert not failed.ok and not out.passed and "also beyond 16x the float32 noise floor" in out.reason
+
+
+def test_detection_head_in_tnn_runtime_passes_on_the_noise_floor_and_replays(tmp_path):
+    """End to end: the large-coordinate head ported to TNN and judged by TNN's runtime misses
+    atol/rtol by float rounding alone, and passes on its noise floor; with the floor turned off it
+    fails, and reproduce.sh reruns exactly that target stage (the file, in the runtime)."""
+    need(TNN_RUN)
+    path = save(head_model(), tmp_path / "head.onnx")
+    res = cli("port", path, "--to", "tnn", "-o", str(tmp_path / "o"), "--runtime", f"tnn={TNN_RUN}")
+    assert res.returncode == 0, res.stdout + res.stderr
+    assert "float32 noise)" in res.stdout
+    verify = json.loads((tmp_path / "o" / "verify" / "verify.json").read_text())
+    out = next(s for s in verify["stages"] if s["name"] == "target:tnn")["outputs"][0]
+    assert out["judged_by"] == "noise floor" and out["metrics"]["mismatched"] > 0
+    assert out["metrics"]["max_abs"] <= 16 * out["noise_floor"]["max_abs"]
+    profile = tmp_path / "strict.yaml"
+    profile.write_text("noise_multiple: 0\n")
+    res = cli("port", path, "--to", "tnn", "-o", str(tmp_path / "s"), "--runtime", f"tnn={TNN_RUN}",
+              "--tolerances", str(profile))
+    assert res.returncode == 4
+    script = (tmp_path / "s" / "verify" / "reproduce.sh").read_text().splitlines()[-1]
+    assert f"{(tmp_path / 's' / 'head.tnnproto').resolve()}" in script and f"--runtime tnn={TNN_RUN}" in script
+    args = script.split()[2:]  # edgeconv verify ...
+    again = cli("verify", *args, "-o", str(tmp_path / "again"))
+    assert again.returncode == 4 and "target:tnn (TNN x86 runtime (tnn_run))" in again.stderr
