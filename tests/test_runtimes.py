@@ -116,7 +116,7 @@ def test_port_tnn_with_real_runtime_names_it_everywhere(tmp_path):
     assert verify["reference_oracle"]["name"].startswith("onnxruntime ")
     assert f"judged by │ {oracle}" in res.stdout.replace("  ", " ").replace("  ", " ") or oracle in res.stdout
     assert f"target:tnn ({oracle}) match the original" in res.stdout
-    assert oracle in (tmp_path / "o" / "report.html").read_text()
+    assert f"target stage judged by <b>{oracle}</b> against onnxruntime " in (tmp_path / "o" / "report.html").read_text()
 
 
 def test_port_mace_runtime_from_the_environment(tmp_path):
