@@ -246,6 +246,13 @@ def port(model_path: str, opts: PortOptions, progress=None, preloaded=None) -> P
         report["oracle"] = oracle
         if quant is not None:
             status, reason = quant.port_status(status, reason)
+            if (status == "unsupported" and not quant.native and artifact is not None
+                    and not {"float32", "float16"} & set(matrix.properties(opts.target, hw).get("dtypes", []))):
+                # The hardware loads integer models only: never ship the float file it cannot load.
+                for f in artifact.files:
+                    _remove(Path(f))
+                report.pop("artifact", None)
+                reason += f"; no {opts.target} file was written: {hw} cannot load a float model"
         report["status"], report["reason"] = status, reason
         report["timings"] = timer.timings
         atomic_write_text(tmp / "report.json", json.dumps(report, indent=2, sort_keys=True, default=str))
@@ -336,6 +343,15 @@ class _NeedsCustomKernels:
 
         raise RuntimeUnavailable(f"the file carries custom layer(s) {', '.join(self.nodes)}: register their "
                                  "kernels (see custom/) to run it; each harness checks its kernel")
+
+
+def _remove(path: Path) -> None:
+    import shutil  # noqa: PLC0415
+
+    if path.is_dir():
+        shutil.rmtree(path, ignore_errors=True)
+    elif path.exists():
+        path.unlink()
 
 
 def _warn(line: str) -> None:
