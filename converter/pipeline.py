@@ -242,7 +242,7 @@ def port(model_path: str, opts: PortOptions, progress=None, preloaded=None) -> P
             reason = (f"needs custom kernels: {len(nodes)} op{'s' if len(nodes) != 1 else ''} "
                       f"({', '.join(nodes)}); implement them from custom/ (each has a harness) before shipping"
                       + (f"; {reason}" if reason else ""))
-        oracle = _oracle_name(target, artifact, runtime, verdict)
+        oracle = _oracle_name(target, artifact, runtime, verdict, hw)
         report["oracle"] = oracle
         if quant is not None:
             status, reason = quant.port_status(status, reason)
@@ -263,15 +263,25 @@ def port(model_path: str, opts: PortOptions, progress=None, preloaded=None) -> P
     return PortResult(opts.target, hw, status, reason, out_dir, files, timer.timings, report, verdict, oracle)
 
 
-def _oracle_name(target, artifact, runtime, verdict) -> str:
+def _oracle_name(target, artifact, runtime, verdict, hw: str = "") -> str:
     """What judged (or would judge) the target stage, for the summary and report.json."""
     if verdict is not None and verdict.target_oracle:
         return verdict.target_oracle
-    if artifact is None:
-        return ""
-    from .runtimes import bind, oracle_of  # noqa: PLC0415
+    from .runtimes import bind, builtin_oracle, oracle_of  # noqa: PLC0415
 
+    if artifact is None:  # nothing exported (unsupported): what would have judged it
+        if runtime is not None:
+            return runtime.oracle_name(hw)
+        if target.name == "coreml":
+            from .targets.coreml import _runtime_name  # noqa: PLC0415
+
+            return builtin_oracle(_runtime_name()).name
+        return builtin_oracle(_BUILTIN_RUNTIME[target.name]).name if target.name in _BUILTIN_RUNTIME else ""
     return oracle_of(bind(target, runtime), artifact).name
+
+
+#: The executor each built-in target's ``run`` uses on this machine (``Artifact.runtime``).
+_BUILTIN_RUNTIME = {"tflite": "litert", "tnn": "tnn-reader+onnxruntime", "mace": "mace-reader+onnxruntime"}
 
 
 def _verify(original, normalized, final, postprocess, target, artifact, opts: PortOptions, out: Path,
