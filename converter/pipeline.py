@@ -191,7 +191,7 @@ def port(model_path: str, opts: PortOptions, progress=None, preloaded=None) -> P
                     artifact = target.export(final, tmp, hw, ExportOptions(
                         fp16_weights=opts.fp16_weights or (quant is not None and quant.export_fp16),
                         keep_nchw_io=opts.keep_nchw_io,
-                        extra={"name": _model_name(model_path)}))
+                        extra={"name": _model_name(model_path), "fallback_nodes": sorted(legal.fallback_nodes)}))
             except Unsupported as err:
                 # The matrix allowed the op but the exporter cannot express this instance of it
                 # (e.g. a rank MACE's kernels lack): no remedy was planned for that, so say so.

@@ -21,6 +21,9 @@ def print_one(console, result) -> None:
     remedies = Counter(e.get("remedy") for e in rep.get("plan", {}).get("entries", []))
     remedies.pop("supported", None)
     table.add_row("remedies", ", ".join(f"{k}: {v}" for k, v in sorted(remedies.items())) or "none needed")
+    partitions = rep.get("plan", {}).get("partitions")
+    if partitions:
+        table.add_row("partitions", partitions["summary"])
     rules = Counter(a["rule"] for a in rep.get("applied_rules", []))
     if rules:
         table.add_row("rules applied", ", ".join(f"{k} ×{v}" for k, v in sorted(rules.items())))
@@ -52,8 +55,11 @@ def print_many(console, results, failures) -> None:
         remedies = Counter(e.get("remedy") for e in r.report.get("plan", {}).get("entries", []))
         remedies.pop("supported", None)
         style = _STATUS_STYLE.get(r.status, "red")
+        partitions = r.report.get("plan", {}).get("partitions")
+        split = f"\n{partitions['accelerator_partitions']} {r.hw} partition(s), {partitions['mac_share']:.0%} of MACs" \
+            if partitions else ""
         table.add_row(r.target, r.hw, f"[{style}]{r.status}[/]",
-                      ", ".join(f"{k}: {v}" for k, v in sorted(remedies.items())) or "-", r.reason)
+                      (", ".join(f"{k}: {v}" for k, v in sorted(remedies.items())) or "-") + split, r.reason)
     for fw, hw, err in failures:
         table.add_row(fw, hw, "[red]error[/]", "-", str(err))
     console.print(table)
