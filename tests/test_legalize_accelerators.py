@@ -19,6 +19,7 @@ from converter.matrix import load_matrix
 from converter.normalize import normalize, seeded_inputs
 from converter.plan import DATA_MOVEMENT, plan_model
 from converter.targets.base import ExportOptions
+from matrix_doubles import OpSetMatrix
 from rank_runtimes import mace_run, tnn_run
 from tflite_helpers import litert_ops, opcodes
 
@@ -279,27 +280,10 @@ def test_data_movement_is_never_a_custom_layer_on_any_target(matrix):
                         assert "data movement is never a custom layer" in e.reason and e.verdict == "unsupported"
 
 
-class _Without:
-    """A matrix double that rejects exactly the listed op types (every node, any shape)."""
-
-    def __init__(self, missing):
-        self.missing = set(missing)
-
-    def supports_op(self, framework, hw, op):
-        return op not in self.missing
-
-    def check_node(self, node, framework, hw):
-        from converter.matrix import NodeVerdict
-
-        ok = node.op not in self.missing
-        return NodeVerdict(node.name, node.op, "supported" if ok else "unsupported",
-                           "ok" if ok else f"{node.op}: missing here", None, None, None)
-
-
 @pytest.mark.parametrize("op", sorted(DATA_MOVEMENT))
 def test_each_data_movement_op_without_a_chain_is_unsupported_not_custom(op):
     model = data_movement_model()
-    matrix = _Without({op} | {"Reshape", "Transpose", "Slice", "Gather", "Conv", "Concat", "Split", "Identity"})
+    matrix = OpSetMatrix({op} | {"Reshape", "Transpose", "Slice", "Gather", "Conv", "Concat", "Split", "Identity"})
     plan = plan_model(model, "fw", "hw", matrix)
     entries = [e for e in plan.entries if e.op == op]
     assert entries
