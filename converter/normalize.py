@@ -21,6 +21,7 @@ import onnx_graphsurgeon as gs
 
 from .errors import BadInput
 from .graph import CANONICAL_OPSET, model_opset, to_graph, to_model, unique_name
+from . import light_model
 
 # Characters the edge formats cannot carry in a name (TNN splits on ',', '"', ' ' and ':').
 _UNSAFE = str.maketrans({c: "_" for c in ' ,":;/\\()[]{}<>\'#'})
@@ -100,7 +101,7 @@ def _normalize(model: onnx.ModelProto, input_shapes, check: bool = True) -> onnx
     _rename(graph)
     model = _infer(to_model(graph, CANONICAL_OPSET))
     if check:
-        onnx.checker.check_model(model)
+        light_model.check_structure(model)  # the weights' bytes were checked at load
     return model
 
 
@@ -121,7 +122,7 @@ def _to_canonical_opset(model: onnx.ModelProto) -> onnx.ModelProto:
 
 def _infer(model: onnx.ModelProto) -> onnx.ModelProto:
     try:
-        return onnx.shape_inference.infer_shapes(model, check_type=False, strict_mode=False, data_prop=True)
+        return light_model.infer_shapes(model, check_type=False, strict_mode=False, data_prop=True)
     except Exception:  # very large models: fall back to the uninferred graph
         return model
 
