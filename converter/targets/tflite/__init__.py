@@ -42,6 +42,8 @@ class TFLiteTarget(Target):
     ops_module = "converter.targets.tflite.ops"
     hardware = ("cpu", "gpu", "nnapi", "edgetpu")
     default_hw = "cpu"
+    #: --quantize modes written natively (besides fp16): int8 tensors, see quantized.py.
+    quantized_modes = ("int8",)
 
     def export(self, model: onnx.ModelProto, out_dir: Path, hw: str = "cpu",
                options: ExportOptions | None = None) -> Artifact:
@@ -72,6 +74,9 @@ class TFLiteTarget(Target):
         results = {}
         for spec in artifact.meta["outputs"]:
             stored = interpreter.get_tensor(out_by_name[spec["name"]]["index"])
+            if spec.get("quantization"):  # an int8 output (full-integer file): its real values
+                q = spec["quantization"]
+                stored = (stored.astype(np.float32) - np.float32(q["zero_point"][0])) * np.float32(q["scale"][0])
             results[spec["name"]] = np.array(stored.transpose(np.argsort(spec["perm"])), order="C")
         return results
 
@@ -90,7 +95,12 @@ def feed_inputs(interpreter, artifact: Artifact, inputs: dict[str, np.ndarray]) 
     for spec in artifact.meta["inputs"]:
         if spec["name"] not in inputs:
             raise BadInput(f"tflite: missing input '{spec['name']}'")
-        value = np.asarray(inputs[spec["name"]], dtype=np.dtype(spec["dtype"]))
+        value = np.asarray(inputs[spec["name"]])
+        if spec.get("quantization") and value.dtype != np.dtype(spec["dtype"]):
+            # an int8 input (full-integer file) fed real values: quantize as the file says
+            q, info = spec["quantization"], np.iinfo(np.dtype(spec["dtype"]))
+            value = np.clip(np.rint(value.astype(np.float64) / q["scale"][0]) + q["zero_point"][0], info.min, info.max)
+        value = value.astype(np.dtype(spec["dtype"]), copy=False)
         if tuple(value.shape) != tuple(spec["shape"]):
             raise BadInput(f"tflite: input '{spec['name']}' has shape {tuple(value.shape)}, "
                            f"the model wants {tuple(spec['shape'])}")
@@ -145,6 +155,18 @@ def convert(model: onnx.ModelProto, options: ExportOptions) -> tuple[bytes, dict
     folded = fuse.fold_bias_add(writer, keep)
     fused = fuse.fuse_activations(writer, keep)
     fuse.prune_dead_ops(writer, keep)
+    int8 = None
+    if options.extra.get("quantization") is not None:
+        # --quantize int8: the float ops rewritten as int8 ones with the QDQ model's parameters
+        from .quantized import quantize_int8  # noqa: PLC0415
+
+        quant = options.extra["quantization"]
+        int8 = quantize_int8(writer, lowering, inputs, outputs, quant["params"], bool(quant.get("full_integer")))
+        inputs, outputs = int8.inputs, int8.outputs
+        for index, spec in list(zip(inputs, in_meta)) + list(zip(outputs, out_meta)):
+            spec["dtype"] = writer.tensors[index].dtype.name
+            if writer.tensors[index].quant is not None:
+                spec["quantization"] = writer.tensors[index].quant.to_dict()
     data = finish_custom(writer.serialize(inputs, outputs, description="edgeconv"), lowering.customs)
     ops: dict[str, int] = {}
     for op in writer.ops:
@@ -155,6 +177,10 @@ def convert(model: onnx.ModelProto, options: ExportOptions) -> tuple[bytes, dict
     meta = {"inputs": in_meta, "outputs": out_meta, "ops": dict(sorted(ops.items())),
             "fused_activations": fused, "folded_bias_adds": folded, "fp16_weights": options.fp16_weights,
             "interface": "nchw" if options.keep_nchw_io else "nhwc",
+            "int8": None if int8 is None else {
+                "full_integer": bool(options.extra["quantization"].get("full_integer")),
+                "float_ops": int8.float_ops, "quantize_ops": int8.quantize_ops,
+                "dequantize_ops": int8.dequantize_ops, "requantize_ops": int8.requantize_ops},
             # which ONNX tensor each TFLite tensor holds, for per-layer verification
             "tensor_map": tensor_map(lowering, writer, inputs, outputs, dtypes)}
     return data, meta
