@@ -225,3 +225,24 @@ def test_int8_op_versions_follow_op_version_cc():
     assert quantized_version(Op("TRANSPOSE", [4, 3], [4]), tensors) == 6
     with pytest.raises(Unsupported, match="no int8 op version rule for DIV"):
         quantized_version(Op("DIV", [0, 1], [2]), tensors)
+
+
+def test_int8_weights_is_dynamic_range_with_hybrid_kernels(zoo_onnx_path, data, tmp_path):
+    out = tmp_path / "out"
+    result = port(str(zoo_onnx_path("mobilenetv2")), PortOptions(
+        target="tflite", hw="cpu", out_dir=out, quantize="int8-weights", inputs_npz=str(data / "held.npz")))
+    assert result.status == "ok", result.reason
+    (judged,) = result.report["quantization"]["file_verification"]["outputs"]
+    assert judged["sqnr_db"] >= 35.0 and judged["top1"] >= 0.95
+    model = read_model(tflite_file(out))
+    versions = {}
+    for op_name, version, op, tensors in ops_of(model):
+        versions.setdefault(op_name, set()).add(version)
+        if op_name in ("CONV_2D", "DEPTHWISE_CONV_2D", "FULLY_CONNECTED"):
+            x, w, b = (tensors[i] for i in op.inputs[:3])
+            assert (TYPES[x.type], TYPES[w.type], TYPES[b.type]) == ("FLOAT32", "INT8", "FLOAT32")
+            assert len(w.quantization.scale) == w.shape[3 if op_name == "DEPTHWISE_CONV_2D" else 0]
+    # hybrid per-channel kernels: CONV_2D 5, DEPTHWISE_CONV_2D 6, FULLY_CONNECTED 12 (op_version.cc)
+    assert versions["CONV_2D"] == {5} and versions["DEPTHWISE_CONV_2D"] == {6} and versions["FULLY_CONNECTED"] == {12}
+    assert "QUANTIZE" not in versions and "DEQUANTIZE" not in versions
+    assert result.report["artifact"]["meta"]["int8"]["weights"] == 14

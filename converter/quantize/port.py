@@ -75,8 +75,9 @@ class QuantResult:
 
     @property
     def native_integer(self) -> bool:
-        """The target writes the integer model itself (int8/uint8 tensors, not a float file)."""
-        return self.native and self.plan.mode in ("int8", "uint8")
+        """The target writes the integer model itself (int8/uint8 tensors or int8 weights, not a
+        float file): judged by SQNR against the float model, not by the float tolerances."""
+        return self.native and self.plan.mode in ("int8", "uint8", "int8-weights")
 
     def export_spec(self) -> dict:
         """What an integer exporter reads (``ExportOptions.extra["quantization"]``)."""

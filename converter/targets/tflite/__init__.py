@@ -43,7 +43,7 @@ class TFLiteTarget(Target):
     hardware = ("cpu", "gpu", "nnapi", "edgetpu")
     default_hw = "cpu"
     #: --quantize modes written natively (besides fp16): int8 tensors, see quantized.py.
-    quantized_modes = ("int8",)
+    quantized_modes = ("int8", "int8-weights")
 
     def export(self, model: onnx.ModelProto, out_dir: Path, hw: str = "cpu",
                options: ExportOptions | None = None) -> Artifact:
@@ -87,6 +87,14 @@ class TFLiteTarget(Target):
         except ImportError:  # pragma: no cover - depends on the environment
             raise MissingExtra("tflite", "running a .tflite file") from None
         return intermediates(artifact, inputs)
+
+
+class Int8Summary:
+    """What the weight-only pass did (the int8 pass returns a ``quantized.Int8Result``)."""
+
+    def __init__(self, weights: int):
+        self.weights, self.float_ops = weights, []
+        self.quantize_ops = self.dequantize_ops = self.requantize_ops = 0
 
 
 def feed_inputs(interpreter, artifact: Artifact, inputs: dict[str, np.ndarray]) -> None:
@@ -156,12 +164,18 @@ def convert(model: onnx.ModelProto, options: ExportOptions) -> tuple[bytes, dict
     fused = fuse.fuse_activations(writer, keep)
     fuse.prune_dead_ops(writer, keep)
     int8 = None
-    if options.extra.get("quantization") is not None:
+    quant_spec = options.extra.get("quantization")
+    if quant_spec is not None and quant_spec.get("mode") == "int8-weights":
+        from .quantized import quantize_weights_only  # noqa: PLC0415
+
+        int8 = Int8Summary(weights=quantize_weights_only(writer, quant_spec["params"]))
+    elif quant_spec is not None:
         # --quantize int8: the float ops rewritten as int8 ones with the QDQ model's parameters
-        from .quantized import quantize_int8  # noqa: PLC0415
+        from .quantized import count_int8_weights, quantize_int8  # noqa: PLC0415
 
         quant = options.extra["quantization"]
         int8 = quantize_int8(writer, lowering, inputs, outputs, quant["params"], bool(quant.get("full_integer")))
+        int8.weights = count_int8_weights(writer)
         inputs, outputs = int8.inputs, int8.outputs
         for index, spec in list(zip(inputs, in_meta)) + list(zip(outputs, out_meta)):
             spec["dtype"] = writer.tensors[index].dtype.name
@@ -178,9 +192,9 @@ def convert(model: onnx.ModelProto, options: ExportOptions) -> tuple[bytes, dict
             "fused_activations": fused, "folded_bias_adds": folded, "fp16_weights": options.fp16_weights,
             "interface": "nchw" if options.keep_nchw_io else "nhwc",
             "int8": None if int8 is None else {
-                "full_integer": bool(options.extra["quantization"].get("full_integer")),
-                "float_ops": int8.float_ops, "quantize_ops": int8.quantize_ops,
-                "dequantize_ops": int8.dequantize_ops, "requantize_ops": int8.requantize_ops},
+                "mode": quant_spec["mode"], "full_integer": bool(quant_spec.get("full_integer")),
+                **{k: getattr(int8, k) for k in ("float_ops", "quantize_ops", "dequantize_ops", "requantize_ops",
+                                                 "weights")}},
             # which ONNX tensor each TFLite tensor holds, for per-layer verification
             "tensor_map": tensor_map(lowering, writer, inputs, outputs, dtypes)}
     return data, meta

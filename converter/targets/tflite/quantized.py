@@ -125,6 +125,8 @@ class Int8Result:
     quantize_ops: int = 0
     dequantize_ops: int = 0
     requantize_ops: int = 0
+    #: per-channel int8 weight tensors written
+    weights: int = 0
 
 
 class _Int8Pass:
@@ -335,3 +337,30 @@ def quantize_int8(writer, lowering, inputs: list[int], outputs: list[int], recor
     p.seed(lowering)
     p.propagate()
     return p.run(inputs, outputs)
+
+
+def quantize_weights_only(writer, record: dict) -> int:
+    """``--quantize int8-weights`` (TFLite's dynamic-range quantization): the weights of
+    CONV_2D / DEPTHWISE_CONV_2D / FULLY_CONNECTED / TRANSPOSE_CONV become INT8 (symmetric, per
+    output channel unless ``per_channel`` is false), activations and biases stay float32: LiteRT
+    runs these ops with its hybrid kernels (CONV_2D v5, DEPTHWISE_CONV_2D v6, FULLY_CONNECTED v12
+    when per channel).  Returns the number of weight tensors quantized."""
+    per_channel = bool(record.get("per_channel", True))
+    count = 0
+    for op in writer.ops:
+        if op.builtin not in WEIGHTED or (op.builtin == "CONV_2D" and op.extra.get("grouped")):
+            continue
+        w_in, x_in, _, axis = WEIGHTED[op.builtin]
+        index = op.inputs[w_in]
+        value = writer.value(index)
+        if value is None or value.dtype != np.float32 or writer.tensors[op.inputs[x_in]].dtype != np.float32:
+            continue
+        q = weight_params(value, axis if per_channel else None)
+        op.inputs[w_in] = writer.quantized_constant(f"{writer.tensors[index].name}/int8", quantize_tensor(value, q), q)
+        count += 1
+    return count
+
+
+def count_int8_weights(writer) -> int:
+    return sum(1 for op in writer.ops if op.builtin in WEIGHTED
+               and writer.tensors[op.inputs[WEIGHTED[op.builtin][0]]].dtype == np.int8)
