@@ -191,7 +191,9 @@ def port(model_path: str, opts: PortOptions, progress=None, preloaded=None) -> P
                     artifact = target.export(final, tmp, hw, ExportOptions(
                         fp16_weights=opts.fp16_weights or (quant is not None and quant.export_fp16),
                         keep_nchw_io=opts.keep_nchw_io,
-                        extra={"name": _model_name(model_path), "fallback_nodes": sorted(legal.fallback_nodes)}))
+                        extra={"name": _model_name(model_path), "fallback_nodes": sorted(legal.fallback_nodes),
+                               **({"quantization": quant.export_spec()} if quant is not None and quant.native_integer
+                                  else {})}))
             except Unsupported as err:
                 # The matrix allowed the op but the exporter cannot express this instance of it
                 # (e.g. a rank MACE's kernels lack): no remedy was planned for that, so say so.
@@ -203,8 +205,14 @@ def port(model_path: str, opts: PortOptions, progress=None, preloaded=None) -> P
         if status == "ok" and opts.verify:
             with timer.stage("verify"):
                 try:
-                    verdict = _verify(original, model, final, postprocess, target, artifact, opts, tmp,
-                                      sorted(legal.custom_nodes))
+                    integer_file = quant is not None and quant.native_integer and artifact is not None
+                    # An integer file is judged by SQNR against the float model (below), not by
+                    # the float tolerances: the float stages are verified without it.
+                    verdict = _verify(original, model, final, postprocess, None if integer_file else target,
+                                      None if integer_file else artifact, opts, tmp, sorted(legal.custom_nodes))
+                    if integer_file:
+                        quant.file_verification = quant.evaluate_file(target, artifact)
+                        report["quantization"] = _jsonable(quant.to_json())
                 except BadInput as err:
                     if "onnxruntime" not in str(err) and "no value for" not in str(err):
                         raise
