@@ -21,6 +21,7 @@ import onnx
 
 from .errors import BadInput, MissingExtra
 from .fsutil import atomic_output_dir, atomic_write_bytes
+from .pickle_guard import refuse_unsafe_pickles
 
 ONNX_SUFFIXES = {".onnx"}
 TORCHSCRIPT_SUFFIXES = {".pt", ".pth", ".ts", ".torchscript"}
@@ -56,24 +57,43 @@ def load_model(
     path: str | os.PathLike,
     input_shapes: dict[str, tuple[int, ...]] | None = None,
     trust_pickle: bool = False,
+    timeout: float | None = None,
 ) -> onnx.ModelProto:
-    """Load ``path`` as ONNX.  ``input_shapes`` fixes shapes (required for TorchScript)."""
+    """Load ``path`` as ONNX.  ``input_shapes`` fixes shapes (required for TorchScript).
+
+    torch sources run user code (TorchScript ``forward``, tracing, export): that runs in a child
+    process stopped after ``timeout`` seconds (default :data:`converter.isolate.DEFAULT_TIMEOUT`;
+    ``0``: no limit, in this process)."""
     path = Path(path)
     if not path.exists():
         raise BadInput(f"{path}: no such file or directory")
     if path.is_dir():
         if (path / "saved_model.pb").exists() or (path / "saved_model.pbtxt").exists():
-            return load_tf(path, input_shapes)
+            return load_tf(path, input_shapes, trust_pickle)
         raise BadInput(f"{path}: a directory, but not a TF SavedModel (no saved_model.pb inside)")
     suffix = path.suffix.lower()
     if suffix in ONNX_SUFFIXES:
         return load_onnx(path)
-    if suffix in TORCHSCRIPT_SUFFIXES:
-        return load_torch(path, input_shapes, trust_pickle)
-    if suffix in EXPORTED_PROGRAM_SUFFIXES:
-        return load_exported_program(path)
+    if suffix in TORCHSCRIPT_SUFFIXES | EXPORTED_PROGRAM_SUFFIXES:
+        from .isolate import DEFAULT_TIMEOUT, run_models  # noqa: PLC0415
+
+        if not zipfile.is_zipfile(path):
+            kind = "an ExportedProgram" if suffix in EXPORTED_PROGRAM_SUFFIXES else "a TorchScript or torch.save"
+            raise BadInput(f"{path}: not {kind} archive (not a zip archive)")
+        if importlib.util.find_spec("torch") is None:
+            raise MissingExtra("torch", "loading PyTorch files")
+        # Before torch reads anything: no pickle in the archive may name a callable we do not know.
+        if suffix in EXPORTED_PROGRAM_SUFFIXES:
+            refuse_unsafe_pickles(path, "ExportedProgram archive", trust_pickle)
+            loader, args = load_exported_program, (path,)
+        else:
+            if _is_torchscript_archive(path):
+                refuse_unsafe_pickles(path, "TorchScript archive", trust_pickle, torchscript=True)
+            loader, args = load_torch, (path, input_shapes, trust_pickle)
+        limit = DEFAULT_TIMEOUT if timeout is None else timeout
+        return run_models(loader, args, limit, f"{path.name}: loading and exporting the torch model")[0]
     if suffix in TF_SUFFIXES:
-        return load_tf(path, input_shapes)
+        return load_tf(path, input_shapes, trust_pickle)
     raise BadInput(f"{path}: unrecognized model file extension '{path.suffix}'; edgeconv reads {SUPPORTED}")
 
 
@@ -199,7 +219,8 @@ def load_torch(path: Path, input_shapes, trust_pickle: bool) -> onnx.ModelProto:
     torch = _torch()
     if _is_torchscript_archive(path):
         try:
-            module = torch.jit.load(str(path), map_location="cpu")
+            with _quiet_logging():
+                module = torch.jit.load(str(path), map_location="cpu")
         except Exception as err:
             raise BadInput(f"{path}: cannot load TorchScript archive: {_one_line(err)}") from None
         names = [a.name for a in module.forward.schema.arguments[1:]]
@@ -253,7 +274,8 @@ def load_exported_program(path: Path) -> onnx.ModelProto:
         raise BadInput(f"{path}: not an ExportedProgram archive (not a zip archive)")
     torch = _torch()
     try:
-        program = torch.export.load(str(path))
+        with _quiet_logging():  # torch logs a traceback as warnings before it raises
+            program = torch.export.load(str(path))
     except Exception as err:
         raise BadInput(f"{path}: cannot load ExportedProgram: {_one_line(err)}") from None
     names = [s.arg.name for s in program.graph_signature.input_specs if s.kind.name == "USER_INPUT"]
@@ -326,12 +348,12 @@ def _quiet_logging():
 # ----------------------------------------------------------------------------------------- TF
 
 
-def load_tf(path: Path, input_shapes=None) -> onnx.ModelProto:
+def load_tf(path: Path, input_shapes=None, trust_pickle: bool = False) -> onnx.ModelProto:
     if importlib.util.find_spec("tf2onnx") is None or importlib.util.find_spec("tensorflow") is None:
         raise MissingExtra("tf", f"{path.name}: converting TensorFlow models")
     from .load_tf import convert_tf  # noqa: PLC0415
 
-    return convert_tf(path, input_shapes or {})
+    return convert_tf(path, input_shapes or {}, trust_pickle)
 
 
 def _one_line(err: BaseException) -> str:

@@ -55,6 +55,9 @@ class PortOptions:
     calibration_method: str = "minmax"
     per_tensor: bool = False
     preprocess: str | None = None
+    #: --timeout (seconds user model code may run; 0 = no limit) and --max-memory (bytes).
+    timeout: float | None = None
+    max_memory: int | None = None
 
 
 @dataclass
@@ -97,13 +100,17 @@ def load_stage(model_path: str, opts: PortOptions):
     from .normalize import dynamic_inputs, normalize  # noqa: PLC0415
 
     shapes = dict(opts.input_shapes)
-    original = load_model(model_path, shapes, opts.trust_pickle)
+    original = load_model(model_path, shapes, opts.trust_pickle, opts.timeout)
     if "" in shapes:
         shapes[original.graph.input[0].name] = shapes.pop("")
     normalized = normalize(original, shapes or None)
     problems = dynamic_inputs(normalized)
     if problems:
         raise BadInput(problems[0])
+    if opts.verify or opts.quantize:
+        from .memory import check_memory  # noqa: PLC0415
+
+        check_memory(normalized, opts.max_memory)
     return original, normalized
 
 

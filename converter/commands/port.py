@@ -55,7 +55,7 @@ def register(app: typer.Typer) -> None:
             custom_ops=tuple(custom_op or ()), inputs_npz=inputs, atol=atol, rtol=rtol, tolerances=tolerances,
             seed=seed, verify=not no_verify, command_line="edgeconv " + shlex.join(sys.argv[1:]),
             quantize=quantize, calibration=calibration, calibration_method=calibration_method,
-            per_tensor=per_tensor, preprocess=preprocess,
+            per_tensor=per_tensor, preprocess=preprocess, timeout=source.timeout, max_memory=source.max_memory,
         )
         QuantRequest(quantize, calibration, calibration_method, per_tensor, preprocess).validate()
         combos = combinations(base, to, hw)
