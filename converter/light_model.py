@@ -86,6 +86,26 @@ def infer_shapes(model: onnx.ModelProto, **kwargs) -> onnx.ModelProto:
     return result
 
 
+def on_light_copy(model: onnx.ModelProto, transform) -> onnx.ModelProto:
+    """``transform(model)`` run on the light copy, the weights put back afterwards: for
+    whole-model passes that read no weight values (the opset converter), so that they never
+    serialize, parse and copy the weights (five copies of them at once for the converter)."""
+    light, added = light_copy(model)
+    out = transform(light)
+    if len(light.graph.initializer) == len(model.graph.initializer):
+        return out
+    added_names = set(added)
+    result = onnx.ModelProto()
+    _copy_fields(out, result, skip=("graph",))
+    _copy_fields(out.graph, result.graph, skip=("initializer", "input"))
+    result.graph.input.extend(i for i in out.graph.input if i.name not in added_names)
+    transformed = {t.name: t for t in out.graph.initializer}
+    for tensor in model.graph.initializer:  # the original order, then what the pass added
+        result.graph.initializer.append(transformed.pop(tensor.name, tensor))
+    result.graph.initializer.extend(transformed.values())
+    return result
+
+
 def check_structure(model: onnx.ModelProto) -> None:
     """``onnx.checker.check_model`` on the light copy: every node, type and opset is checked;
     the large weights' bytes are not (load checked them, or an exporter wrote them)."""

@@ -40,3 +40,13 @@ def test_session_with_in_memory_weights_equals_serialized_session(zoo_onnx_path)
     assert list(got) == list(expected)
     for name in got:
         assert np.array_equal(got[name], expected[name])
+
+
+def test_opset_conversion_on_the_light_copy_equals_onnx(tmp_path):
+    from converter.graph import CANONICAL_OPSET
+
+    path = zoo.export_onnx("transformer", tmp_path / "t13.onnx", opset=13)  # Squeeze/Unsqueeze/ReduceMean axes change
+    model = onnx.load(str(path))
+    expected = onnx.version_converter.convert_version(model, CANONICAL_OPSET)
+    got = light_model.on_light_copy(model, lambda light: onnx.version_converter.convert_version(light, CANONICAL_OPSET))
+    assert got.SerializeToString(deterministic=True) == expected.SerializeToString(deterministic=True)
