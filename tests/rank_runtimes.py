@@ -4,6 +4,7 @@ the inputs as raw files, runs the runtime's command-line tool and reads the outp
 
 from __future__ import annotations
 
+import os
 import re
 import subprocess
 from pathlib import Path
@@ -11,9 +12,8 @@ from pathlib import Path
 import numpy as np
 import pytest
 
-RUNTIMES = Path(__file__).resolve().parents[1].parent / "shared" / "runtimes"
-if not RUNTIMES.is_dir():  # a worktree under /work: shared/ sits next to it
-    RUNTIMES = Path("/work/shared/runtimes")
+# The runtimes sit beside the checkout (``../shared/runtimes``); EDGECONV_RUNTIMES points elsewhere.
+RUNTIMES = Path(os.environ.get("EDGECONV_RUNTIMES") or Path(__file__).resolve().parents[2] / "shared" / "runtimes")
 TNN_RUN = RUNTIMES / "tnn" / "bin" / "tnn_run"
 MACE_RUN = RUNTIMES / "mace" / "bin" / "mace_run"
 

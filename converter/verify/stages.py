@@ -28,7 +28,7 @@ import math
 import os
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Callable, Sequence, Union
+from typing import Any, Callable, Sequence, Union
 
 import numpy as np
 import onnx
@@ -40,6 +40,8 @@ from .metrics import Metrics, Tolerance
 from .runtime import Runner, one_line, onnx_runner
 
 PASS, FAIL, ERROR, SKIPPED = "pass", "fail", "error", "skipped"
+#: A target stage whose built-in reader could not run the file: neither passed nor failed.
+UNVERIFIED = "unverified"
 
 
 # ------------------------------------------------------------------------------- tolerances
@@ -173,6 +175,9 @@ class Stage:
     #: For stages without an ONNX ``model``: ``localizer(sample, layer_tolerance) -> LayerReport``
     #: (e.g. :class:`~converter.verify.target_layers.TargetLocalizer`), called when it fails.
     localizer: Callable[[dict[str, np.ndarray], float], LayerReport] | None = None
+    #: What computes this stage's numbers (:class:`converter.runtimes.Oracle`); ONNX stages:
+    #: onnxruntime.
+    oracle: Any = None
 
 
 def compose(runner: Runner, postprocess: Callable[[dict[str, np.ndarray]], dict[str, np.ndarray]]) -> Runner:
@@ -181,8 +186,27 @@ def compose(runner: Runner, postprocess: Callable[[dict[str, np.ndarray]], dict[
 
 
 def target_runner(target, artifact) -> Runner:
-    """A runner executing an exported artifact on its target's runtime (``TARGET.run``)."""
-    return lambda inputs: target.run(artifact, inputs)
+    """A runner executing an exported artifact on its target's runtime (``TARGET.run``, or a
+    real runtime bound with :func:`converter.runtimes.bind`).
+
+    When the oracle is a built-in *reader* and it cannot run the file, that is the reader's
+    limit, not the file's: :class:`~converter.runtimes.ReaderCannotRun` makes the stage
+    ``unverified`` instead of failed.  A real runtime that refuses the file fails the stage."""
+    from ..runtimes import READER, ReaderCannotRun, RuntimeRefused, oracle_of  # noqa: PLC0415
+
+    def run(inputs):
+        try:
+            return target.run(artifact, inputs)
+        except (RuntimeUnavailable, RuntimeRefused, ReaderCannotRun):
+            raise
+        except Exception as err:  # noqa: BLE001 - any reader failure is the reader's
+            oracle = oracle_of(target, artifact)
+            if oracle.kind != READER:
+                raise
+            raise ReaderCannotRun(f"target stage unverified: reader could not run it ({oracle.name}: "
+                                  f"{one_line(err)})") from None
+
+    return run
 
 
 StageLike = Union[Stage, tuple]
@@ -225,6 +249,8 @@ class StageResult:
     layers: LayerReport | None = None
     #: Index of the sample localization ran on (the one with the largest error).
     worst_sample: int | None = None
+    #: What computed the stage's numbers (``{"name", "kind"}``), e.g. "TNN x86 runtime (tnn_run)".
+    oracle: dict | None = None
 
     @property
     def failed(self) -> bool:
@@ -232,7 +258,7 @@ class StageResult:
 
     def to_dict(self) -> dict:
         return {
-            "name": self.name, "status": self.status, "reason": self.reason,
+            "name": self.name, "status": self.status, "reason": self.reason, "oracle": self.oracle,
             "outputs": [o.to_dict() for o in self.outputs],
             "worst_sample": self.worst_sample,
             "layers": self.layers.to_dict() if self.layers else None,
@@ -258,23 +284,46 @@ class VerifyReport:
     def first_failure(self) -> StageResult | None:
         return next((s for s in self.stages if s.failed), None)
 
+    @property
+    def unverified(self) -> StageResult | None:
+        """The first stage no oracle could judge (a reader that cannot run the file)."""
+        return next((s for s in self.stages if s.status == UNVERIFIED), None)
+
+    @property
+    def target_oracle(self) -> str | None:
+        """The name of the oracle that judged the target stage, if there is one."""
+        stage = next((s for s in self.stages if s.name.startswith("target:")), None)
+        return (stage.oracle or {}).get("name") if stage is not None else None
+
     def summary(self) -> str:
         failed = self.first_failure
         if failed is None:
-            ran = [s.name for s in self.stages if s.status == PASS]
-            return f"verification passed: {', '.join(ran) or 'no stage'} match the original"
+            ran = [_named(s) for s in self.stages if s.status == PASS]
+            text = f"verification passed: {', '.join(ran) or 'no stage'} match the original"
+            unverified = self.unverified
+            return text + (f"; {unverified.reason}" if unverified is not None else "")
         detail = failed.reason or next((o.reason for o in failed.outputs if not o.passed), "")
-        text = f"stage '{failed.name}' differs from the original: {detail}"
+        text = f"stage '{_named(failed)}' differs from the original: {detail}"
         if failed.layers is not None and (failed.layers.first is not None or failed.layers.error):
             text += f"; {failed.layers.summary()}"
         return text
 
     def to_dict(self) -> dict:
+        from ..runtimes import onnxruntime_oracle  # noqa: PLC0415
+
         return {
             "ok": self.ok, "summary": self.summary(), "samples": len(self.inputs),
+            "reference_oracle": onnxruntime_oracle().to_dict(), "target_oracle": self.target_oracle,
+            "unverified": self.unverified is not None,
             "input_source": self.input_source, "tolerances": self.tolerances.to_dict(),
             "stages": [s.to_dict() for s in self.stages], "replay": self.replay,
         }
+
+
+def _named(stage: StageResult) -> str:
+    """A stage as verdicts name it: target stages with their oracle."""
+    oracle = (stage.oracle or {}).get("name")
+    return f"{stage.name} ({oracle})" if oracle and stage.name.startswith("target:") else stage.name
 
 
 # ------------------------------------------------------------------------------- comparison
@@ -363,15 +412,22 @@ def verify_stages(
     if unknown:
         raise BadInput(f"tolerances name output(s) {', '.join(unknown)}, but the model's outputs are: {', '.join(ref_names)}")
 
+    from ..runtimes import ReaderCannotRun, onnxruntime_oracle  # noqa: PLC0415
+
     results = []
     for stage in map(_as_stage, stages):
+        oracle = stage.oracle if stage.oracle is not None else onnxruntime_oracle()
+        oracle = oracle.to_dict() if hasattr(oracle, "to_dict") else oracle
         try:
             got_outs = [stage.run(s) for s in samples]
         except RuntimeUnavailable as err:
-            results.append(StageResult(stage.name, SKIPPED, reason=str(err)))
+            results.append(StageResult(stage.name, SKIPPED, reason=str(err), oracle=oracle))
+            continue
+        except ReaderCannotRun as err:
+            results.append(StageResult(stage.name, UNVERIFIED, reason=str(err), oracle=oracle))
             continue
         except Exception as err:  # noqa: BLE001 - a stage that cannot run is a failed stage
-            results.append(StageResult(stage.name, ERROR, reason=f"could not run: {one_line(err)}"))
+            results.append(StageResult(stage.name, ERROR, reason=f"could not run: {one_line(err)}", oracle=oracle))
             continue
         matched = _match_outputs(ref_names, got_outs[0])
         stage_tol = stage.tolerances or tolerances
@@ -380,7 +436,7 @@ def verify_stages(
             for n in ref_names
         ]
         status = PASS if all(o.passed for o in outputs) else FAIL
-        result = StageResult(stage.name, status, outputs)
+        result = StageResult(stage.name, status, outputs, oracle=oracle)
         if status == FAIL:
             result.reason = next(o.reason for o in outputs if not o.passed)
             result.worst_sample = _worst_sample(ref_outs, got_outs, matched)
