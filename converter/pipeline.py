@@ -232,9 +232,13 @@ def port(model_path: str, opts: PortOptions, progress=None, preloaded=None) -> P
                     # the float tolerances: the float stages are verified without it.
                     verdict = _verify(original, model, final, postprocess, None if integer_file else target,
                                       None if integer_file else artifact, opts, tmp, sorted(legal.custom_nodes),
-                                      runtime, out_dir)
+                                      None if integer_file else runtime, out_dir)
                     if integer_file:
-                        quant.file_verification = quant.evaluate_file(target, artifact)
+                        from .runtimes import bind, oracle_of  # noqa: PLC0415
+
+                        judge = bind(target, runtime)  # the real runtime when the user has one
+                        quant.file_verification = quant.evaluate_file(judge, artifact)
+                        quant.file_runtime = oracle_of(judge, artifact).name
                         report["quantization"] = _jsonable(quant.to_json())
                 except BadInput as err:
                     if "onnxruntime" not in str(err) and "no value for" not in str(err):

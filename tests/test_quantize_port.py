@@ -42,7 +42,7 @@ def test_cli_port_int8_writes_qdq_and_float_models(tmp_path, zoo_onnx_path, cali
                          capture_output=True, text=True, env={**os.environ, "PYTHONPATH": str(ROOT)})
     assert res.returncode == 0, res.stderr + res.stdout
     assert res.stderr == "" and "quantization" in res.stdout and "int8 model within tolerance" in res.stdout
-    assert "exported file, run by its runtime: int8 model within tolerance" in res.stdout
+    assert "exported file, run by LiteRT " in res.stdout and ": int8 model within tolerance" in res.stdout
     report = _report(out)
     assert report["status"] == "ok" and report["reason"] == ""
     for name in ("quantized.onnx", "float.onnx", "quantization.json", "mobilenetv2.tflite", "legalized.onnx"):

@@ -246,3 +246,29 @@ def test_int8_weights_is_dynamic_range_with_hybrid_kernels(zoo_onnx_path, data, 
     assert versions["CONV_2D"] == {5} and versions["DEPTHWISE_CONV_2D"] == {6} and versions["FULLY_CONNECTED"] == {12}
     assert "QUANTIZE" not in versions and "DEQUANTIZE" not in versions
     assert result.report["artifact"]["meta"]["int8"]["weights"] == 14
+
+
+def test_per_channel_fixes_the_squash_in_litert(tmp_path):
+    """conv2's channels 4..7 are 1000x smaller: one weight scale rounds their int8 weights to zero
+    in the file itself, per-channel scales keep them (the QDQ-level test, here in LiteRT with
+    the dynamic-range file, whose activations stay float so the output shows the weights)."""
+    from quant_models import gaussian_samples, squash_model
+
+    model_path = tmp_path / "squash.onnx"
+    onnx.save(squash_model(), str(model_path))
+    held = gaussian_samples((1, 3, 8, 8), 4, 1, "x")
+    small = {}
+    for per_tensor in (True, False):
+        out = tmp_path / f"pt{int(per_tensor)}"
+        profile = tmp_path / "tol.yaml"
+        profile.write_text("min_sqnr_db: 0\n")
+        result = port(str(model_path), PortOptions(target="tflite", hw="cpu", out_dir=out, quantize="int8-weights",
+                                                   per_tensor=per_tensor, tolerances=str(profile)))
+        assert result.status == "ok", result.reason
+        from converter.targets.base import Artifact
+
+        artifact = Artifact("tflite", "cpu", [tflite_file(out)], out, result.report["artifact"]["meta"], "litert")
+        float_run = onnx_runner(str(out / "float.onnx"))
+        small[per_tensor] = float(np.median([sqnr_db(float_run(x)["y"][:, 4:],
+                                                     get_target("tflite").run(artifact, x)["y"][:, 4:]) for x in held]))
+    assert small[True] == pytest.approx(0.0, abs=0.01) and small[False] >= 30.0, small

@@ -70,8 +70,9 @@ class QuantResult:
     #: ``(target, artifact) -> QuantVerification``: the exported integer file, run by its
     #: runtime, against the float model on the same evaluation samples (set by quantize_for_port).
     evaluate_file: Callable | None = None
-    #: That judgement once the pipeline ran it (None: not run).
+    #: That judgement once the pipeline ran it (None: not run), and what ran the file.
     file_verification: Any = None
+    file_runtime: str = ""
 
     @property
     def native_integer(self) -> bool:
@@ -111,7 +112,8 @@ class QuantResult:
             "warnings": self.warnings,
             "verification": self.verification.to_dict(),
             # the exported integer file run by its runtime (LiteRT, ...) against the float model
-            "file_verification": None if self.file_verification is None else self.file_verification.to_dict(),
+            "file_verification": None if self.file_verification is None else {
+                **self.file_verification.to_dict(), "runtime": self.file_runtime},
             "layers": self.table.to_dict() if self.table is not None else None,
             "auto_decisions": [d.to_dict() for d in self.decisions],
             "float_nodes": self.params.get("float_nodes", []),
@@ -203,6 +205,7 @@ def quantize_for_port(model: onnx.ModelProto, opts, plan: QuantPlan, target, out
     atomic_write_text(out_dir / "quantization.json", json.dumps(record, indent=2, sort_keys=True, allow_nan=False) + "\n")
 
     def evaluate_file(target_, artifact):
+        result.file_runtime = artifact.runtime
         return compare_quantized(compose(run_float, pp), compose(lambda x: target_.run(artifact, x), pp), evaluation,
                                  tolerances, plan.mode)
 

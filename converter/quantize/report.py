@@ -14,7 +14,8 @@ def summary_line(quant: dict) -> str:
     mode = plan.get("mode", "?") + (" full-integer" if plan.get("full_integer") else "")
     parts = [f"{mode}: {quant.get('verification', {}).get('summary', '')}"]
     if quant.get("file_verification"):
-        parts.append(f"exported file, run by its runtime: {quant['file_verification']['summary']}")
+        runtime = quant["file_verification"].get("runtime") or "its runtime"
+        parts.append(f"exported file, run by {runtime}: {quant['file_verification']['summary']}")
     layers = quant.get("layers") or {}
     if layers.get("summary"):
         parts.append(f"per layer: {layers['summary']}")
@@ -53,7 +54,8 @@ def html_section(quant: dict) -> str:
                           o.get("max_abs"), o.get("top1"), o.get("top5")] for o in verification.get("outputs", [])]))
     native = quant.get("file_verification")
     if native:
-        parts.append(f"<p>The exported integer file, run by its runtime: <b>{esc(native.get('summary', ''))}</b></p>")
+        parts.append(f"<p>The exported file, run by {esc(native.get('runtime') or 'its runtime')}: "
+                     f"<b>{esc(native.get('summary', ''))}</b></p>")
         parts.append(_table(["output", "SQNR dB (median)", "lowest", "least allowed", "cosine", "max abs", "top-1",
                              "top-5"], [[o.get("name"), o.get("sqnr_db"), o.get("min_sqnr_db"), o.get("threshold_db"),
                                          o.get("cosine"), o.get("max_abs"), o.get("top1"), o.get("top5")]
