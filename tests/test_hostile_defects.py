@@ -388,3 +388,4 @@ def test_readme_exit_code_table_matches_errors_py():
     assert documented == codes
     docstring = errors.__doc__
     assert {int(m) for m in re.findall(r"^\s+(\d+)\s", docstring, re.M)} | {143} >= codes
+

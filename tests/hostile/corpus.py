@@ -156,6 +156,20 @@ def _graphdef_with(op: str) -> bytes:
     return node("x", "Placeholder") + node("run", op, ["x"]) + node("y", "Identity", ["run"])
 
 
+def _field(number: int, payload: bytes) -> bytes:
+    return bytes([number << 3 | 2]) + _varint(len(payload)) + payload
+
+
+def saved_model_with(op: str) -> bytes:
+    """A SavedModel proto whose function library holds one ``op`` node (hand-encoded:
+    SavedModel.meta_graphs = 2 -> MetaGraphDef.graph_def = 2 -> GraphDef.library = 2 ->
+    FunctionDefLibrary.function = 1 -> FunctionDef.node_def = 3 -> NodeDef{name = 1, op = 2})."""
+    node = _field(1, b"call") + _field(2, op.encode())
+    library = _field(1, _field(3, node))
+    graph = _field(1, _field(1, b"x") + _field(2, b"Placeholder")) + _field(2, library)
+    return b"\x08\x01" + _field(2, _field(2, graph))
+
+
 def _varint(n: int) -> bytes:
     out = b""
     while True:
@@ -252,6 +266,9 @@ def build_corpus(root: Path, seed: int = 0, torch_files: bool = True, tf_files: 
     if tf_files:
         (root / "pyfunc.pb").write_bytes(_graphdef_with("PyFunc"))
         add("tf_pyfunc", "pyfunc.pb", BAD)
+        (root / "eager_pyfunc_savedmodel").mkdir(exist_ok=True)
+        (root / "eager_pyfunc_savedmodel" / "saved_model.pb").write_bytes(saved_model_with("EagerPyFunc"))
+        add("savedmodel_eager_pyfunc", "eager_pyfunc_savedmodel", BAD)
     if torch_files:
         files = build_torch_files(root)
 
