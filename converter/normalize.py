@@ -140,7 +140,7 @@ def _fold_constants(graph: gs.Graph, limit: int = FOLD_LIMIT_BYTES) -> list[str]
 
     graph.fold_constants(error_ok=True, size_threshold=limit, should_exclude_node=too_big)
     graph.cleanup(remove_unused_graph_inputs=False)
-    return skipped
+    return list(dict.fromkeys(skipped))  # graphsurgeon asks about a node more than once
 
 
 def unfolded_note(skipped: list[str]) -> str:
