@@ -307,7 +307,7 @@ def _verify(original, normalized, final, postprocess, target, artifact, opts: Po
         target_tolerances = Tolerances(
             default=Tolerance(atol=max(suggested["atol"], tolerances.default.atol),
                               rtol=max(suggested["rtol"], tolerances.default.rtol)),
-            layer_rmse=tolerances.layer_rmse)
+            layer_rmse=tolerances.layer_rmse, noise_multiple=tolerances.noise_multiple)
     inputs = choose_inputs(normalized, opts.inputs_npz)[0] if opts.inputs_npz else None
     from .runtimes import bind  # noqa: PLC0415
 
