@@ -107,10 +107,12 @@ def load_stage(model_path: str, opts: PortOptions):
     return original, normalized
 
 
-def port(model_path: str, opts: PortOptions, progress=None, preloaded=None) -> PortResult:
+def port(model_path: str, opts: PortOptions, progress=None, preloaded=None, shared=None) -> PortResult:
     """Port one model to one framework × hardware.
 
-    ``preloaded`` = (original, normalized[, seconds it took]) skips loading."""
+    ``preloaded`` = (original, normalized[, seconds it took]) skips loading; ``shared`` (a
+    :class:`~converter.shared_work.SharedWork` of those models) shares the reference outputs
+    between the ports of one model to several targets."""
     from . import targets  # noqa: PLC0415
     from .check import check_model  # noqa: PLC0415
     from .legalize import legalize  # noqa: PLC0415
@@ -204,7 +206,7 @@ def port(model_path: str, opts: PortOptions, progress=None, preloaded=None) -> P
             with timer.stage("verify"):
                 try:
                     verdict = _verify(original, model, final, postprocess, target, artifact, opts, tmp,
-                                      sorted(legal.custom_nodes))
+                                      sorted(legal.custom_nodes), shared)
                 except BadInput as err:
                     if "onnxruntime" not in str(err) and "no value for" not in str(err):
                         raise
@@ -232,7 +234,7 @@ def port(model_path: str, opts: PortOptions, progress=None, preloaded=None) -> P
 
 
 def _verify(original, normalized, final, postprocess, target, artifact, opts: PortOptions, out: Path,
-            custom_nodes=()):
+            custom_nodes=(), shared=None):
     """Original vs normalized vs legalized(+post-processing) vs the target's runtime.
 
     A file carrying custom layers cannot run until the app registers their kernels, so its
@@ -260,7 +262,17 @@ def _verify(original, normalized, final, postprocess, target, artifact, opts: Po
         target=target, artifact=artifact, inputs=inputs, seed=opts.seed, tolerances=tolerances,
         out_dir=out / "verify", replay_files=(out / "normalized.onnx", out / "legalized.onnx"),
         target_tolerances=target_tolerances,
+        reference_runners=shared.reference_runners() if shared is not None else None,
     )
+
+
+def shared_work(preloaded):
+    """The :class:`~converter.shared_work.SharedWork` of a preloaded (original, normalized) pair:
+    pass it to every :func:`port` of that model."""
+    from .shared_work import SharedWork  # noqa: PLC0415
+
+    original, normalized = preloaded[:2]
+    return SharedWork(_inputs_named_like(original, normalized), normalized)
 
 
 def _inputs_named_like(original, normalized):

@@ -24,6 +24,7 @@ from __future__ import annotations
 import json
 import os
 import sys
+import threading
 from pathlib import Path
 
 import numpy as np
@@ -36,6 +37,8 @@ from ..base import Artifact, ExportOptions, Target
 from .mil_builder import sanitize
 from .mil_registry import OPS
 
+#: Held while coremltools builds or loads a MIL program (see ``CoreMLTarget.export``).
+MIL_LOCK = threading.RLock()
 COMPUTE_UNITS = {"cpu": "CPU_ONLY", "gpu": "CPU_AND_GPU", "ane": "CPU_AND_NE"}
 MINIMUM_DEPLOYMENT_TARGET = "iOS16"
 #: Set to "1" to force the numpy executor even on macOS (to compare both).
@@ -67,6 +70,13 @@ class CoreMLTarget(Target):
 
     def export(self, model: onnx.ModelProto, out_dir: Path, hw: str,
                options: ExportOptions | None = None) -> Artifact:
+        # coremltools' builder keeps the block being built, and its symbol counters, in module
+        # globals: one program at a time (ports in threads, port -j, take turns here).
+        with MIL_LOCK:
+            return self._export(model, out_dir, hw, options)
+
+    def _export(self, model: onnx.ModelProto, out_dir: Path, hw: str,
+                options: ExportOptions | None = None) -> Artifact:
         from .intermediates import mil_names
         from .mil_builder import build_program
         from .package_writer import serialize_spec, write_mlpackage
@@ -163,7 +173,8 @@ class CoreMLTarget(Target):
         else:
             from .mil_executor import run_package
 
-            results = run_package(package, feeds)
+            with MIL_LOCK:  # loading the program builds pymil blocks (global state)
+                results = run_package(package, feeds)
         return {spec["onnx_name"]: np.asarray(results[spec["name"]]).astype(spec["dtype"])
                 for spec in artifact.meta["outputs"]}
 
@@ -172,7 +183,8 @@ class CoreMLTarget(Target):
         Core ML's predict exposes only outputs, so this always uses the numpy executor."""
         from .intermediates import intermediates
 
-        return intermediates(artifact, inputs)
+        with MIL_LOCK:
+            return intermediates(artifact, inputs)
 
 
 def _runtime_name() -> str:
