@@ -83,7 +83,7 @@ def coremltools():
     """The ``coremltools`` module, imported quietly and without its TF/torch frontends (unless
     something imported it before); MissingExtra if it is not installed."""
     with _IMPORT_LOCK:  # ports run in threads (port -j): one imports, the others wait for it
-        if not _IMPORTED:
+        if not _IMPORTED or sys.modules.get("coremltools") is None:
             logging.getLogger("coremltools").setLevel(logging.ERROR)
             try:
                 with silenced(), without_frontends():
