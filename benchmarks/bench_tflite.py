@@ -72,7 +72,12 @@ def timed(argv: list[str], cwd=None) -> tuple[float, subprocess.CompletedProcess
 
 
 def litert_torch_python() -> tuple[Path | None, str]:
-    """The overlay venv's python (created on first use), or (None, why not)."""
+    """This interpreter when it has litert-torch (``pip install edgeconv[bench]``), else the
+    overlay venv's python (created on first use), or (None, why not)."""
+    import importlib.util  # noqa: PLC0415
+
+    if importlib.util.find_spec("litert_torch") is not None:
+        return Path(sys.executable), ""
     python = LITERT_TORCH_VENV / "bin" / "python"
     if not python.exists():
         import site  # noqa: PLC0415

@@ -21,6 +21,7 @@ Options in ``ExportOptions.extra``: ``name`` (package file stem, default the ONN
 
 from __future__ import annotations
 
+import contextlib
 import json
 import os
 import sys
@@ -95,7 +96,7 @@ class CoreMLTarget(Target):
         program.validate = lambda *args, **kwargs: None
 
         try:
-            with silenced():
+            with silenced(), _no_upstream_constexpr_tracking(program):
                 mlmodel = ct.convert(
                     built.program, convert_to="mlprogram", minimum_deployment_target=target,
                     compute_precision=ct.precision.FLOAT16 if precision == "fp16" else ct.precision.FLOAT32,
@@ -185,6 +186,32 @@ class CoreMLTarget(Target):
 
         with MIL_LOCK:
             return intermediates(artifact, inputs)
+
+
+@contextlib.contextmanager
+def _no_upstream_constexpr_tracking(program):
+    """coremltools re-derives, on leaving every block of every pass (~100 times), which
+    ``constexpr_*`` (compressed-weight) op outputs each var depends on, so as not to fold them
+    away; a program without such ops (edgeconv writes none) gets empty sets each time: a whole
+    graph walk per pass (a third of the conversion of a ResNet-18) for nothing.  Skipped while
+    converting such a program (under ``MIL_LOCK``: no other coremltools work runs meanwhile)."""
+    from coremltools.converters.mil.mil.block import Block
+
+    def ops(block):
+        for op in block.operations:
+            yield op
+            for inner in op.blocks:
+                yield from ops(inner)
+
+    if any(op.op_type.startswith("constexpr_") for f in program.functions.values() for op in ops(f)):
+        yield
+        return
+    saved = Block.__dict__["_propagate_nonreplaceable_vars"]
+    Block._propagate_nonreplaceable_vars = lambda self: None
+    try:
+        yield
+    finally:
+        Block._propagate_nonreplaceable_vars = saved
 
 
 def _runtime_name() -> str:
