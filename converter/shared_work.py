@@ -42,6 +42,13 @@ class MemoRunner:
                 self.computed += 1
             return dict(self._outputs[key])
 
+    def release(self) -> None:
+        """Free the session; outputs already computed stay (other ports reuse them)."""
+        with self._lock:
+            release = getattr(self._runner, "release", None)
+            if callable(release):
+                release()
+
 
 class SharedWork:
     """Reference runners for (original, normalized), shared by every port of the model."""
