@@ -272,3 +272,39 @@ def test_per_channel_fixes_the_squash_in_litert(tmp_path):
         small[per_tensor] = float(np.median([sqnr_db(float_run(x)["y"][:, 4:],
                                                      get_target("tflite").run(artifact, x)["y"][:, 4:]) for x in held]))
     assert small[True] == pytest.approx(0.0, abs=0.01) and small[False] >= 30.0, small
+
+
+@pytest.mark.parametrize("hw, versions", [
+    ("cpu", {"CONV_2D": 3, "DEPTHWISE_CONV_2D": 3, "LEAKY_RELU": 1, "HARD_SWISH": 1, "AVERAGE_POOL_2D": 2,
+             "RESIZE_NEAREST_NEIGHBOR": 2, "CONCATENATION": 2, "STRIDED_SLICE": 2, "LOGISTIC": 2, "MUL": 2,
+             "MEAN": 2, "SOFTMAX": 2, "QUANTIZE": 1, "DEQUANTIZE": 2}),
+    # the Edge TPU column legalizes LeakyRelu/HardSwish/Softmax into MAXIMUM/MINIMUM/MUL/ADD (+ a
+    # post-processing Softmax); CONCATENATION and MAXIMUM/MINIMUM inputs are requantized
+    ("edgetpu", {"CONV_2D": 3, "DEPTHWISE_CONV_2D": 3, "MAXIMUM": 2, "MINIMUM": 2, "MUL": 2, "ADD": 2,
+                 "AVERAGE_POOL_2D": 2, "RESIZE_NEAREST_NEIGHBOR": 2, "CONCATENATION": 2, "STRIDED_SLICE": 2,
+                 "LOGISTIC": 2, "QUANTIZE": 1}),
+])
+def test_int8_kernels_beyond_conv_run_in_litert(hw, versions, tmp_path):
+    from quant_models import gaussian_samples, ops_mix_model
+
+    model_path = tmp_path / "mix.onnx"
+    onnx.save(ops_mix_model(), str(model_path))
+    np.savez(tmp_path / "c.npz", x=np.stack([s["x"] for s in gaussian_samples((1, 3, 16, 16), 32, 0, "x")]))
+    out = tmp_path / "out"
+    result = port(str(model_path), PortOptions(target="tflite", hw=hw, out_dir=out, quantize="int8",
+                                               calibration=str(tmp_path / "c.npz")))
+    assert result.status == "ok", result.reason
+    assert result.report["artifact"]["meta"]["int8"]["float_ops"] == []
+    (judged,) = result.report["quantization"]["file_verification"]["outputs"]
+    assert judged["sqnr_db"] >= 40.0
+    found: dict = {}
+    for op_name, version, op, tensors in ops_of(read_model(tflite_file(out))):
+        found.setdefault(op_name, set()).add(version)
+        if op_name in ("LOGISTIC", "SOFTMAX"):  # SigmoidPrepare / SoftmaxPrepare: 1/256, -128
+            q = tensors[op.outputs[0]].quantization
+            assert (q.scale[0], q.zeroPoint[0]) == (1.0 / 256, -128)
+        if op_name == "CONCATENATION":  # concatenation.cc: every input has the output's parameters
+            qs = {(tensors[i].quantization.scale[0], tensors[i].quantization.zeroPoint[0])
+                  for i in list(op.inputs) + list(op.outputs)}
+            assert len(qs) == 1
+    assert found == {k: {v} for k, v in versions.items()}
