@@ -308,3 +308,34 @@ def test_int8_kernels_beyond_conv_run_in_litert(hw, versions, tmp_path):
                   for i in list(op.inputs) + list(op.outputs)}
             assert len(qs) == 1
     assert found == {k: {v} for k, v in versions.items()}
+
+
+def test_file_layers_name_a_deliberately_broken_layer(ported, data, tmp_path):
+    """The per-layer comparison of the file with its QDQ model: clean on the exported file, and
+    it names the op whose weight scales were tampered with (2x) in a copy of the file."""
+    import flatbuffers
+
+    from converter.quantize.file_layers import file_layers
+    from converter.targets.base import Artifact
+
+    result, out = ported("mobilenetv2", "cpu")
+    clean = result.report["quantization"]["file_layers"]
+    assert len(clean["rows"]) >= 15 and clean["worst"]["gap_db"] < 3.0
+    assert clean["summary"].startswith("the file tracks its QDQ model layer by layer")
+    model = read_model(tflite_file(out))
+    convs = [(op, t) for n, _, op, t in ops_of(model) if n == "CONV_2D"]
+    op, tensors = convs[4]
+    weight = tensors[op.inputs[1]]
+    weight.quantization.scale = [2.0 * s for s in weight.quantization.scale]
+    builder = flatbuffers.Builder(1024)
+    builder.Finish(model.Pack(builder), file_identifier=b"TFL3")
+    broken = tmp_path / "broken.tflite"
+    broken.write_bytes(bytes(builder.Output()))
+    artifact = Artifact("tflite", "cpu", [broken], tmp_path, result.report["artifact"]["meta"], "litert")
+    samples = [{"input": x} for x in np.load(data / "held.npz")["input"][:2]]
+    table = file_layers(onnx.load(str(out / "float.onnx")), onnx.load(str(out / "quantized.onnx")),
+                        get_target("tflite"), artifact, samples)
+    broken_name = tensors[op.outputs[0]].name.decode()
+    assert table["worst"]["layer_type"] == "CONV_2D" and table["worst"]["gap_db"] > 10.0
+    assert table["worst"]["tensor"] == broken_name  # the tampered op's own output, not a later one
+    assert table["summary"].startswith(f"the file loses {table['worst']['gap_db']:.1f} dB more than its QDQ model")

@@ -16,6 +16,8 @@ def summary_line(quant: dict) -> str:
     if quant.get("file_verification"):
         runtime = quant["file_verification"].get("runtime") or "its runtime"
         parts.append(f"exported file, run by {runtime}: {quant['file_verification']['summary']}")
+        if (quant.get("file_layers") or {}).get("summary"):
+            parts.append(f"per layer vs QDQ: {quant['file_layers']['summary']}")
     layers = quant.get("layers") or {}
     if layers.get("summary"):
         parts.append(f"per layer: {layers['summary']}")
