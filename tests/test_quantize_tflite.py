@@ -16,6 +16,8 @@ import pytest
 
 pytest.importorskip("ai_edge_litert")
 
+from quant_models import heavy_tail_model  # noqa: E402
+
 from converter.errors import Unsupported  # noqa: E402
 from converter.pipeline import PortOptions, port  # noqa: E402
 from converter.targets import get as get_target  # noqa: E402
@@ -23,7 +25,6 @@ from converter.targets.base import ExportOptions  # noqa: E402
 from converter.targets.tflite._generated import schema_generated as fb  # noqa: E402
 from converter.verify.metrics import sqnr_db  # noqa: E402
 from converter.verify.runtime import onnx_runner  # noqa: E402
-from quant_models import heavy_tail_model  # noqa: E402
 
 #: Least SQNR (dB, median over held-out samples) of an int8 file against the float model.  The
 #: QDQ models of these seeded zoo models reach 41-49 dB; LiteRT's integer kernels lose < 1 dB
@@ -137,7 +138,7 @@ def test_int8_file_structure_and_accuracy_in_litert(name, versions, ported, data
 
 
 def test_int8_file_is_smaller_and_reexport_is_byte_identical(ported, tmp_path):
-    result, out = ported("mobilenetv2", "cpu")
+    _, out = ported("mobilenetv2", "cpu")
     params = json.loads((out / "quantization.json").read_text())["params"]
     target = get_target("tflite")
     model = onnx.load(str(out / "float.onnx"))
