@@ -17,7 +17,6 @@ import contextlib
 import ctypes
 import json
 import os
-import select
 import signal
 import tempfile
 import time
@@ -41,34 +40,105 @@ def die_with_parent(sig: int = signal.SIGKILL) -> None:
 
 def run_models(fn: Callable, args: tuple, timeout: float | None, what: str) -> list:
     """``fn(*args)`` -> ONNX model(s), computed in a child process killed after ``timeout``
-    seconds (``None`` or ``0``: no limit, run here)."""
+    seconds (``None`` or ``0``: no limit, run here).
+
+    A single-threaded process forks (fast: the child already has our modules).  A process with
+    threads (onnxruntime's or torch's pools after earlier work, a test runner) must not fork: a
+    lock held by another thread at fork time stays locked forever in the child.  It starts a
+    fresh interpreter instead, which reads ``fn`` and ``args`` (our own values) from a pickle."""
     import onnx  # noqa: PLC0415
 
     if not timeout:
         result = fn(*args)
         return list(result) if isinstance(result, (list, tuple)) else [result]
     with tempfile.TemporaryDirectory(prefix="edgeconv-child-") as tmp:
-        read_end, write_end = os.pipe()
-        parent_pid = os.getpid()
-        pid = os.fork()
-        if pid == 0:  # the child: never returns into the caller's code
-            os.close(read_end)
-            _child(fn, args, Path(tmp), write_end, parent_pid)
-        os.close(write_end)
-        status = _wait(pid, read_end, timeout, what)
+        tmp_path = Path(tmp)
+        if _single_threaded():
+            _run_forked(fn, args, tmp_path, timeout, what)
+        else:
+            _run_spawned(fn, args, tmp_path, timeout, what)
+        status = _read_status(tmp_path)
         if status.get("error") is not None:
             raise _error(status)
-        return [onnx.load(str(Path(tmp) / name), load_external_data=True) for name in status["files"]]
+        return [onnx.load(str(tmp_path / name), load_external_data=True) for name in status["files"]]
 
 
-def _child(fn, args, tmp: Path, write_end: int, parent_pid: int) -> None:
-    code = 0
+def _single_threaded() -> bool:
     try:
-        signal.signal(signal.SIGINT, signal.SIG_DFL)
-        signal.signal(signal.SIGTERM, signal.SIG_DFL)
-        die_with_parent()
-        if os.getppid() != parent_pid:  # the parent died before prctl took effect
-            os._exit(1)
+        return len(os.listdir("/proc/self/task")) == 1
+    except OSError:
+        return False
+
+
+def _run_forked(fn, args, tmp: Path, timeout: float, what: str) -> None:
+    parent_pid = os.getpid()
+    pid = os.fork()
+    if pid == 0:  # the child: never returns into the caller's code
+        code = 1
+        try:
+            signal.signal(signal.SIGINT, signal.SIG_DFL)
+            signal.signal(signal.SIGTERM, signal.SIG_DFL)
+            die_with_parent()
+            if os.getppid() == parent_pid:  # else the parent died before prctl took effect
+                code = _compute(fn, args, tmp)
+        finally:
+            os._exit(code)
+
+    def poll():
+        done, raw = os.waitpid(pid, os.WNOHANG)
+        return None if done == 0 else raw
+
+    def kill():
+        with contextlib.suppress(ProcessLookupError):
+            os.kill(pid, signal.SIGKILL)
+        with contextlib.suppress(ChildProcessError):
+            os.waitpid(pid, 0)
+
+    _wait(poll, kill, tmp, timeout, what)
+
+
+def _run_spawned(fn, args, tmp: Path, timeout: float, what: str) -> None:
+    import pickle  # noqa: PLC0415
+    import subprocess  # noqa: PLC0415
+    import sys  # noqa: PLC0415
+
+    (tmp / "call.pickle").write_bytes(pickle.dumps((fn.__module__, fn.__qualname__, args)))
+    env = dict(os.environ)
+    package_root = str(Path(__file__).resolve().parents[1])
+    env["PYTHONPATH"] = os.pathsep.join(filter(None, [package_root, env.get("PYTHONPATH")]))
+    proc = subprocess.Popen([sys.executable, "-c", "import sys, converter.isolate as i; i._spawned_main(sys.argv[1])",
+                             str(tmp)], env=env, stdin=subprocess.DEVNULL, stdout=subprocess.DEVNULL,
+                            preexec_fn=die_with_parent, close_fds=True)
+
+    def poll():
+        code = proc.poll()
+        if code is None:
+            return None
+        return (-code & 0x7F) if code < 0 else code << 8  # as os.waitpid reports it
+
+    def kill():
+        with contextlib.suppress(ProcessLookupError):
+            proc.kill()
+        proc.wait()
+
+    _wait(poll, kill, tmp, timeout, what)
+
+
+def _spawned_main(tmp: str) -> None:
+    """Entry point of a spawned child: compute, write status.json, exit."""
+    import importlib  # noqa: PLC0415
+    import pickle  # noqa: PLC0415
+
+    signal.signal(signal.SIGINT, signal.SIG_DFL)
+    module, qualname, args = pickle.loads((Path(tmp) / "call.pickle").read_bytes())
+    fn = importlib.import_module(module)
+    for part in qualname.split("."):
+        fn = getattr(fn, part)
+    os._exit(_compute(fn, args, Path(tmp)))
+
+
+def _compute(fn, args, tmp: Path) -> int:
+    try:
         from .load import save_onnx  # noqa: PLC0415
 
         result = fn(*args)
@@ -86,44 +156,41 @@ def _child(fn, args, tmp: Path, write_end: int, parent_pid: int) -> None:
         status = {"error": f"internal error: {type(err).__name__}: {err}", "exit_code": EXIT_INTERNAL,
                   "kind": "EdgeconvError"}
     try:
-        with os.fdopen(write_end, "w") as pipe:
-            pipe.write(json.dumps(status))
+        (tmp / "status.json.tmp").write_text(json.dumps(status))
+        os.replace(tmp / "status.json.tmp", tmp / "status.json")
     except BaseException:  # noqa: BLE001
-        code = 1
-    os._exit(code)
+        return 1
+    return 0
 
 
-def _wait(pid: int, read_end: int, timeout: float, what: str) -> dict:
+def _wait(poll, kill, tmp: Path, timeout: float, what: str) -> None:
+    """Wait in Python (so SIGINT/SIGTERM handlers run) until the child exits; kill it on timeout
+    or when the wait is interrupted.  Leaves status.json in ``tmp`` (or explains the death)."""
     deadline = time.monotonic() + timeout
-    chunks: list[bytes] = []
-    finished = False
+    raw = None
     try:
-        while True:
-            left = deadline - time.monotonic()
-            if left <= 0:
+        while raw is None:
+            raw = poll()
+            if raw is not None:
+                break
+            if time.monotonic() >= deadline:
                 raise TimedOut(f"{what} did not finish within {timeout:g} s (--timeout); it was stopped")
-            ready, _, _ = select.select([read_end], [], [], min(left, 0.2))
-            if ready:
-                data = os.read(read_end, 1 << 16)
-                if not data:  # the child closed its end: finished or died
-                    break
-                chunks.append(data)
-        _, raw = os.waitpid(pid, 0)
-        finished = True
+            time.sleep(0.05)
     finally:
-        os.close(read_end)
-        if not finished:  # timeout, Ctrl-C or SIGTERM in the parent: stop the child for good
-            with contextlib.suppress(ProcessLookupError):
-                os.kill(pid, signal.SIGKILL)
-            with contextlib.suppress(ChildProcessError):
-                os.waitpid(pid, 0)
-    if chunks:
-        return json.loads(b"".join(chunks))
+        if raw is None:  # timeout, Ctrl-C or SIGTERM in the parent: stop the child for good
+            kill()
+    if (tmp / "status.json").exists():
+        return
     if os.WIFSIGNALED(raw):
         name = signal.Signals(os.WTERMSIG(raw)).name
-        return {"error": f"{what} crashed (the process died of {name})", "exit_code": 2, "kind": "BadInput"}
-    return {"error": f"{what} ended without a result (exit status {os.WEXITSTATUS(raw)})", "exit_code": 2,
-            "kind": "BadInput"}
+        message = f"{what} crashed (the process died of {name})"
+    else:
+        message = f"{what} ended without a result (exit status {os.WEXITSTATUS(raw)})"
+    (tmp / "status.json").write_text(json.dumps({"error": message, "exit_code": 2, "kind": "BadInput"}))
+
+
+def _read_status(tmp: Path) -> dict:
+    return json.loads((tmp / "status.json").read_text())
 
 
 def _error(status: dict) -> EdgeconvError:

@@ -86,7 +86,59 @@ def infer_shapes(model: onnx.ModelProto, **kwargs) -> onnx.ModelProto:
     return result
 
 
+def on_light_copy(model: onnx.ModelProto, transform) -> onnx.ModelProto:
+    """``transform(model)`` run on the light copy, the weights put back afterwards: for
+    whole-model passes that read no weight values (the opset converter), so that they never
+    serialize, parse and copy the weights (five copies of them at once for the converter)."""
+    light, added = light_copy(model)
+    out = transform(light)
+    if len(light.graph.initializer) == len(model.graph.initializer):
+        return out
+    added_names = set(added)
+    result = onnx.ModelProto()
+    _copy_fields(out, result, skip=("graph",))
+    _copy_fields(out.graph, result.graph, skip=("initializer", "input"))
+    result.graph.input.extend(i for i in out.graph.input if i.name not in added_names)
+    transformed = {t.name: t for t in out.graph.initializer}
+    for tensor in model.graph.initializer:  # the original order, then what the pass added
+        result.graph.initializer.append(transformed.pop(tensor.name, tensor))
+    result.graph.initializer.extend(transformed.values())
+    return result
+
+
 def check_structure(model: onnx.ModelProto) -> None:
     """``onnx.checker.check_model`` on the light copy: every node, type and opset is checked;
     the large weights' bytes are not (load checked them, or an exporter wrote them)."""
     onnx.checker.check_model(light_copy(model)[0])
+
+
+#: Initializers at least this big are handed to onnxruntime as arrays, not serialized.
+MIN_IN_MEMORY_BYTES = 4096
+#: Element types numpy and onnxruntime's OrtValue share (bfloat16 and the float8s stay inline).
+_IN_MEMORY_TYPES = {onnx.TensorProto.FLOAT, onnx.TensorProto.FLOAT16, onnx.TensorProto.DOUBLE,
+                    onnx.TensorProto.INT8, onnx.TensorProto.UINT8, onnx.TensorProto.INT16,
+                    onnx.TensorProto.INT32, onnx.TensorProto.INT64, onnx.TensorProto.BOOL}
+
+
+def without_weight_bytes(model: onnx.ModelProto, min_bytes: int = MIN_IN_MEMORY_BYTES):
+    """(serialized model whose large initializers are external-data stubs, {name: array}).
+
+    onnxruntime's ``SessionOptions.add_external_initializers`` supplies the arrays for the stubs,
+    so a session never needs the 45 MB of a ResNet-18 serialized into one more bytes object."""
+    import numpy as np  # noqa: PLC0415
+
+    shell = onnx.ModelProto()
+    _copy_fields(model, shell, skip=("graph",))
+    _copy_fields(model.graph, shell.graph, skip=("initializer",))
+    arrays = {}
+    for tensor in model.graph.initializer:
+        raw = tensor.raw_data if tensor.data_location != onnx.TensorProto.EXTERNAL else b""
+        if len(raw) < min_bytes or tensor.data_type not in _IN_MEMORY_TYPES:
+            shell.graph.initializer.append(tensor)
+            continue
+        stub = shell.graph.initializer.add(name=tensor.name, data_type=tensor.data_type, dims=tensor.dims,
+                                           data_location=onnx.TensorProto.EXTERNAL)
+        stub.external_data.add(key="location", value=f"edgeconv-in-memory:{len(arrays)}")
+        dtype = onnx.helper.tensor_dtype_to_np_dtype(tensor.data_type)
+        arrays[tensor.name] = np.frombuffer(raw, dtype=dtype).reshape(tuple(tensor.dims))
+    return shell.SerializeToString(), arrays

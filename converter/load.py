@@ -78,8 +78,9 @@ def load_model(
         from .isolate import DEFAULT_TIMEOUT, run_models  # noqa: PLC0415
 
         if not zipfile.is_zipfile(path):
-            kind = "an ExportedProgram" if suffix in EXPORTED_PROGRAM_SUFFIXES else "a TorchScript or torch.save"
-            raise BadInput(f"{path}: not {kind} archive (not a zip archive)")
+            kind = "an ExportedProgram archive" if suffix in EXPORTED_PROGRAM_SUFFIXES else \
+                "a TorchScript archive or torch.save file"
+            raise BadInput(f"{path}: not {kind} (not a zip archive)")
         if importlib.util.find_spec("torch") is None:
             raise MissingExtra("torch", "loading PyTorch files")
         # Before torch reads anything: no pickle in the archive may name a callable we do not know.

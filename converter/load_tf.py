@@ -123,8 +123,8 @@ def refuse_code_ops(path: Path, graphs: list) -> None:
         nodes = list(graph.node) + [n for f in graph.library.function for n in f.node_def]
         for node in nodes:
             if node.op in CODE_OPS:
-                raise BadInput(f"{path}: node '{node.name}' is a {node.op} op, which runs Python code or touches "
-                               "files when TensorFlow loads or runs the graph; edgeconv refuses it. Pass "
+                raise BadInput(f"{path}: node '{node.name}' ({node.op}) runs Python code or touches files when "
+                               "TensorFlow loads or runs the graph; edgeconv refuses it. Pass "
                                "--trust-pickle only if you trust the file")
 
 

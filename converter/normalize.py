@@ -140,7 +140,7 @@ def _fold_constants(graph: gs.Graph, limit: int = FOLD_LIMIT_BYTES) -> list[str]
 
     graph.fold_constants(error_ok=True, size_threshold=limit, should_exclude_node=too_big)
     graph.cleanup(remove_unused_graph_inputs=False)
-    return skipped
+    return list(dict.fromkeys(skipped))  # graphsurgeon asks about a node more than once
 
 
 def unfolded_note(skipped: list[str]) -> str:
@@ -188,7 +188,8 @@ def _to_canonical_opset(model: onnx.ModelProto) -> onnx.ModelProto:
     if opset == CANONICAL_OPSET:
         return _upgrade_ir_version(model)
     try:
-        converted = onnx.version_converter.convert_version(model, CANONICAL_OPSET)
+        converted = light_model.on_light_copy(
+            model, lambda light: onnx.version_converter.convert_version(light, CANONICAL_OPSET))
     except Exception as err:  # the converter raises bare RuntimeErrors with C++ text
         first = str(err).strip().splitlines()[0] if str(err).strip() else type(err).__name__
         raise BadInput(f"cannot convert opset {opset} to {CANONICAL_OPSET}: {first}") from None

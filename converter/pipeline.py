@@ -13,8 +13,9 @@ own module; this file only sequences them, times them, and decides the outcome:
   stands in for the framework could not run the file (give a real runtime: ``--runtime``),
 * bad input / missing extra / internal errors propagate as :mod:`converter.errors` exceptions.
 
-Everything lands in ``out_dir`` atomically: files are produced in a temp directory and moved in
-only when the port finished (successfully or with a complete, failing verification report).
+Everything lands in ``out_dir`` atomically: files are produced in a temp directory beside it,
+which replaces ``out_dir`` as a whole only when the port finished (successfully or with a
+complete, failing verification report); see :func:`converter.fsutil.replace_output_dir`.
 """
 
 from __future__ import annotations
@@ -29,7 +30,7 @@ from typing import Any
 from . import __version__
 from .errors import (EXIT_NEEDS_CUSTOM, EXIT_OK, EXIT_UNSUPPORTED, EXIT_UNVERIFIED, EXIT_VERIFY_FAILED, BadInput,
                      Unsupported)
-from .fsutil import atomic_output_dir, atomic_write_text, sha256_file
+from .fsutil import atomic_write_text, replace_output_dir, sha256_file
 
 STATUS_EXIT = {"ok": EXIT_OK, "unsupported": EXIT_UNSUPPORTED, "verify_failed": EXIT_VERIFY_FAILED,
                "needs_custom": EXIT_NEEDS_CUSTOM, "unverified": EXIT_UNVERIFIED}
@@ -156,7 +157,7 @@ def port(model_path: str, opts: PortOptions, progress=None, preloaded=None) -> P
     if Path(model_path).is_file():
         report["model_sha256"] = sha256_file(model_path)
     out_dir = Path(opts.out_dir)
-    with atomic_output_dir(out_dir) as tmp:
+    with replace_output_dir(out_dir) as tmp:
         if preloaded:  # loaded once for several targets; the caller may pass the time it took
             original, model = preloaded[:2]
             timer.timings["load+normalize"] = preloaded[2] if len(preloaded) > 2 else 0.0
@@ -306,7 +307,7 @@ def _verify(original, normalized, final, postprocess, target, artifact, opts: Po
         target_tolerances = Tolerances(
             default=Tolerance(atol=max(suggested["atol"], tolerances.default.atol),
                               rtol=max(suggested["rtol"], tolerances.default.rtol)),
-            layer_rmse=tolerances.layer_rmse)
+            layer_rmse=tolerances.layer_rmse, noise_multiple=tolerances.noise_multiple)
     inputs = choose_inputs(normalized, opts.inputs_npz)[0] if opts.inputs_npz else None
     from .runtimes import bind  # noqa: PLC0415
 

@@ -32,6 +32,7 @@ def combinations(base, to: str, hw: str | None) -> list[tuple[str, str]]:
 
 def run_ports(model: str, base, combos, preloaded, json_out: bool) -> int:
     from rich.console import Console  # noqa: PLC0415
+    from rich.markup import escape  # noqa: PLC0415
 
     from ..pipeline import port  # noqa: PLC0415
 
@@ -41,9 +42,10 @@ def run_ports(model: str, base, combos, preloaded, json_out: bool) -> int:
     for fw, hw in combos:
         out_dir = Path(base.out_dir) / f"{fw}-{hw}" if many else Path(base.out_dir)
         opts = dataclasses.replace(base, target=fw, hw=hw, out_dir=out_dir)
-        with console.status(f"[bold]{fw}/{hw}[/]: starting") as status:
-            def progress(stage, fw=fw, hw=hw, status=status):
-                status.update(f"[bold]{fw}/{hw}[/]: {stage}")
+        label = escape(f"{fw}/{hw}")  # a matrix overlay names hardware: user text
+        with console.status(f"[bold]{label}[/]: starting") as status:
+            def progress(stage, label=label, status=status):
+                status.update(f"[bold]{label}[/]: {escape(stage)}")
             try:
                 results.append(port(model, opts, progress, preloaded))
             except EdgeconvError as err:

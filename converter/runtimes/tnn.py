@@ -71,15 +71,20 @@ class TnnRun(RealRuntime):
     framework = "tnn"
     exposes_intermediates = True
 
-    def __init__(self, path: Path):
+    def __init__(self, path: Path, device: str | None = None):
         self.path = Path(path)
+        #: ``X86`` or ``NAIVE``; None: by the artifact's hardware (:func:`device_for`).
+        self.device = device
         self.title = "TNN x86 runtime (tnn_run)"
 
+    def _device(self, hw: str) -> str:
+        return self.device or device_for(hw)
+
     def oracle_name(self, hw: str) -> str:
-        return "TNN naive runtime (tnn_run)" if device_for(hw) == "NAIVE" else self.title
+        return "TNN naive runtime (tnn_run)" if self._device(hw) == "NAIVE" else self.title
 
     def _invoke(self, proto: Path, artifact, inputs, work: Path) -> dict[str, np.ndarray]:
-        args = [str(self.path), str(proto), device_for(artifact.hw), str(work / "out")]
+        args = [str(self.path), str(proto), self._device(artifact.hw), str(work / "out")]
         for k, spec in enumerate(artifact.meta["inputs"]):
             if spec["name"] not in inputs:
                 raise BadInput(f"missing input '{spec['name']}' for the TNN model")
@@ -116,7 +121,8 @@ class TnnRun(RealRuntime):
         mapping = artifact.meta.get("blob_map", {})
         net = read(proto, weights)
         records = proto.read_text(encoding="utf-8").split("\n")
-        wanted = [b for layer in net.layers for b in layer.outputs if b in mapping]
+        fused = _fused_away(net.layers)
+        wanted = [b for layer in net.layers for b in layer.outputs if b in mapping and b not in fused]
         outputs = list(dict.fromkeys([*(o["tnn_name"] for o in artifact.meta["outputs"]), *wanted]))
         records[3] = f'"{" ".join(outputs)} ,"'
         found = Intermediates("tnn", layer_count=len(net.layers))
@@ -132,6 +138,21 @@ class TnnRun(RealRuntime):
                 if entry is not None and blob in values:
                     found.add(entry["onnx"], values[blob], layer.type_str, layer.name, blob, entry["dtype"])
         return found
+
+
+#: TNN's net optimizers fold these layers into a preceding convolution (net_optimizer_fuse_conv_post.cc,
+#: net_optimizer_fuse_conv_add.cc) without checking whether the convolution's output is a net
+#: output, so such a blob must not be exposed (the runtime crashes on it); it is fused away anyway.
+_FUSED_AFTER_CONV = {"ReLU", "ReLU6", "Sigmoid", "Swish", "Add"}
+_CONV_TYPES = {"Convolution", "Deconvolution", "Convolution3D", "Deconvolution3D", "Convolution1D"}
+
+
+def _fused_away(layers) -> set[str]:
+    gone = set()
+    for prev, cur in zip(layers, layers[1:]):
+        if prev.type_str in _CONV_TYPES and cur.type_str in _FUSED_AFTER_CONV and prev.outputs[0] in cur.inputs:
+            gone.add(prev.outputs[0])
+    return gone
 
 
 class TnnTest(RealRuntime):
