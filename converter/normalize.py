@@ -91,9 +91,7 @@ def _normalize(model: onnx.ModelProto, input_shapes, check: bool = True) -> onnx
     graph.cleanup(remove_unused_graph_inputs=False).toposort()
     # gs folding evaluates constant subgraphs with onnxruntime and turns Constant nodes into
     # initializers; shapes must be inferred first so shape-only subgraphs fold too.
-    model = _infer(to_model(graph))
-    graph = to_graph(model)
-    graph.fold_constants(error_ok=True).cleanup(remove_unused_graph_inputs=False)
+    graph = _fold_to_fixpoint(graph)
     _inline_constant_nodes(graph)
     _remove_passthrough(graph)
     graph.cleanup(remove_unused_graph_inputs=False).toposort()
@@ -102,6 +100,39 @@ def _normalize(model: onnx.ModelProto, input_shapes, check: bool = True) -> onnx
     if check:
         onnx.checker.check_model(model)
     return model
+
+
+#: Ops whose presence means shape computations are still in the graph.
+_SHAPE_OPS = frozenset({"Shape", "Size", "ConstantOfShape"})
+#: Enough rounds for the deepest shape chains seen (Swin-T: 3); each round folds every chain
+#: one inference step further.
+_MAX_FOLD_ROUNDS = 8
+
+
+def _fold_to_fixpoint(graph: gs.Graph) -> gs.Graph:
+    """Infer shapes and fold constants, again and again, until the graph stops shrinking.
+
+    One round is not enough when a shape computation feeds a Reshape (or Pad, Range, Expand)
+    whose output shape inference cannot know until that computation is a constant: Swin's window
+    partition computes ``H % window`` from ``Shape``, pads by it, reshapes by it, and the next
+    ``Shape`` reads the padded tensor.  Each round makes the next link static; with fixed input
+    shapes every such chain ends as constants.  Rounds stop as soon as no shape op and no tensor
+    of unknown shape is left, or a round changes nothing."""
+    size = None
+    for _ in range(_MAX_FOLD_ROUNDS):
+        graph = to_graph(_infer(to_model(graph)))
+        graph.fold_constants(error_ok=True).cleanup(remove_unused_graph_inputs=False)
+        if len(graph.nodes) == size or not _has_shape_work(graph):
+            break
+        size = len(graph.nodes)
+    return graph
+
+
+def _has_shape_work(graph: gs.Graph) -> bool:
+    if any(node.op in _SHAPE_OPS for node in graph.nodes):
+        return True
+    return any(t.shape is None or any(not isinstance(d, int) for d in t.shape)
+               for node in graph.nodes for t in node.outputs)
 
 
 def _to_canonical_opset(model: onnx.ModelProto) -> onnx.ModelProto:
