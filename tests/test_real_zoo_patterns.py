@@ -195,3 +195,42 @@ def test_mace_nhwc_constant_in_the_real_runtime(tmp_path):
     ref = ort.InferenceSession(model.SerializeToString()).run(None, {"x": x})[0]
     got = mace_run(art, {"x": x}, tmp_path / "run")["y"]
     assert float(np.abs(got - ref).max()) < 1e-5
+
+
+def test_torchscript_with_fused_attention_loads_through_the_second_route(tmp_path):
+    """nn.MultiheadAttention traced in eval mode under no_grad records
+    aten::_native_multi_head_attention (torchvision's ViT-B/16 does), which the TorchScript ONNX
+    exporter cannot export; the loader converts the TorchScript graph to an ExportedProgram,
+    decomposes the fused op and exports that.  Same interface names as the first route."""
+    from torch import nn
+
+    from converter.load import load_model
+
+    class Encoder(nn.Module):
+        def __init__(self):
+            super().__init__()
+            self.norm = nn.LayerNorm(16)
+            self.attention = nn.MultiheadAttention(16, 2, batch_first=True)
+            self.head = nn.Linear(16, 4)
+
+        def forward(self, tokens):
+            y = self.norm(tokens)
+            a, _ = self.attention(y, y, y, need_weights=False)
+            return self.head(tokens + a)
+
+    torch.manual_seed(0)
+    model = Encoder().eval()
+    x = torch.randn(1, 5, 16)
+    with torch.no_grad():
+        traced = torch.jit.trace(model, x)
+        assert "_native_multi_head_attention" in str(traced.inlined_graph)
+        ref = model(x).numpy()
+    path = tmp_path / "encoder.pt"
+    traced.save(str(path))
+    onnx_model = load_model(path, {"": (1, 5, 16)})
+    assert [i.name for i in onnx_model.graph.input] == ["tokens"]
+    assert [o.name for o in onnx_model.graph.output] == ["output"]
+    ops = Counter(n.op_type for n in onnx_model.graph.node)
+    assert ops["Softmax"] == 1 and not any("Attention" in op for op in ops)
+    got = ort.InferenceSession(onnx_model.SerializeToString()).run(None, {"tokens": x.numpy()})[0]
+    assert float(np.abs(got - ref).max()) < 1e-5
