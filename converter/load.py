@@ -305,10 +305,33 @@ def _export(torch, module, args, input_names, path, dynamo: bool) -> onnx.ModelP
 def _output_names(torch, module, args) -> list[str]:
     """``output``, or ``output_0``, ``output_1``, ...: TorchScript keeps no output names, and the
     TorchScript-based exporter would otherwise number them after internal values ("68")."""
+    count = _scripted_output_count(module)
+    if count is not None:  # the signature says it: no need to run the model (0.5 s for a ResNet-18)
+        return ["output"] if count == 1 else [f"output_{i}" for i in range(count)]
     with torch.no_grad():
         result = module(*args)
     count = len(torch.utils._pytree.tree_leaves(result))
     return ["output"] if count == 1 else [f"output_{i}" for i in range(count)]
+
+
+def _scripted_output_count(module) -> int | None:
+    """How many tensors a TorchScript module's ``forward`` returns, from its schema (tensors and
+    nested tuples of them); None when the schema cannot say (lists, dicts, not scripted)."""
+    try:
+        returns = module.forward.schema.returns
+    except Exception:  # noqa: BLE001 - not a ScriptModule: run it instead
+        return None
+
+    def leaves(t):
+        if t.kind() == "TensorType":
+            return 1
+        if t.kind() == "TupleType":
+            counts = [leaves(e) for e in t.elements()]
+            return None if None in counts else sum(counts)
+        return None
+
+    counts = [leaves(r.type) for r in returns]
+    return None if not counts or None in counts else sum(counts)
 
 
 @contextlib.contextmanager

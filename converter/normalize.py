@@ -21,6 +21,7 @@ import onnx_graphsurgeon as gs
 
 from .errors import BadInput
 from .graph import CANONICAL_OPSET, model_opset, to_graph, to_model, unique_name
+from . import light_model
 
 # Characters the edge formats cannot carry in a name (TNN splits on ',', '"', ' ' and ':').
 _UNSAFE = str.maketrans({c: "_" for c in ' ,":;/\\()[]{}<>\'#'})
@@ -102,7 +103,7 @@ def _normalize(model: onnx.ModelProto, input_shapes, check: bool = True) -> onnx
         graph.__dict__.setdefault("metadata", {})[UNFOLDED_NOTE_KEY] = unfolded_note(unfolded)
     model = _infer(to_model(graph, CANONICAL_OPSET))
     if check:
-        onnx.checker.check_model(model)
+        light_model.check_structure(model)  # the weights' bytes were checked at load
     return model
 
 
@@ -187,7 +188,8 @@ def _to_canonical_opset(model: onnx.ModelProto) -> onnx.ModelProto:
     if opset == CANONICAL_OPSET:
         return _upgrade_ir_version(model)
     try:
-        converted = onnx.version_converter.convert_version(model, CANONICAL_OPSET)
+        converted = light_model.on_light_copy(
+            model, lambda light: onnx.version_converter.convert_version(light, CANONICAL_OPSET))
     except Exception as err:  # the converter raises bare RuntimeErrors with C++ text
         first = str(err).strip().splitlines()[0] if str(err).strip() else type(err).__name__
         raise BadInput(f"cannot convert opset {opset} to {CANONICAL_OPSET}: {first}") from None
@@ -209,7 +211,7 @@ def _upgrade_ir_version(model: onnx.ModelProto) -> onnx.ModelProto:
 
 def _infer(model: onnx.ModelProto) -> onnx.ModelProto:
     try:
-        return onnx.shape_inference.infer_shapes(model, check_type=False, strict_mode=False, data_prop=True)
+        return light_model.infer_shapes(model, check_type=False, strict_mode=False, data_prop=True)
     except Exception:  # very large models: fall back to the uninferred graph
         return model
 

@@ -27,6 +27,8 @@ from .reports import write_html_index, write_junit
 
 JOB_FILE = "job.json"
 EXIT_BATCH_FAILED = 6
+#: Statuses of a port that finished (its directory is complete); only "ok" passes.
+PORT_STATUSES = ("ok", "unsupported", "verify_failed", "needs_custom", "unverified")
 
 
 @dataclass
@@ -35,12 +37,14 @@ class JobResult:
     model: str
     target: str
     hw: str
-    status: str  # ok | unsupported | verify_failed | bad_input | error | interrupted
+    status: str  # ok | unsupported | verify_failed | needs_custom | unverified | bad_input | error | interrupted
     exit_code: int
     reason: str = ""
     seconds: float = 0.0
     cached: bool = False
     files: list[str] = field(default_factory=list)
+    #: What judged the target stage ("TNN x86 runtime (tnn_run)", "edgeconv MACE reader (...)").
+    oracle: str = ""
 
     @property
     def passed(self) -> bool:
@@ -102,7 +106,7 @@ def _cached_result(job: Job, key: str, out_dir: Path) -> JobResult | None:
         data = json.loads(record.read_text())
     except (OSError, ValueError):
         return None
-    if data.get("cache_key") != key or data.get("status") not in ("ok", "unsupported", "verify_failed"):
+    if data.get("cache_key") != key or data.get("status") not in PORT_STATUSES:
         return None
     result = JobResult(**data["result"])
     result.cached = True
@@ -126,7 +130,7 @@ def run_job(job: Job, out_dir: str, key: str) -> dict[str, Any]:
         tolerances=e.get("tolerances"), command_line=f"edgeconv batch (job {job.id})",
         quantize=e.get("quantize"), calibration=e.get("calibration"),
         calibration_method=e.get("calibration_method", "minmax"), per_tensor=bool(e.get("per_tensor")),
-        preprocess=e.get("preprocess"),
+        preprocess=e.get("preprocess"), runtimes=dict(e.get("runtimes") or {}),
     )
     start = time.perf_counter()
     result = JobResult(job.id, job.model_name, job.target, job.hw, "error", 70)
@@ -134,13 +138,14 @@ def run_job(job: Job, out_dir: str, key: str) -> dict[str, Any]:
         port_result = port(str(job.model_path), opts)
         result.status, result.exit_code, result.reason = port_result.status, port_result.exit_code, port_result.reason
         result.files = port_result.files
+        result.oracle = port_result.oracle
     except EdgeconvError as err:
         result.status = "bad_input" if err.exit_code == 2 else "error"
         result.exit_code, result.reason = err.exit_code, str(err)
     except Exception as err:  # noqa: BLE001 - one failing job never stops the others
         result.reason = f"internal error: {type(err).__name__}: {err}"
     result.seconds = round(time.perf_counter() - start, 3)
-    if result.status in ("ok", "unsupported", "verify_failed"):
+    if result.status in PORT_STATUSES:
         partial.mkdir(parents=True, exist_ok=True)
         atomic_write_text(partial / JOB_FILE, json.dumps({"cache_key": key, "status": result.status,
                                                           "result": asdict(result)}, indent=2, sort_keys=True))
@@ -162,10 +167,20 @@ def _clean_stale(out_dir: Path) -> None:
 
 
 def run_batch(manifest_path: str | Path, out_dir: str | Path | None = None, jobs: int = 1, force: bool = False,
-              executor: str = "process", address: str | None = None, progress=None) -> BatchResult:
+              executor: str = "process", address: str | None = None, progress=None,
+              runtimes: dict[str, str] | None = None) -> BatchResult:
+    """``runtimes``: ``--runtime`` flags (framework -> path), over the manifest's ``runtimes:``
+    and the EDGECONV_*_RUNTIME variables; the chosen paths are part of each job's cache key."""
     from ..matrix import DEFAULT_MATRIX  # noqa: PLC0415
+    from ..runtimes import ENV, chosen_path, validate  # noqa: PLC0415
 
     manifest = load_manifest(manifest_path)
+    for job in manifest.jobs:
+        chosen = {fw: p for fw in ENV if (p := chosen_path(fw, {**(job.entry.get("runtimes") or {}),
+                                                                 **(runtimes or {})}))}
+        if chosen:
+            validate(chosen)
+            job.entry["runtimes"] = {fw: str(Path(p).resolve()) for fw, p in sorted(chosen.items())}
     progress = _never_raises(progress)
     out = Path(out_dir).resolve() if out_dir else manifest.output
     out.mkdir(parents=True, exist_ok=True)

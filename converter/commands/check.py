@@ -30,12 +30,14 @@ def register(app: typer.Typer) -> None:
         json_out: bool = Json,
     ) -> None:
         """Check every node against the op support matrix (exit 3 when something is unsupported)."""
-        from ..check import check_targets, results_to_json  # noqa: PLC0415
+        from ..check import add_fallback, check_targets, results_to_json  # noqa: PLC0415
         from ..errors import EXIT_UNSUPPORTED  # noqa: PLC0415
 
         m = matrix.load()
         pairs = m.resolve_targets(to, hw_or_default(m, to, hw))
-        results = check_targets(source.normalized(require_static=False), pairs, m)
+        model = source.normalized(require_static=False)
+        results = check_targets(model, pairs, m)
+        add_fallback(results, model, m)
         if json_out:
             import json  # noqa: PLC0415
 
@@ -75,6 +77,20 @@ def _print_one(result, model: str) -> None:
     for issue in result.model_issues:
         console.print(f"[{_STYLE[issue.status]}]model: {escape(issue.reason)}[/]")
     console.print(escape(result.summary()), highlight=False)
+    _print_fallback(console, result)
+
+
+def _print_fallback(console, result) -> None:
+    fb = result.fallback
+    if fb is None:
+        return
+    if fb["to"] is None:
+        console.print(f"fallback: none ({fb['reason']})", highlight=False, markup=False)
+    elif fb["partitions"]:
+        console.print(f"fallback to {fb['to']}: {fb['partitions']['summary']}", highlight=False, markup=False)
+    else:
+        console.print(f"fallback to {fb['to']}: not needed after rewrites, or {fb['to']} cannot run the rest either",
+                      highlight=False, markup=False)
 
 
 def _print_many(results, model: str) -> None:
@@ -104,5 +120,8 @@ def _print_many(results, model: str) -> None:
             console.print(f"    {escape(reason)}", highlight=False)
         for issue in r.model_issues:
             console.print(f"    model: {escape(issue.reason)}", highlight=False)
+        if r.fallback and r.fallback["partitions"]:
+            console.print(f"    fallback to {r.fallback['to']}: {r.fallback['partitions']['summary']}",
+                          highlight=False, markup=False)
     ok = sum(r.ok for r in results)
     console.print(f"{ok} of {len(results)} framework/hardware targets run the whole model", highlight=False)

@@ -64,6 +64,10 @@ Rtol = typer.Option(None, "--rtol", help="Relative tolerance per element (defaul
 Tolerances = typer.Option(None, "--tolerances", metavar="YAML",
                           help="Tolerance profile (YAML: atol, rtol, layer_rmse, outputs: {name: {atol, rtol}}).")
 Seed = typer.Option(0, "--seed", help="Seed of the random verification inputs.")
+Runtime = typer.Option(None, "--runtime", metavar="FW=PATH",
+                       help="Judge the target stage with a real runtime: tnn=PATH (tnn_run, TNNTest or a TNN build "
+                            "dir), mace=PATH (mace_run). Repeatable; default from EDGECONV_TNN_RUNTIME / "
+                            "EDGECONV_MACE_RUNTIME, else edgeconv's built-in readers.")
 
 # Quantization (``port``; the batch manifest has the same keys, see converter/batch/manifest.py).
 Quantize = typer.Option(None, "--quantize", metavar="MODE",

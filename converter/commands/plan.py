@@ -1,7 +1,8 @@
 """``edgeconv plan MODEL --to T --hw H``: per node, the verdict, the chosen remedy and why.
 
 Remedies: supported, rewrite (a chain of exact/approximate rules), retrain (the chain changes
-the architecture; weights are fitted), postprocess (trailing: generated code), custom (a custom
+the architecture; weights are fitted), fallback (the runtime runs it on its fallback unit; the
+partitions it makes are printed), postprocess (trailing: generated code), custom (a custom
 layer must be written).  Exit 0 when no node needs a custom layer, else 3; ``--json`` prints
 ``{"model": ..., "plans": [Plan.to_json(), ...]}``.
 """
@@ -15,7 +16,7 @@ import typer
 from .options import (Framework, HardwareOrAll, Json, MatrixSource, ModelSource, hw_or_default, matrix_options,
                       model_options, stdout_console)
 
-_STYLE = {"supported": "green", "rewrite": "cyan", "retrain": "magenta", "postprocess": "yellow",
+_STYLE = {"supported": "green", "rewrite": "cyan", "retrain": "magenta", "fallback": "blue", "postprocess": "yellow",
           "custom": "bold red", "unsupported": "bold red"}
 
 
@@ -67,3 +68,5 @@ def _print_plan(plan, model: str, all_nodes: bool) -> None:
         console.print(table)
     counts = ", ".join(f"{len(plan.by_remedy(r))} {r}" for r in _STYLE if plan.by_remedy(r))
     console.print(escape(f"{plan.framework}/{plan.hw}: {len(plan.entries)} nodes: {counts}"), highlight=False)
+    if plan.partitions is not None:
+        console.print(f"partitions: {plan.partitions.summary()}", highlight=False, markup=False)

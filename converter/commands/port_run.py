@@ -88,4 +88,5 @@ def _internal(err: Exception) -> EdgeconvError:
 
 def _result_json(r) -> dict:
     return {"target": r.target, "hw": r.hw, "status": r.status, "exit_code": r.exit_code, "reason": r.reason,
+            "oracle": r.oracle,
             "out_dir": str(r.out_dir), "files": r.files, "timings": r.timings}

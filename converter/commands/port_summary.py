@@ -6,7 +6,8 @@ from collections import Counter
 
 from rich.markup import escape  # model, op, file names and reasons are user text, never markup
 
-_STATUS_STYLE = {"ok": "green", "unsupported": "yellow", "verify_failed": "red"}
+_STATUS_STYLE = {"ok": "green", "unsupported": "yellow", "verify_failed": "red", "needs_custom": "yellow",
+                 "unverified": "yellow"}
 
 
 def print_one(console, result) -> None:
@@ -23,6 +24,9 @@ def print_one(console, result) -> None:
     remedies = Counter(e.get("remedy") for e in rep.get("plan", {}).get("entries", []))
     remedies.pop("supported", None)
     table.add_row("remedies", escape(", ".join(f"{k}: {v}" for k, v in sorted(remedies.items())) or "none needed"))
+    partitions = rep.get("plan", {}).get("partitions")
+    if partitions:
+        table.add_row("partitions", escape(partitions["summary"]))
     rules = Counter(a["rule"] for a in rep.get("applied_rules", []))
     if rules:
         table.add_row("rules applied", escape(", ".join(f"{k} ×{v}" for k, v in sorted(rules.items()))))
@@ -32,6 +36,8 @@ def print_one(console, result) -> None:
         table.add_row("quantization", escape(summary_line(rep["quantization"])))
     table.add_row("files", escape("\n".join(result.files)))
     table.add_row("timings", ", ".join(f"{k} {v:.2f}s" for k, v in result.timings.items()))
+    if getattr(result, "oracle", ""):
+        table.add_row("judged by", escape(result.oracle))
     style = _STATUS_STYLE.get(result.status, "red")
     table.add_row("result", f"[{style}]{result.status}[/]" + (f": {escape(result.reason)}" if result.reason else ""))
     console.print(table)
@@ -46,16 +52,20 @@ def print_many(console, results, failures) -> None:
 
     console.print("Where can this model run?")
     table = Table()
-    for col in ("framework", "hardware", "result", "remedies", "why not"):
+    for col in ("framework", "hardware", "result", "judged by", "remedies", "why not"):
         table.add_column(col, overflow="fold")
     for r in results:
         remedies = Counter(e.get("remedy") for e in r.report.get("plan", {}).get("entries", []))
         remedies.pop("supported", None)
         style = _STATUS_STYLE.get(r.status, "red")
-        table.add_row(escape(r.target), escape(r.hw), f"[{style}]{r.status}[/]",
-                      escape(", ".join(f"{k}: {v}" for k, v in sorted(remedies.items())) or "-"), escape(r.reason))
+        partitions = r.report.get("plan", {}).get("partitions")
+        split = f"\n{partitions['accelerator_partitions']} {r.hw} partition(s), {partitions['mac_share']:.0%} of MACs" \
+            if partitions else ""
+        table.add_row(escape(r.target), escape(r.hw), f"[{style}]{r.status}[/]", escape(getattr(r, "oracle", "") or "-"),
+                      escape((", ".join(f"{k}: {v}" for k, v in sorted(remedies.items())) or "-") + split),
+                      escape(r.reason))
     for fw, hw, err in failures:
-        table.add_row(escape(fw), escape(hw), "[red]error[/]", "-", escape(str(err)))
+        table.add_row(escape(fw), escape(hw), "[red]error[/]", "-", "-", escape(str(err)))
     console.print(table)
     ok = sum(r.status == "ok" for r in results)
     console.print(f"{ok} of {len(results) + len(failures)} framework × hardware combinations work.")

@@ -34,7 +34,9 @@ def read_yaml_with_lines(path: Path) -> tuple[Any, Lines]:
     except UnicodeDecodeError:
         raise MatrixFileError(f"{path}: not a YAML file (not UTF-8 text)") from None
     try:
-        root = yaml.compose(text, Loader=yaml.SafeLoader)
+        # libyaml's parser, when PyYAML was built with it, composes the same nodes and marks
+        # ~15x faster than the pure-Python one (0.17 s of every port for the packaged matrix).
+        root = yaml.compose(text, Loader=getattr(yaml, "CSafeLoader", yaml.SafeLoader))
     except yaml.YAMLError as err:
         mark = getattr(err, "problem_mark", None)
         where = f"{path.name}:{mark.line + 1}" if mark else str(path)
