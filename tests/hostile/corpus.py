@@ -28,7 +28,7 @@ import numpy as np
 import onnx
 from onnx import TensorProto, helper, numpy_helper
 
-OK, BAD, UNSUPPORTED, TIMEOUT = 0, 2, 3, 9
+OK, BAD, UNSUPPORTED, NEEDS_CUSTOM, TIMEOUT = 0, 2, 3, 7, 9
 
 
 @dataclass
@@ -242,8 +242,9 @@ def build_corpus(root: Path, seed: int = 0, torch_files: bool = True, tf_files: 
     add("plain_directory", "not_a_savedmodel", BAD)
     unknown = _model([helper.make_node("Frobnicate", ["x"], ["y"], domain="com.hostile")],
                      [_vi("x", [1, 4])], [_vi("y", [1, 4])], domains=["com.hostile"])
-    # An op no framework knows becomes a custom-layer scaffold: the port succeeds.
-    add("unknown_op", save(unknown, "unknown_op.onnx"), {"inspect": OK, "check": UNSUPPORTED, "port": OK})
+    # An op no framework knows becomes a custom-layer scaffold: files written, kernels to write.
+    add("unknown_op", save(unknown, "unknown_op.onnx"),
+        {"inspect": OK, "check": UNSUPPORTED, "port": NEEDS_CUSTOM})
     outside = relu_model()
     weight = onnx.TensorProto(name="w", data_type=TensorProto.FLOAT, dims=[4])
     weight.data_location = TensorProto.EXTERNAL
@@ -345,5 +346,6 @@ def build_corpus(root: Path, seed: int = 0, torch_files: bool = True, tf_files: 
     add("markup_in_names_and_path", save(names, "markup[/x].onnx"), OK)
     markup_op = _model([helper.make_node("Op[/x]", ["x"], ["y"], domain="com.hostile")],
                        [_vi("x", [1, 4])], [_vi("y", [1, 4])], domains=["com.hostile"])
-    add("markup_in_op_type", save(markup_op, "markup_op.onnx"), {"inspect": OK, "check": UNSUPPORTED, "port": OK})
+    add("markup_in_op_type", save(markup_op, "markup_op.onnx"),
+        {"inspect": OK, "check": UNSUPPORTED, "port": NEEDS_CUSTOM})
     return cases
