@@ -159,7 +159,10 @@ def _run_spawned(fn, args, tmp: Path, timeout: float, what: str) -> None:
     env = dict(os.environ)
     package_root = str(Path(__file__).resolve().parents[1])
     env["PYTHONPATH"] = os.pathsep.join(filter(None, [package_root, env.get("PYTHONPATH")]))
-    proc = subprocess.Popen([sys.executable, "-c", "import sys, converter.isolate as i; i._spawned_main(sys.argv[1])",
+    # -P: the working directory (the user's, maybe holding a torch.py) is not on sys.path.
+    safe_path = ["-P"] if sys.version_info >= (3, 11) else []
+    proc = subprocess.Popen([sys.executable, *safe_path, "-c",
+                             "import sys, converter.isolate as i; i._spawned_main(sys.argv[1])",
                              str(tmp)], env=env, stdin=subprocess.DEVNULL, stdout=subprocess.DEVNULL,
                             preexec_fn=die_with_parent, close_fds=True)
 
