@@ -1,5 +1,6 @@
 """Run user model code (TorchScript ``forward``, tracing, ``torch.onnx.export``) in a child
-process with a time limit, where a signal really stops it.
+process with a time limit, where a signal really stops it; run onnxruntime inference so that a
+time limit and a signal stop it too (:func:`guarded_run`).
 
 A model whose ``forward`` loops forever keeps torch's C++ interpreter busy; Python signal
 handlers only run between bytecodes, so SIGTERM and Ctrl-C were ignored.  Here the work runs in
@@ -7,8 +8,8 @@ a forked child; the parent waits in Python (so its handlers fire), and on timeou
 SIGTERM it kills the child with SIGKILL.  The child also dies with the parent
 (``PR_SET_PDEATHSIG``), so ``kill -9`` of edgeconv leaves no orphan behind.
 
-The child hands ONNX models back as files in a private temp directory; errors come back as
-``(exit code, one line)``.
+The child hands ONNX models back as files in a private temp directory, with ``status.json``
+saying which, or the error as ``(exit code, one line)``.
 """
 
 from __future__ import annotations
@@ -29,6 +30,58 @@ from .errors import EXIT_INTERNAL, BadInput, EdgeconvError, TimedOut
 DEFAULT_TIMEOUT = 600.0
 
 _PR_SET_PDEATHSIG = 1
+
+#: The time limit of this process's runs of model code (``--timeout``; 0 = none).
+_limit = {"seconds": DEFAULT_TIMEOUT}
+
+
+def set_time_limit(seconds: float | None) -> None:
+    """``--timeout`` for everything this process runs: torch loading, onnxruntime inference."""
+    _limit["seconds"] = DEFAULT_TIMEOUT if seconds is None else float(seconds)
+
+
+def time_limit() -> float:
+    return _limit["seconds"]
+
+
+def guarded_run(sess, names, feeds: dict, what: str = "onnxruntime inference"):
+    """``sess.run(names, feeds)`` that stops after the time limit and on Ctrl-C/SIGTERM.
+
+    onnxruntime runs a graph (a Loop with a huge trip count, say) in C++ without returning to
+    Python, so neither a timer nor a signal handler could stop it.  The run happens in a worker
+    thread; this thread waits in Python and, when the time is up or a signal arrived, sets
+    ``RunOptions.terminate``, which onnxruntime checks between nodes (Loop bodies included)."""
+    import threading  # noqa: PLC0415
+
+    import onnxruntime as ort  # noqa: PLC0415
+
+    options = ort.RunOptions()
+    options.log_severity_level = 4  # the terminate flag is ours: no native error line for it
+    outcome: dict = {}
+    done = threading.Event()  # not Thread.join: a join interrupted by a signal may not wait again
+
+    def work():
+        try:
+            outcome["values"] = sess.run(names, feeds, options)
+        except BaseException as err:  # noqa: BLE001 - handed to the waiting thread
+            outcome["error"] = err
+        finally:
+            done.set()
+
+    limit = time_limit()
+    deadline = time.monotonic() + limit if limit else None
+    threading.Thread(target=work, name="edgeconv-ort", daemon=True).start()
+    try:
+        while not done.wait(0.05):
+            if deadline is not None and time.monotonic() >= deadline:
+                raise TimedOut(f"{what} did not finish within {limit:g} s (--timeout); it was stopped")
+    except BaseException:
+        options.terminate = True
+        done.wait(30)  # onnxruntime checks the flag between nodes: this is quick
+        raise
+    if "error" in outcome:
+        raise outcome["error"]
+    return outcome["values"]
 
 
 def die_with_parent(sig: int = signal.SIGKILL) -> None:
@@ -106,7 +159,10 @@ def _run_spawned(fn, args, tmp: Path, timeout: float, what: str) -> None:
     env = dict(os.environ)
     package_root = str(Path(__file__).resolve().parents[1])
     env["PYTHONPATH"] = os.pathsep.join(filter(None, [package_root, env.get("PYTHONPATH")]))
-    proc = subprocess.Popen([sys.executable, "-c", "import sys, converter.isolate as i; i._spawned_main(sys.argv[1])",
+    # -P: the working directory (the user's, maybe holding a torch.py) is not on sys.path.
+    safe_path = ["-P"] if sys.version_info >= (3, 11) else []
+    proc = subprocess.Popen([sys.executable, *safe_path, "-c",
+                             "import sys, converter.isolate as i; i._spawned_main(sys.argv[1])",
                              str(tmp)], env=env, stdin=subprocess.DEVNULL, stdout=subprocess.DEVNULL,
                             preexec_fn=die_with_parent, close_fds=True)
 

@@ -242,7 +242,9 @@ def run_onnx(model: onnx.ModelProto, feeds: dict[str, np.ndarray]) -> dict[str, 
     opts.log_severity_level = 3
     sess = ort.InferenceSession(model.SerializeToString(), opts, providers=["CPUExecutionProvider"])
     names = [o.name for o in sess.get_outputs()]
-    return dict(zip(names, sess.run(names, feeds)))
+    from .isolate import guarded_run  # noqa: PLC0415  (--timeout and Ctrl-C stop a model that never ends)
+
+    return dict(zip(names, guarded_run(sess, names, feeds)))
 
 
 def output_error(ref: dict, got: dict) -> tuple[float, float]:

@@ -474,7 +474,10 @@ def check_equivalent(original: onnx.ModelProto, normalized: onnx.ModelProto,
         except Exception as err:
             raise BadInput(f"onnxruntime cannot run the model: {str(err).strip().splitlines()[0][:300]}") from None
         names = [o.name for o in sess.get_outputs()]
-        return dict(zip(names, sess.run(None, {k: v for k, v in feeds.items() if k in {i.name for i in sess.get_inputs()}})))
+        from .isolate import guarded_run  # noqa: PLC0415  (time limit, Ctrl-C)
+
+        wanted = {i.name for i in sess.get_inputs()}
+        return dict(zip(names, guarded_run(sess, names, {k: v for k, v in feeds.items() if k in wanted})))
 
     ref, got = run(original), run(normalized)
     worst = 0.0

@@ -68,6 +68,8 @@ def pickle_globals(data: bytes) -> tuple[list[tuple[str, str]], bool]:
             if name in ("GLOBAL", "INST"):
                 module, _, attr = str(arg).partition(" ")
                 found.append((module, attr))
+            elif name in ("EXT1", "EXT2", "EXT4"):  # a global by copyreg extension code
+                found.append(("copyreg-extension", str(arg)))
             elif name == "STACK_GLOBAL":
                 module, attr = (strings[-2], strings[-1]) if len(strings) >= 2 else (None, None)
                 found.append((module or "?", attr or "?"))
@@ -100,7 +102,7 @@ _PT2_PICKLED_PREFIXES = ("custom_obj", "opaque_obj")
 
 
 def unsafe_pickles(path: Path, torchscript: bool = False) -> list[str]:
-    """``member: module.name`` for every callable outside the allowlist that a pickle inside
+    """``member calls module.name`` for every callable outside the allowlist that a pickle inside
     ``path`` (a zip archive, possibly holding zip archives: torch.save files in a .pt2) would
     import, and ``member: unreadable pickle`` for a pickle that does not parse to its end."""
     problems: list[str] = []
@@ -129,7 +131,15 @@ def _pickled_members(zf: zipfile.ZipFile) -> set[str]:
     return marked
 
 
-def _scan_zip(zf: zipfile.ZipFile, prefix: str, problems: list[str], torchscript: bool) -> None:
+#: Archives inside archives are read into memory: at most this deep and this big.
+_MAX_NESTING = 4
+_MAX_NESTED_BYTES = 4 << 30
+
+
+def _scan_zip(zf: zipfile.ZipFile, prefix: str, problems: list[str], torchscript: bool, depth: int = 0) -> None:
+    if depth > _MAX_NESTING:
+        problems.append(f"{prefix}: archives nested more than {_MAX_NESTING} deep")
+        return
     pickled = _pickled_members(zf)
     for info in zf.infolist():
         if info.is_dir():
@@ -138,14 +148,17 @@ def _scan_zip(zf: zipfile.ZipFile, prefix: str, problems: list[str], torchscript
         with zf.open(info) as member:
             head = member.read(4)
         if head[:2] == b"PK":
+            if info.file_size > _MAX_NESTED_BYTES:
+                problems.append(f"{prefix}{name}: an archive inside the archive over {_MAX_NESTED_BYTES >> 30} GiB")
+                continue
             try:
                 with zipfile.ZipFile(io.BytesIO(zf.read(info))) as inner:
-                    _scan_zip(inner, prefix + name + "!", problems, torchscript)
+                    _scan_zip(inner, prefix + name + "!", problems, torchscript, depth + 1)
             except zipfile.BadZipFile:
                 problems.append(f"{prefix}{name}: a damaged archive inside the archive")
         elif name.endswith(".pkl") or name in pickled or (name.endswith((".pt", ".pth")) and _is_pickle(head)):
             names, complete = pickle_globals(zf.read(info))
-            problems += [f"{prefix}{name}: {m}.{n}" for m, n in names if not _allowed(m, n, torchscript)]
+            problems += [f"{prefix}{name} calls {m}.{n}" for m, n in names if not _allowed(m, n, torchscript)]
             if not complete:
                 problems.append(f"{prefix}{name}: a pickle that does not parse")
 
@@ -156,10 +169,12 @@ def refuse_unsafe_pickles(path: Path, what: str, trust_pickle: bool, torchscript
         return
     try:
         problems = unsafe_pickles(path, torchscript=torchscript)
-    except (zipfile.BadZipFile, OSError, EOFError) as err:
+    except (zipfile.BadZipFile, OSError, EOFError, RuntimeError, ValueError, NotImplementedError) as err:
         raise BadInput(f"{path}: not a readable {what} ({type(err).__name__}: {err})") from None
     if problems:
         more = f" (and {len(problems) - 1} more)" if len(problems) > 1 else ""
-        raise BadInput(
-            f"{path}: the {what} holds a pickle that would run {problems[0]}{more} when loaded; "
-            "edgeconv refuses to unpickle it. Pass --trust-pickle only if you trust the file")
+        first = problems[0]
+        found = f"holds a pickle that would run {first.replace(' calls ', ': ')}" if " calls " in first else \
+            f"cannot be checked for code ({first})"
+        raise BadInput(f"{path}: the {what} {found}{more} when loaded; edgeconv refuses to unpickle it. "
+                       "Pass --trust-pickle only if you trust the file")

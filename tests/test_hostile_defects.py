@@ -137,6 +137,18 @@ def test_signal_stops_a_spinning_torchscript_forward(torch_files, tmp_path, sig,
                    for c in children), "the model's process outlived edgeconv"
 
 
+def test_sigterm_stops_onnxruntime_inside_an_endless_loop(tmp_path):
+    model = tmp_path / "loop.onnx"
+    onnx.save(hc.endless_loop_model(), model)
+    proc = subprocess.Popen([sys.executable, "-m", "converter", "normalize", str(model), "-o", str(tmp_path / "n.onnx")],
+                            stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, env=_env(), cwd=tmp_path)
+    time.sleep(6)  # imports, normalization, then the equivalence check spins in onnxruntime
+    proc.send_signal(signal.SIGTERM)
+    out, err = proc.communicate(timeout=20)
+    assert proc.returncode == 143, err
+    assert len(err.strip().splitlines()) == 1 and not (tmp_path / "n.onnx").exists()
+
+
 def test_timeout_is_exit_9_and_documented(torch_files, tmp_path):
     from converter.errors import EXIT_TIMEOUT
 

@@ -159,7 +159,15 @@ def model_options(as_option: bool = False) -> Callable:
             help="Refuse (exit 2) models whose reference inference needs more, e.g. 8G. Default: half the RAM.")),
     ]
     return _splice("source", group, lambda model, input_shape, trust_pickle, timeout, max_memory:
-                   ModelSource(model, input_shape, trust_pickle, timeout, _size(max_memory)))
+                   ModelSource(model, input_shape, trust_pickle, _timeout(timeout), _size(max_memory)))
+
+
+def _timeout(seconds: Optional[float]) -> Optional[float]:
+    """--timeout applies to everything this command runs (torch loading, onnxruntime)."""
+    from ..isolate import set_time_limit  # noqa: PLC0415
+
+    set_time_limit(seconds)
+    return seconds
 
 
 def _size(text: Optional[str]) -> Optional[int]:

@@ -56,8 +56,13 @@ def run_session(sess, inputs: dict[str, np.ndarray], output_names: list[str] | N
     if missing:
         raise BadInput(f"no value for model input(s) {', '.join(missing)}")
     names = output_names or [o.name for o in sess.get_outputs()]
+    from ..errors import EdgeconvError  # noqa: PLC0415
+    from ..isolate import guarded_run  # noqa: PLC0415
+
     try:
-        values = sess.run(names, {n: inputs[n] for n in wanted})
+        values = guarded_run(sess, names, {n: inputs[n] for n in wanted})  # time limit, Ctrl-C
+    except EdgeconvError:
+        raise
     except Exception as err:
         raise BadInput(f"onnxruntime failed to run the model: {one_line(err)}") from None
     return dict(zip(names, values))

@@ -7,7 +7,8 @@ unpickled or run; the test asserts that file never appears.
 
 Classes covered (issue 17, plus what was handled before): code in pickles (.pt2 constants and
 sample inputs, TorchScript data.pkl, torch.save modules), code in Keras configs (Lambda, foreign
-modules) and TF graphs (PyFunc), a TorchScript forward that never returns, YAML alias bombs,
+modules) and TF graphs (PyFunc in a frozen graph, EagerPyFunc in a SavedModel's functions), a
+TorchScript forward that never returns, an ONNX Loop that never ends, YAML alias bombs,
 constant-folding bombs, huge declared or requested dims, old IR-3/opset-7 models, console markup
 in names and paths, plus corrupt/truncated/empty files, wrong extensions, zips named .onnx,
 unknown ops, external data outside the model directory, cycles, dynamic shapes, missing files,
@@ -27,7 +28,7 @@ import numpy as np
 import onnx
 from onnx import TensorProto, helper, numpy_helper
 
-OK, BAD, UNSUPPORTED, TIMEOUT = 0, 2, 3, 9
+OK, BAD, UNSUPPORTED, NEEDS_CUSTOM, TIMEOUT = 0, 2, 3, 7, 9
 
 
 @dataclass
@@ -180,6 +181,19 @@ def _varint(n: int) -> bytes:
             return out
 
 
+def endless_loop_model() -> onnx.ModelProto:
+    """An ONNX Loop of 10^15 iterations: onnxruntime would run it for days."""
+    one = numpy_helper.from_array(np.ones((1, 4), np.float32), "one")
+    body = helper.make_graph(
+        [helper.make_node("Add", ["v_in", "one"], ["v_out"]), helper.make_node("Identity", ["cond_in"], ["cond_out"])],
+        "body", [_vi("i", [], TensorProto.INT64), _vi("cond_in", [], TensorProto.BOOL), _vi("v_in", [1, 4])],
+        [_vi("cond_out", [], TensorProto.BOOL), _vi("v_out", [1, 4])], [one])
+    trips = numpy_helper.from_array(np.array(10 ** 15, np.int64), "trips")
+    cond = numpy_helper.from_array(np.array(True), "cond")
+    return _model([helper.make_node("Loop", ["trips", "cond", "x"], ["y"], body=body)], [_vi("x", [1, 4])],
+                  [_vi("y", [1, 4])], [trips, cond])
+
+
 def alias_bomb_yaml(levels: int = 12, width: int = 10) -> str:
     lines = ["a0: &a0 [" + ", ".join(["x"] * width) + "]"]
     for i in range(1, levels):
@@ -228,8 +242,9 @@ def build_corpus(root: Path, seed: int = 0, torch_files: bool = True, tf_files: 
     add("plain_directory", "not_a_savedmodel", BAD)
     unknown = _model([helper.make_node("Frobnicate", ["x"], ["y"], domain="com.hostile")],
                      [_vi("x", [1, 4])], [_vi("y", [1, 4])], domains=["com.hostile"])
-    # An op no framework knows becomes a custom-layer scaffold: the port succeeds.
-    add("unknown_op", save(unknown, "unknown_op.onnx"), {"inspect": OK, "check": UNSUPPORTED, "port": OK})
+    # An op no framework knows becomes a custom-layer scaffold: files written, kernels to write.
+    add("unknown_op", save(unknown, "unknown_op.onnx"),
+        {"inspect": OK, "check": UNSUPPORTED, "port": NEEDS_CUSTOM})
     outside = relu_model()
     weight = onnx.TensorProto(name="w", data_type=TensorProto.FLOAT, dims=[4])
     weight.data_location = TensorProto.EXTERNAL
@@ -300,6 +315,10 @@ def build_corpus(root: Path, seed: int = 0, torch_files: bool = True, tf_files: 
         # --- a forward that never returns (defect 2)
         add("torchscript_spins_forever", "spin_forever.pt", TIMEOUT, args=["-s", "1x4", "--timeout", "3"])
 
+    # --- a graph that never ends in onnxruntime (defect 2, reference inference)
+    add("onnx_endless_loop", save(endless_loop_model(), "endless_loop.onnx"),
+        {"inspect": OK, "check": UNSUPPORTED, "port": TIMEOUT}, args=["--timeout", "3"])
+
     # --- YAML alias bomb (defect 3)
     (root / "alias_bomb.yaml").write_text(alias_bomb_yaml())
     add("yaml_alias_bomb", good, {"inspect": OK, "check": BAD, "port": BAD},
@@ -327,5 +346,6 @@ def build_corpus(root: Path, seed: int = 0, torch_files: bool = True, tf_files: 
     add("markup_in_names_and_path", save(names, "markup[/x].onnx"), OK)
     markup_op = _model([helper.make_node("Op[/x]", ["x"], ["y"], domain="com.hostile")],
                        [_vi("x", [1, 4])], [_vi("y", [1, 4])], domains=["com.hostile"])
-    add("markup_in_op_type", save(markup_op, "markup_op.onnx"), {"inspect": OK, "check": UNSUPPORTED, "port": OK})
+    add("markup_in_op_type", save(markup_op, "markup_op.onnx"),
+        {"inspect": OK, "check": UNSUPPORTED, "port": NEEDS_CUSTOM})
     return cases
