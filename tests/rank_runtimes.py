@@ -11,11 +11,8 @@ from pathlib import Path
 import numpy as np
 import pytest
 
-RUNTIMES = Path(__file__).resolve().parents[1].parent / "shared" / "runtimes"
-if not RUNTIMES.is_dir():  # a git worktree next to the main checkout: shared/ sits beside it
-    RUNTIMES = Path(__file__).resolve().parents[2] / "shared" / "runtimes"
-if os.environ.get("EDGECONV_TEST_RUNTIMES"):
-    RUNTIMES = Path(os.environ["EDGECONV_TEST_RUNTIMES"])
+# The runtimes sit beside the checkout (``../shared/runtimes``); EDGECONV_TEST_RUNTIMES points elsewhere.
+RUNTIMES = Path(os.environ.get("EDGECONV_TEST_RUNTIMES") or Path(__file__).resolve().parents[2] / "shared" / "runtimes")
 TNN_RUN = RUNTIMES / "tnn" / "bin" / "tnn_run"
 TNN_TEST = RUNTIMES / "tnn" / "bin" / "TNNTest"
 MACE_RUN = RUNTIMES / "mace" / "bin" / "mace_run"

@@ -21,7 +21,7 @@ from pathlib import Path
 from typing import Any
 
 from .. import __version__
-from ..fsutil import atomic_write_text
+from ..fsutil import atomic_write_text, remove_stale, swap_in_dir
 from .manifest import Job, load_manifest
 from .reports import write_html_index, write_junit
 
@@ -119,7 +119,7 @@ def run_job(job: Job, out_dir: str, key: str) -> dict[str, Any]:
     from ..pipeline import PortOptions, port  # noqa: PLC0415
 
     out = Path(out_dir)
-    partial = out / f".partial-{job.id}-{uuid.uuid4().hex[:8]}"
+    partial = out / f".partial-{os.getpid()}-{uuid.uuid4().hex[:8]}-{job.id}"
     e = job.entry
     shapes = {k: tuple(v) for k, v in (e.get("input_shapes") or {}).items()}
     opts = PortOptions(
@@ -156,20 +156,14 @@ def run_job(job: Job, out_dir: str, key: str) -> dict[str, Any]:
 
 
 def _swap_into_place(partial: Path, final: Path) -> None:
-    old = None
-    if final.exists():
-        old = final.with_name(f".old-{final.name}-{uuid.uuid4().hex[:8]}")
-        os.replace(final, old)
-    os.replace(partial, final)
-    if old is not None:
-        shutil.rmtree(old, ignore_errors=True)
+    swap_in_dir(partial, final)
 
 
 def _clean_stale(out_dir: Path) -> None:
-    for p in out_dir.glob(".partial-*"):
-        shutil.rmtree(p, ignore_errors=True)
-    for p in out_dir.glob(".old-*"):
-        shutil.rmtree(p, ignore_errors=True)
+    # Temp directories of jobs whose worker is gone (a batch killed with kill -9); the names
+    # carry the worker's pid (older versions' names carry none: removed as before).
+    for prefix in (".partial-", ".old-"):
+        remove_stale(out_dir, prefix, legacy=True)
 
 
 def run_batch(manifest_path: str | Path, out_dir: str | Path | None = None, jobs: int = 1, force: bool = False,
@@ -187,6 +181,7 @@ def run_batch(manifest_path: str | Path, out_dir: str | Path | None = None, jobs
         if chosen:
             validate(chosen)
             job.entry["runtimes"] = {fw: str(Path(p).resolve()) for fw, p in sorted(chosen.items())}
+    progress = _never_raises(progress)
     out = Path(out_dir).resolve() if out_dir else manifest.output
     out.mkdir(parents=True, exist_ok=True)
     _clean_stale(out)
@@ -225,6 +220,21 @@ def run_batch(manifest_path: str | Path, out_dir: str | Path | None = None, jobs
     return result
 
 
+def _never_raises(progress):
+    """A progress display that fails (a terminal gone, odd text) never costs the batch its
+    summary and JUnit file."""
+    if progress is None:
+        return None
+
+    def call(result):
+        try:
+            progress(result)
+        except Exception:  # noqa: BLE001
+            pass
+
+    return call
+
+
 def _run_local(todo, out: Path, jobs: int, results: dict, progress) -> None:
     if jobs <= 1:
         for job, key in todo:
@@ -257,10 +267,15 @@ def _run_local(todo, out: Path, jobs: int, results: dict, progress) -> None:
 
 def _ignore_sigint() -> None:
     # Ctrl-C reaches the whole process group; the parent alone handles it (and stops the
-    # workers), so workers must not die printing tracebacks of their own.
+    # workers), so workers must not die printing tracebacks of their own.  A parent killed with
+    # kill -9 cannot stop them: the kernel does (PR_SET_PDEATHSIG), so no orphan finishes jobs
+    # behind a rerun's back.
     import signal  # noqa: PLC0415
 
+    from ..isolate import die_with_parent  # noqa: PLC0415
+
     signal.signal(signal.SIGINT, signal.SIG_IGN)
+    die_with_parent()
 
 
 def _write_summaries(result: BatchResult, manifest) -> None:

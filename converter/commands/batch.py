@@ -28,6 +28,7 @@ def register(app: typer.Typer) -> None:
         import sys  # noqa: PLC0415
 
         from rich.console import Console  # noqa: PLC0415
+        from rich.markup import escape  # noqa: PLC0415  (job ids and reasons are user text)
 
         from ..batch import run_batch  # noqa: PLC0415
         from ..errors import BadInput, Interrupted  # noqa: PLC0415
@@ -39,7 +40,7 @@ def register(app: typer.Typer) -> None:
         def progress(r):
             style = "green" if r.status == "ok" else "red"
             note = " (cached)" if r.cached else ""
-            err.print(f"[{style}]{r.status:>13}[/] {r.id}{note} {r.reason}")
+            err.print(f"[{style}]{r.status:>13}[/] {escape(f'{r.id}{note} {r.reason}')}")
 
         from ..runtimes import parse_runtime_flags  # noqa: PLC0415
 

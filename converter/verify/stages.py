@@ -423,6 +423,13 @@ def _localization_note(layers: LayerReport) -> str:
             f"{layers.tolerance:g}: the error arises after them (post-processing or runtime)")
 
 
+def _release(runner) -> None:
+    """Let an onnxruntime runner free its session (and the weights it holds) once done."""
+    release = getattr(runner, "release", None)
+    if callable(release):
+        release()
+
+
 def verify_stages(
     original: onnx.ModelProto | str | os.PathLike | Runner,
     stages: Sequence[StageLike],
@@ -430,8 +437,11 @@ def verify_stages(
     tolerances: Tolerances | None = None,
     localize_failures: bool = True,
     input_source: str = "",
+    noise_model: onnx.ModelProto | None = None,
 ) -> VerifyReport:
-    """Run ``original`` and every stage on ``inputs`` and compare each stage with the original."""
+    """Run ``original`` and every stage on ``inputs`` and compare each stage with the original.
+    ``noise_model``: the ONNX model whose float32 noise floor is estimated when ``original`` is a
+    runner (default: ``original`` itself when it is a model)."""
     tolerances = tolerances or Tolerances()
     samples = list(inputs) if isinstance(inputs, (list, tuple)) else [inputs]
     if not samples:
@@ -441,6 +451,7 @@ def verify_stages(
     reference_model = original if isinstance(original, onnx.ModelProto) else None
     run_original = onnx_runner(original) if reference_model is not None else original
     ref_outs = [run_original(s) for s in samples]  # a broken original is a BadInput, not a stage
+    _release(run_original)
     ref_names = list(ref_outs[0])
     unknown = sorted((set(tolerances.outputs) | set(tolerances.output_min_sqnr_db)) - set(ref_names))
     if unknown:
@@ -455,7 +466,8 @@ def verify_stages(
         """The reference's float32 noise floor per output, estimated once, when first needed."""
         if "floors" not in floors:
             try:
-                floors["floors"] = estimate(reference_model, samples, ref_outs) if reference_model is not None else {}
+                model = reference_model if reference_model is not None else noise_model
+                floors["floors"] = estimate(model, samples, ref_outs) if model is not None else {}
             except Exception:  # noqa: BLE001 - no estimate: atol/rtol alone decide
                 floors["floors"] = {}
         return floors["floors"]
@@ -466,6 +478,7 @@ def verify_stages(
         oracle = oracle.to_dict() if hasattr(oracle, "to_dict") else oracle
         try:
             got_outs = [stage.run(s) for s in samples]
+            _release(stage.run)
         except RuntimeUnavailable as err:
             results.append(StageResult(stage.name, SKIPPED, reason=str(err), oracle=oracle))
             continue

@@ -7,6 +7,7 @@ import onnx
 import onnx_graphsurgeon as gs
 
 from ...errors import BadInput
+from ... import light_model
 from ...graph import CANONICAL_OPSET
 from .layer_types import DATA_FLOAT, DATA_HALF, DATA_INT8, DATA_INT32, DATA_INT64, DATA_UINT32
 from ..registry import OpRegistry
@@ -40,7 +41,8 @@ class Builder:
 
     def const(self, value, dtype=None) -> gs.Constant:
         self.count += 1
-        return gs.Constant(f"tnn_const_{self.count}", np.ascontiguousarray(np.asarray(value, dtype=dtype)))
+        # np.array, not np.ascontiguousarray: that one turns a scalar (a Gather index) into 1-D.
+        return gs.Constant(f"tnn_const_{self.count}", np.array(value, dtype=dtype, order="C"))
 
     def tmp(self) -> gs.Variable:
         self.count += 1
@@ -68,7 +70,7 @@ class Builder:
         outs = [t for n in new for t in n.outputs]
         graph = gs.Graph(nodes=new, inputs=list(feeds.values()), outputs=outs, opset=CANONICAL_OPSET)
         model = gs.export_onnx(graph, do_type_check=False)
-        inferred = onnx.shape_inference.infer_shapes(model, strict_mode=True)
+        inferred = light_model.infer_shapes(model, strict_mode=True)
         info = {v.name: v for v in list(inferred.graph.value_info) + list(inferred.graph.output)}
         for tensor in outs:
             vi = info.get(tensor.name)
