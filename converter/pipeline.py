@@ -146,8 +146,8 @@ def port(model_path: str, opts: PortOptions, progress=None, preloaded=None, shar
     timer = _Timer(progress)
     matrix = load_matrix(opts.matrix, opts.matrix_overlays)
     target: Target = targets.get(opts.target)
-    runtime = resolve(opts.target, opts.runtimes)
     hw = matrix.resolve_hw(opts.target, opts.hw or target.default_hw)
+    runtime = resolve(opts.target, opts.runtimes, hw)
     quant_plan, quant = plan_for_port(opts, matrix, opts.target, hw), None
     report: dict[str, Any] = {
         "edgeconv_version": __version__,

@@ -152,7 +152,7 @@ def verify_target_file(
         raise BadInput(f"{converted_path}: no such file")
     original = load_onnx(Path(original_path))
     target, artifact = target_artifact(converted_path)
-    target = bind(target, resolve(target.name, runtimes))
+    target = bind(target, resolve(target.name, runtimes, artifact.hw))
     data, source = choose_inputs(original, inputs_npz, seed)
     localizer = TargetLocalizer(target, artifact, original) if supports_intermediates(target) else None
     stage = Stage(f"target:{target.name}", target_runner(target, artifact), localizer=localizer,
