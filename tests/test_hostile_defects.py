@@ -336,6 +336,24 @@ def test_output_dir_is_replaced_whole_and_locked(tmp_path):
     assert not list(tmp_path.glob(".out.edgeconv-*"))
 
 
+def test_two_concurrent_ports_never_mix_their_files(tmp_path):
+    good, good2 = tmp_path / "good.onnx", tmp_path / "good2.onnx"
+    onnx.save(hc.relu_model(), good)
+    onnx.save(hc.relu_model(shape=(1, 8)), good2)
+    out = tmp_path / "out"
+    procs = [subprocess.Popen([sys.executable, "-m", "converter", "port", str(m), "-t", "tflite", "-o", str(out),
+                               "--no-verify"], stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, text=True,
+                              env=_env(), cwd=tmp_path) for m in (good, good2)]
+    results = [(p.wait(timeout=300), p.stderr.read()) for p in procs]
+    assert all(code in (0, 2) for code, _ in results) and any(code == 0 for code, _ in results)
+    for code, err in results:
+        assert code == 0 or "being written by another edgeconv run" in err
+    models = sorted(p.name for p in out.glob("*.tflite"))
+    assert len(models) == 1
+    report = json.loads((out / "report.json").read_text())
+    assert Path(report["model"]).stem == Path(models[0]).stem
+
+
 def test_a_users_directory_is_never_replaced(tmp_path):
     mine = tmp_path / "mine"
     mine.mkdir()
