@@ -419,3 +419,15 @@ def test_readme_exit_code_table_matches_errors_py():
     docstring = errors.__doc__
     assert {int(m) for m in re.findall(r"^\s+(\d+)\s", docstring, re.M)} | {143} >= codes
 
+
+
+def test_markup_and_unsafe_names_through_normalize_plan_split(tmp_path):
+    """Names the edge formats cannot carry are renamed by normalization; the equivalence check
+    matches inputs and outputs by position, and no command reads a name as markup."""
+    model = tmp_path / "m[" / "x].onnx"
+    model.parent.mkdir()
+    onnx.save(hc.relu_model(in_name="[/x]", out_name="[bold]y[/bold]"), model)
+    res = _cli("normalize", model, "-o", tmp_path / "n.onnx", cwd=tmp_path)
+    assert res.returncode == 0 and "max abs error vs input 0" in res.stdout, res.stderr
+    res = _cli("plan", model, "-t", "tflite", "--all-nodes", cwd=tmp_path)
+    assert res.returncode == 0 and "m[/x].onnx" in res.stdout, res.stderr
