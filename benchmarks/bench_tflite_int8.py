@@ -198,8 +198,7 @@ def main() -> None:
             calib, held = samples(shape, args.samples, 0), samples(shape, args.held_out, 1)
             np.savez(tmp / "calib.npz", input=calib)
             np.savez(tmp / "held.npz", input=held)
-            fp32 = port(str(onnx_path), PortOptions(target="tflite", hw="cpu", out_dir=tmp / f"{name}_fp32",
-                                                    verify=False))
+            port(str(onnx_path), PortOptions(target="tflite", hw="cpu", out_dir=tmp / f"{name}_fp32", verify=False))
             start = time.perf_counter()
             int8 = port(str(onnx_path), PortOptions(target="tflite", hw="cpu", out_dir=tmp / f"{name}_int8",
                                                     quantize="int8", calibration=str(tmp / "calib.npz"),

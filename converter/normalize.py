@@ -92,9 +92,7 @@ def _normalize(model: onnx.ModelProto, input_shapes, check: bool = True) -> onnx
     graph.cleanup(remove_unused_graph_inputs=False).toposort()
     # gs folding evaluates constant subgraphs with onnxruntime and turns Constant nodes into
     # initializers; shapes must be inferred first so shape-only subgraphs fold too.
-    model = _infer(to_model(graph))
-    graph = to_graph(model)
-    unfolded = _fold_constants(graph)
+    graph, unfolded = _fold_to_fixpoint(graph)
     _inline_constant_nodes(graph)
     _remove_passthrough(graph)
     graph.cleanup(remove_unused_graph_inputs=False).toposort()
@@ -177,7 +175,43 @@ def _generated_bytes(node: gs.Node) -> int | None:
             return int(max(0.0, np.ceil((limit - start) / delta)) if delta else 0) * 8
     except (ValueError, TypeError, OverflowError):
         return None
-    return None
+
+
+#: Ops whose presence means shape computations are still in the graph.
+_SHAPE_OPS = frozenset({"Shape", "Size", "ConstantOfShape"})
+#: Enough rounds for the deepest shape chains seen (Swin-T: 3); each round folds every chain
+#: one inference step further.
+_MAX_FOLD_ROUNDS = 8
+
+
+def _fold_to_fixpoint(graph: gs.Graph) -> tuple[gs.Graph, list[str]]:
+    """Infer shapes and fold constants, again and again, until the graph stops shrinking; returns
+    the graph and the constants left unfolded (:func:`_fold_constants`).
+
+    One round is not enough when a shape computation feeds a Reshape (or Pad, Range, Expand)
+    whose output shape inference cannot know until that computation is a constant: Swin's window
+    partition computes ``H % window`` from ``Shape``, pads by it, reshapes by it, and the next
+    ``Shape`` reads the padded tensor.  Each round makes the next link static; with fixed input
+    shapes every such chain ends as constants.  Rounds stop as soon as no shape op and no tensor
+    of unknown shape is left, or a round changes nothing."""
+    size = None
+    unfolded: list[str] = []
+    for _ in range(_MAX_FOLD_ROUNDS):
+        graph = to_graph(_infer(to_model(graph)))
+        unfolded = _fold_constants(graph)  # the last round's list: what stays unfolded
+        if len(graph.nodes) == size or not _has_shape_work(graph):
+            break
+        size = len(graph.nodes)
+    return graph, unfolded
+
+
+def _has_shape_work(graph: gs.Graph) -> bool:
+    if any(node.op in _SHAPE_OPS for node in graph.nodes):
+        return True
+    return any(t.shape is None or any(not isinstance(d, int) for d in t.shape)
+               for node in graph.nodes for t in node.outputs)
+
+
 
 
 def _to_canonical_opset(model: onnx.ModelProto) -> onnx.ModelProto:

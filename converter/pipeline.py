@@ -127,10 +127,12 @@ def load_stage(model_path: str, opts: PortOptions):
     return original, normalized
 
 
-def port(model_path: str, opts: PortOptions, progress=None, preloaded=None) -> PortResult:
+def port(model_path: str, opts: PortOptions, progress=None, preloaded=None, shared=None) -> PortResult:
     """Port one model to one framework × hardware.
 
-    ``preloaded`` = (original, normalized[, seconds it took]) skips loading."""
+    ``preloaded`` = (original, normalized[, seconds it took]) skips loading; ``shared`` (a
+    :class:`~converter.shared_work.SharedWork` of those models) shares the reference outputs
+    between the ports of one model to several targets."""
     from . import targets  # noqa: PLC0415
     from .check import check_model  # noqa: PLC0415
     from .legalize import legalize  # noqa: PLC0415
@@ -233,7 +235,7 @@ def port(model_path: str, opts: PortOptions, progress=None, preloaded=None) -> P
                     # the float tolerances: the float stages are verified without it.
                     verdict = _verify(original, model, final, postprocess, None if integer_file else target,
                                       None if integer_file else artifact, opts, tmp, sorted(legal.custom_nodes),
-                                      None if integer_file else runtime, out_dir)
+                                      None if integer_file else runtime, out_dir, shared)
                     if integer_file:
                         from .runtimes import bind, oracle_of  # noqa: PLC0415
 
@@ -289,7 +291,7 @@ def _oracle_name(target, artifact, runtime, verdict) -> str:
 
 
 def _verify(original, normalized, final, postprocess, target, artifact, opts: PortOptions, out: Path,
-            custom_nodes=(), runtime=None, final_dir: Path | None = None):
+            custom_nodes=(), runtime=None, final_dir: Path | None = None, shared=None):
     """Original vs normalized vs legalized(+post-processing) vs the target's runtime.
 
     A file carrying custom layers cannot run until the app registers their kernels, so its
@@ -321,7 +323,17 @@ def _verify(original, normalized, final, postprocess, target, artifact, opts: Po
         target=target, artifact=artifact, inputs=inputs, seed=opts.seed, tolerances=tolerances,
         out_dir=out / "verify", replay_files=(shown / "normalized.onnx", shown / "legalized.onnx"),
         target_tolerances=target_tolerances, shown_dir=shown / "verify",
+        reference_runners=shared.reference_runners() if shared is not None else None,
     )
+
+
+def shared_work(preloaded):
+    """The :class:`~converter.shared_work.SharedWork` of a preloaded (original, normalized) pair:
+    pass it to every :func:`port` of that model."""
+    from .shared_work import SharedWork  # noqa: PLC0415
+
+    original, normalized = preloaded[:2]
+    return SharedWork(_inputs_named_like(original, normalized), normalized)
 
 
 def _inputs_named_like(original, normalized):

@@ -55,3 +55,60 @@ def mace_run(artifact, inputs: dict[str, np.ndarray], tmp: Path | None = None) -
         return mace_runtime().run(artifact, inputs)
     except RuntimeRefused as err:
         raise AssertionError(str(err)) from None
+
+
+# -- many single-op cases in one runtime invocation ------------------------------------------------
+
+
+def combine_models(models):
+    """One ONNX model holding every model of ``models`` side by side (names prefixed ``c<i>_``),
+    so that one runtime invocation runs them all (mace_run spends ~1 s per start measuring the CPU)."""
+    import onnx
+    from onnx import compose, helper
+
+    nodes, ins, outs, inits = [], [], [], []
+    for i, model in enumerate(models):
+        prefixed = compose.add_prefix(model, f"c{i}_")
+        nodes += prefixed.graph.node
+        ins += prefixed.graph.input
+        outs += prefixed.graph.output
+        inits += prefixed.graph.initializer
+    graph = helper.make_graph(nodes, "combined", ins, outs, inits)
+    model = helper.make_model(graph, opset_imports=[helper.make_opsetid("", 17)], ir_version=8)
+    return onnx.shape_inference.infer_shapes(model, strict_mode=True)
+
+
+def prove_in_runtime(cases, export, run, compare, tmp: Path) -> dict[int, str]:
+    """Run every case (``(model, feeds)``) in one invocation of a real runtime; returns
+    {case index: failure} (empty when all match).  When the combined run fails, each case is run
+    alone so that the failure names its op."""
+    import onnxruntime as ort
+
+    from converter.runtimes import RuntimeRefused
+
+    def check(i, model, feeds, got, prefix=""):
+        ref = ort.InferenceSession(model.SerializeToString(), providers=["CPUExecutionProvider"]).run(None, feeds)
+        for out, want in zip(model.graph.output, ref):
+            problem = compare(np.asarray(got[prefix + out.name]), want)
+            if problem:
+                return f"{out.name}: {problem}"
+        return ""
+
+    combined = combine_models([m for m, _ in cases])
+    feeds = {f"c{i}_{k}": v for i, (_, f) in enumerate(cases) for k, v in f.items()}
+    try:
+        got = run(export(combined, tmp / "combined"), feeds)
+    except RuntimeRefused:
+        got = None
+    failures = {}
+    for i, (model, case_feeds) in enumerate(cases):
+        if got is not None:
+            problem = check(i, model, case_feeds, got, f"c{i}_")
+        else:
+            try:
+                problem = check(i, model, case_feeds, run(export(model, tmp / f"case{i}"), case_feeds))
+            except RuntimeRefused as err:
+                problem = str(err)
+        if problem:
+            failures[i] = problem
+    return failures

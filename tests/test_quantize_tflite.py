@@ -16,6 +16,8 @@ import pytest
 
 pytest.importorskip("ai_edge_litert")
 
+from quant_models import heavy_tail_model  # noqa: E402
+
 from converter.errors import Unsupported  # noqa: E402
 from converter.pipeline import PortOptions, port  # noqa: E402
 from converter.targets import get as get_target  # noqa: E402
@@ -23,7 +25,6 @@ from converter.targets.base import ExportOptions  # noqa: E402
 from converter.targets.tflite._generated import schema_generated as fb  # noqa: E402
 from converter.verify.metrics import sqnr_db  # noqa: E402
 from converter.verify.runtime import onnx_runner  # noqa: E402
-from quant_models import heavy_tail_model  # noqa: E402
 
 #: Least SQNR (dB, median over held-out samples) of an int8 file against the float model.  The
 #: QDQ models of these seeded zoo models reach 41-49 dB; LiteRT's integer kernels lose < 1 dB
@@ -137,7 +138,7 @@ def test_int8_file_structure_and_accuracy_in_litert(name, versions, ported, data
 
 
 def test_int8_file_is_smaller_and_reexport_is_byte_identical(ported, tmp_path):
-    result, out = ported("mobilenetv2", "cpu")
+    _, out = ported("mobilenetv2", "cpu")
     params = json.loads((out / "quantization.json").read_text())["params"]
     target = get_target("tflite")
     model = onnx.load(str(out / "float.onnx"))
@@ -272,3 +273,70 @@ def test_per_channel_fixes_the_squash_in_litert(tmp_path):
         small[per_tensor] = float(np.median([sqnr_db(float_run(x)["y"][:, 4:],
                                                      get_target("tflite").run(artifact, x)["y"][:, 4:]) for x in held]))
     assert small[True] == pytest.approx(0.0, abs=0.01) and small[False] >= 30.0, small
+
+
+@pytest.mark.parametrize("hw, versions", [
+    ("cpu", {"CONV_2D": 3, "DEPTHWISE_CONV_2D": 3, "LEAKY_RELU": 1, "HARD_SWISH": 1, "AVERAGE_POOL_2D": 2,
+             "RESIZE_NEAREST_NEIGHBOR": 2, "CONCATENATION": 2, "STRIDED_SLICE": 2, "LOGISTIC": 2, "MUL": 2,
+             "MEAN": 2, "SOFTMAX": 2, "QUANTIZE": 1, "DEQUANTIZE": 2}),
+    # the Edge TPU column legalizes LeakyRelu/HardSwish/Softmax into MAXIMUM/MINIMUM/MUL/ADD (+ a
+    # post-processing Softmax); CONCATENATION and MAXIMUM/MINIMUM inputs are requantized
+    ("edgetpu", {"CONV_2D": 3, "DEPTHWISE_CONV_2D": 3, "MAXIMUM": 2, "MINIMUM": 2, "MUL": 2, "ADD": 2,
+                 "AVERAGE_POOL_2D": 2, "RESIZE_NEAREST_NEIGHBOR": 2, "CONCATENATION": 2, "STRIDED_SLICE": 2,
+                 "LOGISTIC": 2, "QUANTIZE": 1}),
+])
+def test_int8_kernels_beyond_conv_run_in_litert(hw, versions, tmp_path):
+    from quant_models import gaussian_samples, ops_mix_model
+
+    model_path = tmp_path / "mix.onnx"
+    onnx.save(ops_mix_model(), str(model_path))
+    np.savez(tmp_path / "c.npz", x=np.stack([s["x"] for s in gaussian_samples((1, 3, 16, 16), 32, 0, "x")]))
+    out = tmp_path / "out"
+    result = port(str(model_path), PortOptions(target="tflite", hw=hw, out_dir=out, quantize="int8",
+                                               calibration=str(tmp_path / "c.npz")))
+    assert result.status == "ok", result.reason
+    assert result.report["artifact"]["meta"]["int8"]["float_ops"] == []
+    (judged,) = result.report["quantization"]["file_verification"]["outputs"]
+    assert judged["sqnr_db"] >= 40.0
+    found: dict = {}
+    for op_name, version, op, tensors in ops_of(read_model(tflite_file(out))):
+        found.setdefault(op_name, set()).add(version)
+        if op_name in ("LOGISTIC", "SOFTMAX"):  # SigmoidPrepare / SoftmaxPrepare: 1/256, -128
+            q = tensors[op.outputs[0]].quantization
+            assert (q.scale[0], q.zeroPoint[0]) == (1.0 / 256, -128)
+        if op_name == "CONCATENATION":  # concatenation.cc: every input has the output's parameters
+            qs = {(tensors[i].quantization.scale[0], tensors[i].quantization.zeroPoint[0])
+                  for i in list(op.inputs) + list(op.outputs)}
+            assert len(qs) == 1
+    assert found == {k: {v} for k, v in versions.items()}
+
+
+def test_file_layers_name_a_deliberately_broken_layer(ported, data, tmp_path):
+    """The per-layer comparison of the file with its QDQ model: clean on the exported file, and
+    it names the op whose weight scales were tampered with (2x) in a copy of the file."""
+    import flatbuffers
+
+    from converter.quantize.file_layers import file_layers
+    from converter.targets.base import Artifact
+
+    result, out = ported("mobilenetv2", "cpu")
+    clean = result.report["quantization"]["file_layers"]
+    assert len(clean["rows"]) >= 15 and clean["worst"]["gap_db"] < 3.0
+    assert clean["summary"].startswith("the file tracks its QDQ model layer by layer")
+    model = read_model(tflite_file(out))
+    convs = [(op, t) for n, _, op, t in ops_of(model) if n == "CONV_2D"]
+    op, tensors = convs[4]
+    weight = tensors[op.inputs[1]]
+    weight.quantization.scale = [2.0 * s for s in weight.quantization.scale]
+    builder = flatbuffers.Builder(1024)
+    builder.Finish(model.Pack(builder), file_identifier=b"TFL3")
+    broken = tmp_path / "broken.tflite"
+    broken.write_bytes(bytes(builder.Output()))
+    artifact = Artifact("tflite", "cpu", [broken], tmp_path, result.report["artifact"]["meta"], "litert")
+    samples = [{"input": x} for x in np.load(data / "held.npz")["input"][:2]]
+    table = file_layers(onnx.load(str(out / "float.onnx")), onnx.load(str(out / "quantized.onnx")),
+                        get_target("tflite"), artifact, samples)
+    broken_name = tensors[op.outputs[0]].name.decode()
+    assert table["worst"]["layer_type"] == "CONV_2D" and table["worst"]["gap_db"] > 10.0
+    assert table["worst"]["tensor"] == broken_name  # the tampered op's own output, not a later one
+    assert table["summary"].startswith(f"the file loses {table['worst']['gap_db']:.1f} dB more than its QDQ model")

@@ -10,6 +10,7 @@ from pathlib import Path
 import numpy as np
 import onnx
 import pytest
+from rank_runtimes import tnn_run
 
 from converter.pipeline import PortOptions, port
 from converter.targets import get as get_target
@@ -17,7 +18,6 @@ from converter.targets.base import ExportOptions
 from converter.targets.tnn.reader import read
 from converter.verify.metrics import sqnr_db
 from converter.verify.runtime import onnx_runner
-from rank_runtimes import tnn_run
 
 #: Least SQNR (dB) of the int8 TNN file against the float model on held-out inputs: the QDQ
 #: models reach 41-44 dB; TNN's symmetric blob scales (zero point 0, as its own tool writes them)
@@ -51,7 +51,7 @@ def test_int8_tnn_layers_resources_and_real_runtime(name, quantized, zoo_onnx_pa
     judged = result.report["quantization"]["file_verification"]
     assert judged["ok"] and "TNN" in judged["runtime"]  # the reader, or TNN itself when EDGECONV_TNN_RUNTIME is set
     assert judged["outputs"][0]["sqnr_db"] >= MIN_SQNR_DB
-    proto, weights = sorted(out.glob("*.tnnproto"))[0], sorted(out.glob("*.tnnmodel"))[0]
+    proto, weights = min(out.glob("*.tnnproto")), min(out.glob("*.tnnmodel"))
     net = read(proto, weights)
     blob_scales = {k[: -len("_scale_data_")]: v for k, v in net.resources.items() if k.endswith("_scale_data_")}
     for layer in net.layers:

@@ -19,7 +19,7 @@ import onnx
 import pytest
 from onnx import TensorProto, helper, numpy_helper
 
-from converter.errors import BadInput
+from converter.errors import BadInput, Unsupported
 from converter.pipeline import PortOptions, port
 from converter.runtimes import (ENV, READER, RUNTIME, ReaderCannotRun, RuntimeRefused, bind, builtin_oracle,
                                 oracle_of, parse_runtime_flags, resolve)
@@ -171,7 +171,16 @@ def test_real_runtime_refusing_the_file_fails_the_port(tmp_path):
 
     model = normalize(conv_model("edge"))
     tnn = get("tnn")
-    art = tnn.export(model, tmp_path / "raw", "arm")
+    with pytest.raises(Unsupported, match="Pad mode 'edge'"):  # the exporter no longer writes it ...
+        tnn.export(model, tmp_path / "raw", "arm")
+    # ... so write what it wrote before: a reflect pad whose type token says 2 (edge)
+    art = tnn.export(normalize(conv_model("reflect")), tmp_path / "raw", "arm")
+    proto = art.files[0].read_text()
+    pad_line = next(line for line in proto.splitlines() if line.startswith('"Pad'))
+    tokens = pad_line.split()
+    assert tokens[-3] == "1"  # ... pad_c_b pad_c_e type value ,"
+    tokens[-3] = "2"
+    art.files[0].write_text(proto.replace(pad_line, " ".join(tokens)))
     feeds = {"x": RNG.uniform(-1, 1, (1, 3, 8, 8)).astype(np.float32)}
     with pytest.raises(RuntimeRefused, match=r"x86_pad_layer_acc.cc.*type:2"):
         bind(tnn, resolve("tnn", {"tnn": str(TNN_RUN)})).run(art, feeds)

@@ -38,6 +38,7 @@ def register(app: typer.Typer) -> None:
         per_tensor: bool = PerTensor,
         preprocess: Optional[str] = Preprocess,
         json_out: bool = Json,
+        jobs: int = typer.Option(1, "-j", "--jobs", min=1, metavar="N", help="With several targets: port up to N at once (one load, shared reference outputs)."),
     ) -> int:
         """Convert a model for a framework × hardware, legalize it, export real files and verify them."""
         import shlex  # noqa: PLC0415
@@ -65,4 +66,4 @@ def register(app: typer.Typer) -> None:
         combos = combinations(base, to, hw)
         start = time.perf_counter()
         preloaded = (*load_stage(source.path, base), round(time.perf_counter() - start, 4))
-        return run_ports(source.path, base, combos, preloaded, json_out)
+        return run_ports(source.path, base, combos, preloaded, json_out, jobs)

@@ -73,6 +73,8 @@ class QuantResult:
     #: That judgement once the pipeline ran it (None: not run), and what ran the file.
     file_verification: Any = None
     file_runtime: str = ""
+    #: Per layer, the file against its QDQ model (:mod:`.file_layers`), or None.
+    file_layers: dict | None = None
 
     @property
     def native_integer(self) -> bool:
@@ -114,6 +116,7 @@ class QuantResult:
             # the exported integer file run by its runtime (LiteRT, ...) against the float model
             "file_verification": None if self.file_verification is None else {
                 **self.file_verification.to_dict(), "runtime": self.file_runtime},
+            "file_layers": self.file_layers,
             "layers": self.table.to_dict() if self.table is not None else None,
             "auto_decisions": [d.to_dict() for d in self.decisions],
             "float_nodes": self.params.get("float_nodes", []),
@@ -206,8 +209,16 @@ def quantize_for_port(model: onnx.ModelProto, opts, plan: QuantPlan, target, out
 
     def evaluate_file(target_, artifact):
         result.file_runtime = artifact.runtime
-        return compare_quantized(compose(run_float, pp), compose(lambda x: target_.run(artifact, x), pp), evaluation,
-                                 tolerances, plan.mode)
+        quality_ = compare_quantized(compose(run_float, pp), compose(lambda x: target_.run(artifact, x), pp),
+                                     evaluation, tolerances, plan.mode)
+        from ..errors import EdgeconvError  # noqa: PLC0415
+        from .file_layers import file_layers  # noqa: PLC0415
+
+        try:
+            result.file_layers = file_layers(model, quantized, target_, artifact, evaluation)
+        except EdgeconvError:  # a reader/runtime that cannot expose tensors: outputs are judged anyway
+            result.file_layers = None
+        return quality_
 
     result.evaluate_file = evaluate_file
     result.files = ["quantized.onnx", "float.onnx", "quantization.json"] + (preprocess_info or {}).get("files", [])

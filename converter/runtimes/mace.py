@@ -97,8 +97,13 @@ class MaceRun(RealRuntime):
         return results
 
 
+#: mace_run's start-up complaints on hosts without cpufreq (every run logs them; not the cause).
+_BENIGN = ("cpuinfo_max_freq", "cpu max frequencies", "CPU core is empty")
+
+
 def _detail(res: subprocess.CompletedProcess) -> str:
-    lines = [ln.strip() for ln in ((res.stderr or "") + "\n" + (res.stdout or "")).splitlines() if ln.strip()]
+    lines = [ln.strip() for ln in ((res.stderr or "") + "\n" + (res.stdout or "")).splitlines()
+             if ln.strip() and not any(b in ln for b in _BENIGN)]
     # MACE logs "E mace/...: message" / "F ..." (fatal) / "Check failed: ..."
     picked = [ln for ln in lines if re.match(r"^[EF]\s|^F\d|^E\d|.*Check failed", ln)] or lines[-1:]
     if picked:

@@ -85,12 +85,14 @@ class TnnRun(RealRuntime):
 
     def _invoke(self, proto: Path, artifact, inputs, work: Path) -> dict[str, np.ndarray]:
         args = [str(self.path), str(proto), self._device(artifact.hw), str(work / "out")]
+        declared = {spec.split()[0] for spec in _records(proto.read_text(encoding="utf-8"))[1].split(":") if spec.split()}
         for k, spec in enumerate(artifact.meta["inputs"]):
             if spec["name"] not in inputs:
                 raise BadInput(f"missing input '{spec['name']}' for the TNN model")
             raw = work / f"in{k}.raw"
             np.ascontiguousarray(inputs[spec["name"]], dtype=np.float32).tofile(raw)
-            args.append(f"{spec['tnn_name']}={raw}")
+            name = spec["tnn_name"] if spec["tnn_name"] in declared else f"{spec['tnn_name']}__f32"
+            args.append(f"{name}={raw}")
         res = subprocess.run(args, capture_output=True, text=True, timeout=TIMEOUT_S, env=_env(self.path))
         index = work / "out" / "outputs.txt"
         if res.returncode != 0 or not index.is_file():
@@ -104,7 +106,10 @@ class TnnRun(RealRuntime):
 
     def run(self, artifact, inputs):
         with tempfile.TemporaryDirectory(prefix="edgeconv-tnn-") as tmp:
-            by_blob = self._invoke(Path(artifact.files[0]), artifact, inputs, Path(tmp))
+            proto = _with_float_io(Path(artifact.files[0]), artifact, Path(tmp))
+            by_blob = self._invoke(proto, artifact, inputs, Path(tmp))
+        for name in [n for n in by_blob if n.endswith("__f32")]:
+            by_blob[name[:-len("__f32")]] = by_blob.pop(name).astype(bool)
         out = {}
         for spec in artifact.meta["outputs"]:
             if spec["tnn_name"] not in by_blob:
@@ -120,10 +125,12 @@ class TnnRun(RealRuntime):
         proto, weights = Path(artifact.files[0]), Path(artifact.files[1])
         mapping = artifact.meta.get("blob_map", {})
         net = read(proto, weights)
-        records = proto.read_text(encoding="utf-8").split("\n")
+        records = _float_io_records(proto.read_text(encoding="utf-8"), artifact)
         fused = _fused_away(net.layers)
-        wanted = [b for layer in net.layers for b in layer.outputs if b in mapping and b not in fused]
-        outputs = list(dict.fromkeys([*(o["tnn_name"] for o in artifact.meta["outputs"]), *wanted]))
+        wanted = [b for layer in net.layers for b in layer.outputs
+                  if b in mapping and b not in fused and mapping[b].get("dtype") != "bool"]
+        current = _records("\n".join(records))[3].split()
+        outputs = list(dict.fromkeys([*current, *wanted]))
         records[3] = f'"{" ".join(outputs)} ,"'
         found = Intermediates("tnn", layer_count=len(net.layers))
         with tempfile.TemporaryDirectory(prefix="edgeconv-tnn-") as tmp:
@@ -132,12 +139,62 @@ class TnnRun(RealRuntime):
             copy.write_text("\n".join(records), encoding="utf-8")
             (work / "exposed.tnnmodel").symlink_to(weights.resolve())
             values = self._invoke(copy, artifact, inputs, work)
+        for name in [n for n in values if n.endswith("__f32")]:
+            values[name[:-len("__f32")]] = values.pop(name).astype(bool)
         for layer in net.layers:
             for blob in layer.outputs:
                 entry = mapping.get(blob)
                 if entry is not None and blob in values:
                     found.add(entry["onnx"], values[blob], layer.type_str, layer.name, blob, entry["dtype"])
         return found
+
+
+def _records(text: str) -> list[str]:
+    """The proto's records without their quotes and trailing " ,"."""
+    return [line.strip()[1:-1].rstrip()[:-1].rstrip() for line in text.splitlines() if line.strip()]
+
+
+def _float_io_records(text: str, artifact) -> list[str]:
+    """The proto as quoted lines, with int8 (bool) inputs and outputs carried as float32 through
+    Cast layers: ``tnn_run`` reads and writes float32/int32 raw files only (int8 blobs crash its
+    blob converter), while the net between the Casts is the file as written."""
+    recs = _records(text)
+    blob_map = artifact.meta.get("blob_map", {})
+    ins, extra_blobs, head, tail = [], [], [], []
+    for spec in recs[1].split(":"):
+        tokens = spec.split()
+        if tokens and tokens[-1] == "2":  # DATA_TYPE_INT8
+            name = tokens[0]
+            ins.append(" ".join([f"{name}__f32", *tokens[1:-1], "0"]))
+            extra_blobs.append(f"{name}__f32")
+            head.append(f"Cast {name}__cast_in 1 1 {name}__f32 {name} 2")
+        else:
+            ins.append(" ".join(tokens))
+    outs = []
+    for name in recs[3].split():
+        if blob_map.get(name, {}).get("dtype") == "bool":
+            outs.append(f"{name}__f32")
+            extra_blobs.append(f"{name}__f32")
+            tail.append(f"Cast {name}__cast_out 1 1 {name} {name}__f32 0")
+        else:
+            outs.append(name)
+    if not (head or tail):
+        return text.split("\n")
+    layers = recs[5:]
+    new = [recs[0], " : ".join(ins), " " + " ".join(recs[2].split() + extra_blobs), " ".join(outs),
+           f" {len(layers) + len(head) + len(tail)}", *head, *layers, *tail]
+    return [f'"{r} ,"' for r in new]
+
+
+def _with_float_io(proto: Path, artifact, work: Path) -> Path:
+    records = _float_io_records(proto.read_text(encoding="utf-8"), artifact)
+    text = "\n".join(records)
+    if text == proto.read_text(encoding="utf-8"):
+        return proto
+    copy = work / "io.tnnproto"
+    copy.write_text(text, encoding="utf-8")
+    (work / "io.tnnmodel").symlink_to(Path(artifact.files[1]).resolve())
+    return copy
 
 
 #: TNN's net optimizers fold these layers into a preceding convolution (net_optimizer_fuse_conv_post.cc,

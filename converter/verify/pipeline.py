@@ -16,7 +16,7 @@ from ..graph import provenance_of
 from .inputs import DEFAULT_FLOAT_RANGE, load_npz, random_inputs
 from .replay import write_replay
 from .report import standalone_html, to_json
-from .runtime import onnx_runner
+from .runtime import Runner, onnx_runner
 from ..targets.base import supports_intermediates
 from .stages import Stage, Tolerances, VerifyReport, compose, target_runner, verify_stages
 from .target_layers import TargetLocalizer
@@ -111,6 +111,7 @@ def port_stages(
     target=None,
     artifact=None,
     target_tolerances: Tolerances | None = None,
+    normalized_runner: Runner | None = None,
 ) -> list[Stage]:
     """The stages of a port, each compared with the original:
 
@@ -123,7 +124,7 @@ def port_stages(
       built-in reader cannot run the file; localized inside the file against the legalized
       model when the target implements ``intermediates``.
     """
-    stages = [Stage("normalized", onnx_runner(normalized), model=normalized, reference=original)]
+    stages = [Stage("normalized", normalized_runner or onnx_runner(normalized), model=normalized, reference=original)]
     if legalized is not None:
         run = onnx_runner(legalized)
         stages.append(Stage("legalized", compose(run, postprocess) if postprocess else run,
@@ -157,17 +158,21 @@ def verify_port(
     replay_files: tuple[str | os.PathLike, str | os.PathLike] | None = None,
     target_tolerances: Tolerances | None = None,
     shown_dir: str | os.PathLike | None = None,
+    reference_runners: tuple[Runner, Runner] | None = None,
 ) -> VerifyReport:
     """What ``edgeconv port`` runs last.  With ``out_dir`` it writes verify.json/verify.html and,
     on failure, the replay files; ``replay_files`` = (original .onnx, converted .onnx) paths the
     reproduce command should name (e.g. the normalized and legalized models port wrote), and
-    ``shown_dir`` where ``out_dir`` will be once the port's temporary directory is in place."""
+    ``shown_dir`` where ``out_dir`` will be once the port's temporary directory is in place.
+    ``reference_runners`` = (original, normalized) runners shared by the ports of one model to
+    several targets (``edgeconv port --to all``), which compute each output once."""
     if inputs is None:
         inputs, source = choose_inputs(normalized, seed=seed)
     else:
         source = f"{len(inputs)} given sample(s)"
-    report = verify_stages(original, port_stages(original, normalized, legalized, postprocess, target, artifact,
-                                                       target_tolerances),
+    run_original, run_normalized = reference_runners or (original, None)
+    report = verify_stages(run_original, port_stages(original, normalized, legalized, postprocess, target, artifact,
+                                                     target_tolerances, run_normalized),
                            inputs, tolerances, input_source=source)
     if out_dir is not None:
         if not report.ok:

@@ -81,4 +81,7 @@ def onnx_runner(model: onnx.ModelProto | str | os.PathLike) -> Runner:
             cache["session"] = session(model)
         return run_session(cache["session"], inputs)
 
+    # Verification drops each session once its stage has run (a session holds its own copy of
+    # the weights: three at once made the peak memory of a port); a later call makes a new one.
+    run.release = cache.clear
     return run

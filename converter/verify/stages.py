@@ -423,6 +423,13 @@ def _localization_note(layers: LayerReport) -> str:
             f"{layers.tolerance:g}: the error arises after them (post-processing or runtime)")
 
 
+def _release(runner) -> None:
+    """Let an onnxruntime runner free its session (and the weights it holds) once done."""
+    release = getattr(runner, "release", None)
+    if callable(release):
+        release()
+
+
 def verify_stages(
     original: onnx.ModelProto | str | os.PathLike | Runner,
     stages: Sequence[StageLike],
@@ -441,6 +448,7 @@ def verify_stages(
     reference_model = original if isinstance(original, onnx.ModelProto) else None
     run_original = onnx_runner(original) if reference_model is not None else original
     ref_outs = [run_original(s) for s in samples]  # a broken original is a BadInput, not a stage
+    _release(run_original)
     ref_names = list(ref_outs[0])
     unknown = sorted((set(tolerances.outputs) | set(tolerances.output_min_sqnr_db)) - set(ref_names))
     if unknown:
@@ -466,6 +474,7 @@ def verify_stages(
         oracle = oracle.to_dict() if hasattr(oracle, "to_dict") else oracle
         try:
             got_outs = [stage.run(s) for s in samples]
+            _release(stage.run)
         except RuntimeUnavailable as err:
             results.append(StageResult(stage.name, SKIPPED, reason=str(err), oracle=oracle))
             continue

@@ -27,9 +27,34 @@ from typing import Iterator
 from ...errors import MissingExtra
 
 
+_SILENCE_LOCK = threading.Lock()
+_SILENCE_DEPTH: list = [0]  # [depth, the ExitStack that restores the streams]
+
+
 @contextlib.contextmanager
 def silenced() -> Iterator[None]:
-    """Swallow output written to fds 1 and 2 (Python and C++ alike) inside the block."""
+    """Swallow output written to fds 1 and 2 (Python and C++ alike) inside the block.
+
+    The streams are process-wide: with ports in threads (``port -j``) the first block to enter
+    redirects them and the last one to leave restores them."""
+    with _SILENCE_LOCK:
+        _SILENCE_DEPTH[0] += 1
+        first = _SILENCE_DEPTH[0] == 1
+        if first:
+            restore = contextlib.ExitStack()
+            restore.enter_context(_redirected())
+            _SILENCE_DEPTH.append(restore)
+    try:
+        yield
+    finally:
+        with _SILENCE_LOCK:
+            _SILENCE_DEPTH[0] -= 1
+            if _SILENCE_DEPTH[0] == 0:
+                _SILENCE_DEPTH.pop().close()
+
+
+@contextlib.contextmanager
+def _redirected() -> Iterator[None]:
     for stream in (sys.stdout, sys.stderr):
         with contextlib.suppress(Exception):
             stream.flush()
@@ -57,14 +82,20 @@ def silenced() -> Iterator[None]:
 def coremltools():
     """The ``coremltools`` module, imported quietly and without its TF/torch frontends (unless
     something imported it before); MissingExtra if it is not installed."""
-    if sys.modules.get("coremltools") is None:
-        logging.getLogger("coremltools").setLevel(logging.ERROR)
-        try:
-            with silenced(), without_frontends():
-                import coremltools  # noqa: F401, PLC0415
-        except ImportError:
-            raise MissingExtra("coreml", "the CoreML target") from None
+    with _IMPORT_LOCK:  # ports run in threads (port -j): one imports, the others wait for it
+        if not _IMPORTED or sys.modules.get("coremltools") is None:
+            logging.getLogger("coremltools").setLevel(logging.ERROR)
+            try:
+                with silenced(), without_frontends():
+                    import coremltools  # noqa: F401, PLC0415
+            except ImportError:
+                raise MissingExtra("coreml", "the CoreML target") from None
+            _IMPORTED.append(True)
     return sys.modules["coremltools"]
+
+
+_IMPORT_LOCK = threading.Lock()
+_IMPORTED: list[bool] = []
 
 
 #: Packages ``coremltools._deps`` probes to enable a frontend (or an optional optimizer).

@@ -43,7 +43,7 @@ class QParams:
     axis: int = 0
 
     @classmethod
-    def of(cls, scale, zero_point, axis: int = 0) -> "QParams":
+    def of(cls, scale, zero_point, axis: int = 0) -> QParams:
         return cls(tuple(float(np.float32(s)) for s in np.ravel(scale)),
                    tuple(int(z) for z in np.ravel(zero_point)), int(axis))
 

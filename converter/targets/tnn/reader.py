@@ -164,13 +164,17 @@ class Deserializer:
         length = self.int()
         if length <= 0:
             return np.zeros(0, np.float32), []
-        dims = [self.int() for _ in range(self.int())] if magic == MAGIC_V2 else []
+        dims = [self.int() for _ in range(self.int())] if magic == MAGIC_V2 else None
         data = self.stream.read(length)
         dtype = {DATA_FLOAT: "<f4", DATA_HALF: "<f2", DATA_INT8: "i1", DATA_INT32: "<i4",
                  DATA_INT64: "<i8", DATA_UINT32: "<u4"}.get(data_type)
         if dtype is None:
             raise BadInput(f"TNN model: unsupported RawBuffer data type {data_type}")
         array = np.frombuffer(data, dtype)
+        if dims == [] and array.size == 1:
+            # A scalar (a Gather index): TNN's GetBufferDims() is then empty, and Gather drops
+            # the axis as ONNX does (gather_layer.cc InferOutputShape).
+            return array.reshape(()), []
         if dims and int(np.prod(dims)) == array.size:
             return array.reshape(dims), dims
         return array, []
