@@ -213,6 +213,8 @@ def test_memory_estimate_refuses_with_the_number(tmp_path):
     assert res.returncode == 2
     assert "would need about" in res.stderr and "GiB" in res.stderr and "--max-memory" in res.stderr
     assert not (tmp_path / "out").exists()
+    res = _cli("verify", model, model, "-s", "1x3x99999x99999", cwd=tmp_path)
+    assert res.returncode == 2 and "would need about" in res.stderr, res.stderr
     from converter.memory import inference_bytes, parse_size
 
     assert parse_size("8G") == 8 << 30 and parse_size("512MiB") == 512 << 20
