@@ -226,7 +226,7 @@ def port(model_path: str, opts: PortOptions, progress=None, preloaded=None, shar
         if artifact is not None:
             report["artifact"] = {"runtime": artifact.runtime, "meta": _jsonable(artifact.meta),
                                   "files": sorted(str(Path(f).resolve().relative_to(tmp.resolve())) for f in artifact.files)}
-        verdict = None
+        verdict, file_problem = None, None
         if status == "ok" and opts.verify:
             with timer.stage("verify"):
                 try:
@@ -237,11 +237,7 @@ def port(model_path: str, opts: PortOptions, progress=None, preloaded=None, shar
                                       None if integer_file else artifact, opts, tmp, sorted(legal.custom_nodes),
                                       None if integer_file else runtime, out_dir, shared)
                     if integer_file:
-                        from .runtimes import bind, oracle_of  # noqa: PLC0415
-
-                        judge = bind(target, runtime)  # the real runtime when the user has one
-                        quant.file_verification = quant.evaluate_file(judge, artifact)
-                        quant.file_runtime = oracle_of(judge, artifact).name
+                        file_problem = _judge_integer_file(quant, target, runtime, artifact)
                         report["quantization"] = _jsonable(quant.to_json())
                 except BadInput as err:
                     if "onnxruntime" not in str(err) and "no value for" not in str(err):
@@ -259,6 +255,8 @@ def port(model_path: str, opts: PortOptions, progress=None, preloaded=None, shar
                     status, reason = "unverified", verdict.unverified.reason
             else:
                 report["verification"] = {"ok": None, "summary": reason}
+            if file_problem is not None and status == "ok":
+                status, reason = file_problem
         if status == "ok" and legal.custom_nodes:
             nodes = sorted(legal.custom_nodes)
             status = "needs_custom"
@@ -277,6 +275,26 @@ def port(model_path: str, opts: PortOptions, progress=None, preloaded=None, shar
         write_port_page(report, model, matrix, tmp / "report.html", verdict)
         files = sorted(str(p.relative_to(tmp)) for p in tmp.rglob("*") if p.is_file())
     return PortResult(opts.target, hw, status, reason, out_dir, files, timer.timings, report, verdict, oracle)
+
+
+def _judge_integer_file(quant, target, runtime, artifact) -> tuple[str, str] | None:
+    """Run the exported integer file (the real runtime when the user has one) and judge it
+    against the float model (``quant.file_verification``); a runtime that refuses the file fails
+    it, a reader that cannot run it leaves it unverified: (status, reason), or None."""
+    from .errors import RuntimeUnavailable  # noqa: PLC0415
+    from .runtimes import ReaderCannotRun, RuntimeRefused, bind, oracle_of  # noqa: PLC0415
+
+    judge = bind(target, runtime)
+    oracle = oracle_of(judge, artifact).name
+    try:
+        quant.file_verification = quant.evaluate_file(judge, artifact)
+    except RuntimeRefused as err:
+        return "verify_failed", f"{oracle}: {err}"
+    except (ReaderCannotRun, RuntimeUnavailable) as err:
+        return "unverified", f"the {quant.plan.mode} file is not verified ({oracle}: {err})"
+    finally:
+        quant.file_runtime = oracle
+    return None
 
 
 def _oracle_name(target, artifact, runtime, verdict) -> str:

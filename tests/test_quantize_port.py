@@ -214,3 +214,23 @@ def test_quantized_file_runs_like_the_report_says(tmp_path, zoo_onnx_path, calib
                                 for x in held[:8]]))
     reported = _report(out)["quantization"]["verification"]["outputs"][0]["sqnr_db"]
     assert abs(measured - reported) < 3.0 and measured >= 25.0
+
+
+def test_integer_file_refused_by_its_runtime_fails_and_reader_limits_leave_it_unverified(tmp_path):
+    from types import SimpleNamespace
+
+    from converter.pipeline import _judge_integer_file
+    from converter.runtimes import ReaderCannotRun, RuntimeRefused
+    from converter.targets import get as get_target
+
+    artifact = SimpleNamespace(runtime="tnn-reader+onnxruntime", hw="arm")
+    for error, status in ((RuntimeRefused("tnn_run could not run the file: layer param is not supported"),
+                           "verify_failed"), (ReaderCannotRun("no reader for QuantizedFoo"), "unverified")):
+        def refuse(target, art, error=error):
+            raise error
+
+        quant = SimpleNamespace(evaluate_file=refuse, plan=SimpleNamespace(mode="int8"), file_runtime="",
+                                file_verification=None)
+        got_status, reason = _judge_integer_file(quant, get_target("tnn"), None, artifact)
+        assert got_status == status and str(error) in reason
+        assert quant.file_runtime.startswith("edgeconv TNN reader") and quant.file_verification is None
