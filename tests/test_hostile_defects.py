@@ -433,3 +433,15 @@ def test_markup_and_unsafe_names_through_normalize_plan_split(tmp_path):
     assert res.returncode == 0 and "max abs error vs input 0" in res.stdout, res.stderr
     res = _cli("plan", model, "-t", "tflite", "--all-nodes", cwd=tmp_path)
     assert res.returncode == 0 and "m[/x].onnx" in res.stdout, res.stderr
+
+
+def test_batch_job_timeout_is_one_failed_job(torch_files, tmp_path):
+    manifest = tmp_path / "spin.yaml"
+    manifest.write_text(f"output: {tmp_path / 'out'}\ntargets:\n  - {{to: tflite, hw: cpu}}\nmodels:\n"
+                        f"  - path: {torch_files['spin']}\n    input_shapes: {{x: [1, 4]}}\n    timeout: 2\n"
+                        f"    max_memory: 1G\n")
+    res = _cli("batch", manifest, cwd=tmp_path, timeout=300)
+    assert res.returncode == 6, res.stderr
+    (job,) = json.loads((tmp_path / "out" / "batch-summary.json").read_text())["jobs"]
+    assert job["exit_code"] == 9 and "within 2 s" in job["reason"]
+    assert (tmp_path / "out" / "junit.xml").exists()
