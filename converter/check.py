@@ -62,6 +62,9 @@ class CheckResult:
     hw: str
     verdicts: list[NodeVerdict]
     model_issues: list[ModelIssue] = field(default_factory=list)
+    #: where unsupported nodes would run instead: {"to", "reason", "source", "partitions"}
+    #: (:func:`add_fallback`; None when every node is supported or it was not asked)
+    fallback: dict | None = None
 
     @property
     def ok(self) -> bool:
@@ -92,6 +95,7 @@ class CheckResult:
             "framework": self.framework, "hw": self.hw, "ok": self.ok, "counts": self.counts(),
             "model_issues": [i.to_dict() for i in self.model_issues],
             "verdicts": [v.to_dict() for v in self.verdicts],
+            **({"fallback": self.fallback} if self.fallback is not None else {}),
         }
 
 
@@ -112,6 +116,21 @@ def check_targets(model, pairs: Iterable[tuple[str, str]], matrix: Matrix | None
     matrix = matrix or load_matrix()
     graph = to_graph(model)
     return [check_model(model, fw, hw, matrix, graph=graph) for fw, hw in pairs]
+
+
+def add_fallback(results: list[CheckResult], model, matrix: Matrix) -> None:
+    """For each result with unsupported nodes: the runtime's fallback unit, and the partitions it
+    would make after the planner's rewrites (:func:`converter.plan.plan_model`)."""
+    from .plan import plan_model
+
+    for r in results:
+        if r.ok or not r.unsupported:
+            continue
+        fb = matrix.fallback(r.framework, r.hw)
+        r.fallback = {"to": fb.to, "reason": fb.reason, "source": fb.source, "partitions": None}
+        if fb.to is not None:
+            plan = plan_model(model, r.framework, r.hw, matrix)
+            r.fallback["partitions"] = plan.partitions.to_json() if plan.partitions else None
 
 
 def results_to_json(results: list[CheckResult], model_name: str) -> dict:

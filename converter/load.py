@@ -21,6 +21,7 @@ import onnx
 
 from .errors import BadInput, MissingExtra
 from .fsutil import atomic_output_dir, atomic_write_bytes
+from .pickle_guard import refuse_unsafe_pickles
 
 ONNX_SUFFIXES = {".onnx"}
 TORCHSCRIPT_SUFFIXES = {".pt", ".pth", ".ts", ".torchscript"}
@@ -56,24 +57,44 @@ def load_model(
     path: str | os.PathLike,
     input_shapes: dict[str, tuple[int, ...]] | None = None,
     trust_pickle: bool = False,
+    timeout: float | None = None,
 ) -> onnx.ModelProto:
-    """Load ``path`` as ONNX.  ``input_shapes`` fixes shapes (required for TorchScript)."""
+    """Load ``path`` as ONNX.  ``input_shapes`` fixes shapes (required for TorchScript).
+
+    torch sources run user code (TorchScript ``forward``, tracing, export): that runs in a child
+    process stopped after ``timeout`` seconds (default :data:`converter.isolate.DEFAULT_TIMEOUT`;
+    ``0``: no limit, in this process)."""
     path = Path(path)
     if not path.exists():
         raise BadInput(f"{path}: no such file or directory")
     if path.is_dir():
         if (path / "saved_model.pb").exists() or (path / "saved_model.pbtxt").exists():
-            return load_tf(path, input_shapes)
+            return load_tf(path, input_shapes, trust_pickle)
         raise BadInput(f"{path}: a directory, but not a TF SavedModel (no saved_model.pb inside)")
     suffix = path.suffix.lower()
     if suffix in ONNX_SUFFIXES:
         return load_onnx(path)
-    if suffix in TORCHSCRIPT_SUFFIXES:
-        return load_torch(path, input_shapes, trust_pickle)
-    if suffix in EXPORTED_PROGRAM_SUFFIXES:
-        return load_exported_program(path)
+    if suffix in TORCHSCRIPT_SUFFIXES | EXPORTED_PROGRAM_SUFFIXES:
+        from .isolate import DEFAULT_TIMEOUT, run_models  # noqa: PLC0415
+
+        if not zipfile.is_zipfile(path):
+            kind = "an ExportedProgram archive" if suffix in EXPORTED_PROGRAM_SUFFIXES else \
+                "a TorchScript archive or torch.save file"
+            raise BadInput(f"{path}: not {kind} (not a zip archive)")
+        if importlib.util.find_spec("torch") is None:
+            raise MissingExtra("torch", "loading PyTorch files")
+        # Before torch reads anything: no pickle in the archive may name a callable we do not know.
+        if suffix in EXPORTED_PROGRAM_SUFFIXES:
+            refuse_unsafe_pickles(path, "ExportedProgram archive", trust_pickle)
+            loader, args = load_exported_program, (path,)
+        else:
+            if _is_torchscript_archive(path):
+                refuse_unsafe_pickles(path, "TorchScript archive", trust_pickle, torchscript=True)
+            loader, args = load_torch, (path, input_shapes, trust_pickle)
+        limit = DEFAULT_TIMEOUT if timeout is None else timeout
+        return run_models(loader, args, limit, f"{path.name}: loading and exporting the torch model")[0]
     if suffix in TF_SUFFIXES:
-        return load_tf(path, input_shapes)
+        return load_tf(path, input_shapes, trust_pickle)
     raise BadInput(f"{path}: unrecognized model file extension '{path.suffix}'; edgeconv reads {SUPPORTED}")
 
 
@@ -201,7 +222,8 @@ def load_torch(path: Path, input_shapes, trust_pickle: bool) -> onnx.ModelProto:
     torch = _torch()
     if _is_torchscript_archive(path):
         try:
-            module = torch.jit.load(str(path), map_location="cpu")
+            with _quiet_logging():
+                module = torch.jit.load(str(path), map_location="cpu")
         except Exception as err:
             raise BadInput(f"{path}: cannot load TorchScript archive: {_one_line(err)}") from None
         names = [a.name for a in module.forward.schema.arguments[1:]]
@@ -247,7 +269,89 @@ def _export_torch_module(torch, module, arg_names, input_shapes, path) -> onnx.M
             + ", ".join(f"{n}=1x3x224x224" for n in missing)
         )
     args = tuple(torch.zeros(shapes[n]) for n in arg_names)
-    return _export(torch, module, args, arg_names, path, dynamo=False)
+    try:
+        return _export(torch, module, args, arg_names, path, dynamo=False)
+    except BadInput as first:
+        if not isinstance(module, torch.jit.ScriptModule):
+            raise
+        # The TorchScript exporter has no symbolic for some ops a trace records (the fused
+        # attention of nn.MultiheadAttention's inference fast path), and loses ranks through
+        # others; the same graph as an ExportedProgram goes through the dynamo exporter.
+        try:
+            return _export_torchscript_as_program(torch, module, args, arg_names, path)
+        except BadInput as second:
+            raise BadInput(f"{first}; as an ExportedProgram: {str(second).split(': ', 1)[-1]}") from None
+
+
+def _export_torchscript_as_program(torch, module, args, arg_names, path) -> onnx.ModelProto:
+    """The loader's second route for TorchScript: convert the scripted graph to an
+    ExportedProgram with the given input shapes (``torch._export.converter``), decompose the ops
+    the ONNX exporter has no translation for (:func:`_fused_op_decompositions`), and export that
+    with the dynamo exporter."""
+    sink = io.StringIO()
+    try:
+        with warnings.catch_warnings(), contextlib.redirect_stdout(sink), contextlib.redirect_stderr(sink), \
+                _quiet_logging():
+            warnings.simplefilter("ignore")
+            from torch._export.converter import TS2EPConverter  # noqa: PLC0415
+
+            program = TS2EPConverter(module, args).convert()
+            program = program.run_decompositions(_fused_op_decompositions(torch))
+    except Exception as err:
+        raise BadInput(f"{path}: TorchScript to ExportedProgram failed: {_one_line(err)}") from None
+    model = _export(torch, program, args, arg_names, path, dynamo=True)
+    # Name the interface as the first route does: inputs after the TorchScript arguments,
+    # outputs output / output_0, output_1, ...
+    inits = {t.name for t in model.graph.initializer}
+    inputs = [i for i in model.graph.input if i.name not in inits]
+    outputs = _output_names(torch, module, args)
+    renames = {}
+    if len(inputs) == len(arg_names):
+        renames.update({i.name: n for i, n in zip(inputs, arg_names)})
+    if len(outputs) == len(model.graph.output):
+        renames.update({o.name: n for o, n in zip(model.graph.output, outputs)})
+    for node in model.graph.node:
+        node.input[:] = [renames.get(i, i) for i in node.input]
+        node.output[:] = [renames.get(o, o) for o in node.output]
+    for value in [*model.graph.input, *model.graph.output, *model.graph.value_info]:
+        value.name = renames.get(value.name, value.name)
+    return model
+
+
+def _fused_op_decompositions(torch) -> dict:
+    """Decompositions for fused inference kernels that TorchScript traces record and no ONNX
+    exporter translates: ``aten::_native_multi_head_attention`` (nn.MultiheadAttention's fast
+    path in eval mode under no_grad: torchvision's ViT, timm's blocks built on it)."""
+    aten = torch.ops.aten
+
+    def native_mha(query, key, value, embed_dim, num_head, qkv_weight, qkv_bias, proj_weight, proj_bias,
+                   mask=None, need_weights=True, average_attn_weights=True, mask_type=None):
+        # aten/src/ATen/native/transformers/attention.cpp: batch-first [B, L, E] inputs, the
+        # packed in-projection [3E, E], scaled dot product per head, the out-projection.
+        # Slices, not chunk(): chunk exports as an opset-18 Split that has no down-converter.
+        e = int(embed_dim)
+        w_q, w_k, w_v = qkv_weight[:e], qkv_weight[e:2 * e], qkv_weight[2 * e:]
+        b_q, b_k, b_v = (None, None, None) if qkv_bias is None else (qkv_bias[:e], qkv_bias[e:2 * e], qkv_bias[2 * e:])
+        heads, dim = int(num_head), e // int(num_head)
+
+        def split(x, w, b):
+            y = torch.nn.functional.linear(x, w, b)
+            return y.reshape(y.shape[0], y.shape[1], heads, dim).transpose(1, 2)
+
+        q, k, v = split(query, w_q, b_q), split(key, w_k, b_k), split(value, w_v, b_v)
+        scores = torch.matmul(q, k.transpose(-2, -1)) * (dim ** -0.5)
+        if mask is not None:
+            if mask_type == 1:  # key padding mask [B, S]
+                mask = mask.reshape(mask.shape[0], 1, 1, mask.shape[-1])
+            scores = scores.masked_fill(mask, float("-inf")) if mask.dtype == torch.bool else scores + mask
+        weights = torch.softmax(scores, -1)
+        out = torch.matmul(weights, v).transpose(1, 2).reshape(query.shape[0], query.shape[1], int(embed_dim))
+        out = torch.nn.functional.linear(out, proj_weight, proj_bias)
+        if not need_weights:
+            return out, out.new_empty(0)
+        return out, weights.mean(1) if average_attn_weights else weights
+
+    return {aten._native_multi_head_attention.default: native_mha}
 
 
 def load_exported_program(path: Path) -> onnx.ModelProto:
@@ -255,7 +359,8 @@ def load_exported_program(path: Path) -> onnx.ModelProto:
         raise BadInput(f"{path}: not an ExportedProgram archive (not a zip archive)")
     torch = _torch()
     try:
-        program = torch.export.load(str(path))
+        with _quiet_logging():  # torch logs a traceback as warnings before it raises
+            program = torch.export.load(str(path))
     except Exception as err:
         raise BadInput(f"{path}: cannot load ExportedProgram: {_one_line(err)}") from None
     names = [s.arg.name for s in program.graph_signature.input_specs if s.kind.name == "USER_INPUT"]
@@ -328,12 +433,12 @@ def _quiet_logging():
 # ----------------------------------------------------------------------------------------- TF
 
 
-def load_tf(path: Path, input_shapes=None) -> onnx.ModelProto:
+def load_tf(path: Path, input_shapes=None, trust_pickle: bool = False) -> onnx.ModelProto:
     if importlib.util.find_spec("tf2onnx") is None or importlib.util.find_spec("tensorflow") is None:
         raise MissingExtra("tf", f"{path.name}: converting TensorFlow models")
     from .load_tf import convert_tf  # noqa: PLC0415
 
-    return convert_tf(path, input_shapes or {})
+    return convert_tf(path, input_shapes or {}, trust_pickle)
 
 
 def _one_line(err: BaseException) -> str:

@@ -5,11 +5,17 @@ own module; this file only sequences them, times them, and decides the outcome:
 
 * ``ok``             exit 0  — files written and verified (or nothing to verify against),
 * ``unsupported``    exit 3  — some node has no remedy on this framework × hardware,
-* ``verify_failed``  exit 4  — files written, but outputs differ beyond tolerance,
+* ``verify_failed``  exit 4  — files written, but outputs differ beyond tolerance (or the real
+  runtime refused the file),
+* ``needs_custom``   exit 7  — files written, but they carry custom layers nobody has
+  implemented yet ("needs custom kernels: N ops"); the target stage cannot run,
+* ``unverified``     exit 8  — files written, ONNX stages match, but the built-in reader that
+  stands in for the framework could not run the file (give a real runtime: ``--runtime``),
 * bad input / missing extra / internal errors propagate as :mod:`converter.errors` exceptions.
 
-Everything lands in ``out_dir`` atomically: files are produced in a temp directory and moved in
-only when the port finished (successfully or with a complete, failing verification report).
+Everything lands in ``out_dir`` atomically: files are produced in a temp directory beside it,
+which replaces ``out_dir`` as a whole only when the port finished (successfully or with a
+complete, failing verification report); see :func:`converter.fsutil.replace_output_dir`.
 """
 
 from __future__ import annotations
@@ -22,10 +28,12 @@ from pathlib import Path
 from typing import Any
 
 from . import __version__
-from .errors import EXIT_OK, EXIT_UNSUPPORTED, EXIT_VERIFY_FAILED, BadInput, Unsupported
-from .fsutil import atomic_output_dir, atomic_write_text, sha256_file
+from .errors import (EXIT_NEEDS_CUSTOM, EXIT_OK, EXIT_UNSUPPORTED, EXIT_UNVERIFIED, EXIT_VERIFY_FAILED, BadInput,
+                     Unsupported)
+from .fsutil import atomic_write_text, replace_output_dir, sha256_file
 
-STATUS_EXIT = {"ok": EXIT_OK, "unsupported": EXIT_UNSUPPORTED, "verify_failed": EXIT_VERIFY_FAILED}
+STATUS_EXIT = {"ok": EXIT_OK, "unsupported": EXIT_UNSUPPORTED, "verify_failed": EXIT_VERIFY_FAILED,
+               "needs_custom": EXIT_NEEDS_CUSTOM, "unverified": EXIT_UNVERIFIED}
 
 
 @dataclass
@@ -55,6 +63,12 @@ class PortOptions:
     calibration_method: str = "minmax"
     per_tensor: bool = False
     preprocess: str | None = None
+    #: Real runtimes by framework (``--runtime tnn=PATH``, a manifest's ``runtimes:``); the
+    #: environment variables fill in the rest (converter/runtimes).
+    runtimes: dict[str, str] = field(default_factory=dict)
+    #: --timeout (seconds user model code may run; 0 = no limit) and --max-memory (bytes).
+    timeout: float | None = None
+    max_memory: int | None = None
 
 
 @dataclass
@@ -69,6 +83,8 @@ class PortResult:
     report: dict[str, Any]
     #: The verify package's report object (tables, HTML chart), when verification ran.
     verification: Any = None
+    #: The name of what judged the target stage ("TNN x86 runtime (tnn_run)", "LiteRT 2.3.0").
+    oracle: str = ""
 
     @property
     def exit_code(self) -> int:
@@ -97,13 +113,17 @@ def load_stage(model_path: str, opts: PortOptions):
     from .normalize import dynamic_inputs, normalize  # noqa: PLC0415
 
     shapes = dict(opts.input_shapes)
-    original = load_model(model_path, shapes, opts.trust_pickle)
+    original = load_model(model_path, shapes, opts.trust_pickle, opts.timeout)
     if "" in shapes:
         shapes[original.graph.input[0].name] = shapes.pop("")
     normalized = normalize(original, shapes or None)
     problems = dynamic_inputs(normalized)
     if problems:
         raise BadInput(problems[0])
+    if opts.verify or opts.quantize:
+        from .memory import check_memory  # noqa: PLC0415
+
+        check_memory(normalized, opts.max_memory)
     return original, normalized
 
 
@@ -121,9 +141,12 @@ def port(model_path: str, opts: PortOptions, progress=None, preloaded=None, shar
     from .quantize.port import plan_for_port  # noqa: PLC0415
     from .targets.base import ExportOptions, Target  # noqa: PLC0415
 
+    from .runtimes import resolve  # noqa: PLC0415
+
     timer = _Timer(progress)
     matrix = load_matrix(opts.matrix, opts.matrix_overlays)
     target: Target = targets.get(opts.target)
+    runtime = resolve(opts.target, opts.runtimes)
     hw = matrix.resolve_hw(opts.target, opts.hw or target.default_hw)
     quant_plan, quant = plan_for_port(opts, matrix, opts.target, hw), None
     report: dict[str, Any] = {
@@ -136,7 +159,7 @@ def port(model_path: str, opts: PortOptions, progress=None, preloaded=None, shar
     if Path(model_path).is_file():
         report["model_sha256"] = sha256_file(model_path)
     out_dir = Path(opts.out_dir)
-    with atomic_output_dir(out_dir) as tmp:
+    with replace_output_dir(out_dir) as tmp:
         if preloaded:  # loaded once for several targets; the caller may pass the time it took
             original, model = preloaded[:2]
             timer.timings["load+normalize"] = preloaded[2] if len(preloaded) > 2 else 0.0
@@ -193,7 +216,9 @@ def port(model_path: str, opts: PortOptions, progress=None, preloaded=None, shar
                     artifact = target.export(final, tmp, hw, ExportOptions(
                         fp16_weights=opts.fp16_weights or (quant is not None and quant.export_fp16),
                         keep_nchw_io=opts.keep_nchw_io,
-                        extra={"name": _model_name(model_path)}))
+                        extra={"name": _model_name(model_path), "fallback_nodes": sorted(legal.fallback_nodes),
+                               **({"quantization": quant.export_spec()} if quant is not None and quant.native_integer
+                                  else {})}))
             except Unsupported as err:
                 # The matrix allowed the op but the exporter cannot express this instance of it
                 # (e.g. a rank MACE's kernels lack): no remedy was planned for that, so say so.
@@ -205,8 +230,19 @@ def port(model_path: str, opts: PortOptions, progress=None, preloaded=None, shar
         if status == "ok" and opts.verify:
             with timer.stage("verify"):
                 try:
-                    verdict = _verify(original, model, final, postprocess, target, artifact, opts, tmp,
-                                      sorted(legal.custom_nodes), shared)
+                    integer_file = quant is not None and quant.native_integer and artifact is not None
+                    # An integer file is judged by SQNR against the float model (below), not by
+                    # the float tolerances: the float stages are verified without it.
+                    verdict = _verify(original, model, final, postprocess, None if integer_file else target,
+                                      None if integer_file else artifact, opts, tmp, sorted(legal.custom_nodes),
+                                      None if integer_file else runtime, out_dir, shared)
+                    if integer_file:
+                        from .runtimes import bind, oracle_of  # noqa: PLC0415
+
+                        judge = bind(target, runtime)  # the real runtime when the user has one
+                        quant.file_verification = quant.evaluate_file(judge, artifact)
+                        quant.file_runtime = oracle_of(judge, artifact).name
+                        report["quantization"] = _jsonable(quant.to_json())
                 except BadInput as err:
                     if "onnxruntime" not in str(err) and "no value for" not in str(err):
                         raise
@@ -219,8 +255,18 @@ def port(model_path: str, opts: PortOptions, progress=None, preloaded=None, shar
                 report["verification"] = to_json(verdict)
                 if not verdict.ok:
                     status, reason = "verify_failed", verdict.summary()
+                elif verdict.unverified is not None and not legal.custom_nodes:
+                    status, reason = "unverified", verdict.unverified.reason
             else:
                 report["verification"] = {"ok": None, "summary": reason}
+        if status == "ok" and legal.custom_nodes:
+            nodes = sorted(legal.custom_nodes)
+            status = "needs_custom"
+            reason = (f"needs custom kernels: {len(nodes)} op{'s' if len(nodes) != 1 else ''} "
+                      f"({', '.join(nodes)}); implement them from custom/ (each has a harness) before shipping"
+                      + (f"; {reason}" if reason else ""))
+        oracle = _oracle_name(target, artifact, runtime, verdict)
+        report["oracle"] = oracle
         if quant is not None:
             status, reason = quant.port_status(status, reason)
         report["status"], report["reason"] = status, reason
@@ -230,11 +276,22 @@ def port(model_path: str, opts: PortOptions, progress=None, preloaded=None, shar
 
         write_port_page(report, model, matrix, tmp / "report.html", verdict)
         files = sorted(str(p.relative_to(tmp)) for p in tmp.rglob("*") if p.is_file())
-    return PortResult(opts.target, hw, status, reason, out_dir, files, timer.timings, report, verdict)
+    return PortResult(opts.target, hw, status, reason, out_dir, files, timer.timings, report, verdict, oracle)
+
+
+def _oracle_name(target, artifact, runtime, verdict) -> str:
+    """What judged (or would judge) the target stage, for the summary and report.json."""
+    if verdict is not None and verdict.target_oracle:
+        return verdict.target_oracle
+    if artifact is None:
+        return ""
+    from .runtimes import bind, oracle_of  # noqa: PLC0415
+
+    return oracle_of(bind(target, runtime), artifact).name
 
 
 def _verify(original, normalized, final, postprocess, target, artifact, opts: PortOptions, out: Path,
-            custom_nodes=(), shared=None):
+            custom_nodes=(), runtime=None, final_dir: Path | None = None, shared=None):
     """Original vs normalized vs legalized(+post-processing) vs the target's runtime.
 
     A file carrying custom layers cannot run until the app registers their kernels, so its
@@ -252,16 +309,20 @@ def _verify(original, normalized, final, postprocess, target, artifact, opts: Po
         target_tolerances = Tolerances(
             default=Tolerance(atol=max(suggested["atol"], tolerances.default.atol),
                               rtol=max(suggested["rtol"], tolerances.default.rtol)),
-            layer_rmse=tolerances.layer_rmse)
+            layer_rmse=tolerances.layer_rmse, noise_multiple=tolerances.noise_multiple)
     inputs = choose_inputs(normalized, opts.inputs_npz)[0] if opts.inputs_npz else None
+    from .runtimes import bind  # noqa: PLC0415
+
+    target = bind(target, runtime)
     if custom_nodes:
         target = _NeedsCustomKernels(target, custom_nodes)
+    shown = final_dir or out
     return verify_port(
         _inputs_named_like(original, normalized), normalized, final,
         postprocess=postprocess.postprocess if postprocess is not None else None,
         target=target, artifact=artifact, inputs=inputs, seed=opts.seed, tolerances=tolerances,
-        out_dir=out / "verify", replay_files=(out / "normalized.onnx", out / "legalized.onnx"),
-        target_tolerances=target_tolerances,
+        out_dir=out / "verify", replay_files=(shown / "normalized.onnx", shown / "legalized.onnx"),
+        target_tolerances=target_tolerances, shown_dir=shown / "verify",
         reference_runners=shared.reference_runners() if shared is not None else None,
     )
 
@@ -297,7 +358,7 @@ def _inputs_named_like(original, normalized):
 
 class _NeedsCustomKernels:
     def __init__(self, target, nodes):
-        self.name, self.nodes = target.name, nodes
+        self.name, self.nodes, self.target = target.name, nodes, target
 
     def run(self, artifact, inputs):
         from .errors import RuntimeUnavailable  # noqa: PLC0415

@@ -305,8 +305,8 @@ def test_custom_op_flag_refuses_data_movement(matrix):
 
 
 def _mid_transpose_model(path):
-    """Relu → rank-4 Transpose → Conv: MACE's GPU has no Transpose (op_lists.rst: "Only CPU and
-    TensorFlow"), nothing removes a rank-4 one, and it is not trailing."""
+    """Relu → rank-4 Transpose → Conv: MACE's GPU and TNN's RKNPU have no Transpose (MACE
+    op_lists.rst: "Only CPU and TensorFlow"), nothing removes a rank-4 one, and it is not trailing."""
     nodes = [helper.make_node("Relu", ["x"], ["r"]), helper.make_node("Transpose", ["r"], ["t"], perm=[0, 1, 3, 2]),
              helper.make_node("Conv", ["t", "w"], ["y"])]
     graph = helper.make_graph(nodes, "m", [helper.make_tensor_value_info("x", TensorProto.FLOAT, [1, 3, 4, 5])],
@@ -324,7 +324,7 @@ def test_plan_cli_exits_3_for_unsupported_data_movement(tmp_path):
 
     root = Path(__file__).resolve().parents[1]
     res = subprocess.run([sys.executable, "-m", "converter", "plan", str(_mid_transpose_model(tmp_path / "t.onnx")),
-                          "--to", "mace", "--hw", "gpu", "--json"], capture_output=True, text=True,
+                          "--to", "tnn", "--hw", "rknpu", "--json"], capture_output=True, text=True,
                          env={**os.environ, "PYTHONPATH": str(root)})
     assert res.returncode == 3, res.stderr
     import json
@@ -338,10 +338,16 @@ def test_port_says_unsupported_not_ok_for_data_movement_without_a_rule(tmp_path)
 
     # The port stops with the reason instead of shipping a custom Transpose.
     src = _mid_transpose_model(tmp_path / "t.onnx")
-    res = port(str(src), PortOptions(target="mace", hw="gpu", out_dir=tmp_path / "out"))
+    res = port(str(src), PortOptions(target="tnn", hw="rknpu", out_dir=tmp_path / "out"))
     assert res.status == "unsupported" and "(Transpose)" in res.reason
     entry = next(e for e in res.report["plan"]["entries"] if e["op"] == "Transpose")
     assert entry["remedy"] == "unsupported" and not (tmp_path / "out" / "custom").exists()
+    assert "no fallback (a TNN network runs on the one device" in entry["reason"]
+    # MACE's GPU has no Transpose either, but its cpu+gpu runtime runs it on the CPU.
+    res = port(str(src), PortOptions(target="mace", hw="gpu", out_dir=tmp_path / "mace"))
+    entry = next(e for e in res.report["plan"]["entries"] if e["op"] == "Transpose")
+    assert entry["remedy"] == "fallback" and res.report["plan"]["partitions"]["cpu_partitions"] == 1
+    assert "runtime: cpu+gpu" in next(p for p in (tmp_path / "mace").iterdir() if p.suffix == ".yml").read_text()
 
 
 def test_tflite_concat_then_relu_is_not_fused(tmp_path):

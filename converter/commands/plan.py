@@ -1,7 +1,8 @@
 """``edgeconv plan MODEL --to T --hw H``: per node, the verdict, the chosen remedy and why.
 
 Remedies: supported, rewrite (a chain of exact/approximate rules), retrain (the chain changes
-the architecture; weights are fitted), postprocess (trailing: generated code), custom (a custom
+the architecture; weights are fitted), fallback (the runtime runs it on its fallback unit; the
+partitions it makes are printed), postprocess (trailing: generated code), custom (a custom
 layer must be written).  Exit 0 when no node needs a custom layer, else 3; ``--json`` prints
 ``{"model": ..., "plans": [Plan.to_json(), ...]}``.
 """
@@ -15,7 +16,7 @@ import typer
 from .options import (Framework, HardwareOrAll, Json, MatrixSource, ModelSource, hw_or_default, matrix_options,
                       model_options, stdout_console)
 
-_STYLE = {"supported": "green", "rewrite": "cyan", "retrain": "magenta", "postprocess": "yellow",
+_STYLE = {"supported": "green", "rewrite": "cyan", "retrain": "magenta", "fallback": "blue", "postprocess": "yellow",
           "custom": "bold red", "unsupported": "bold red"}
 
 
@@ -51,6 +52,7 @@ def register(app: typer.Typer) -> None:
 
 
 def _print_plan(plan, model: str, all_nodes: bool) -> None:
+    from rich.markup import escape  # noqa: PLC0415  (node/op names and reasons are user text)
     from rich.table import Table  # noqa: PLC0415
 
     console = stdout_console()
@@ -59,10 +61,12 @@ def _print_plan(plan, model: str, all_nodes: bool) -> None:
         table.add_column(col, overflow="fold")
     shown = [e for e in plan.entries if all_nodes or e.remedy != "supported"]
     for e in shown:
-        table.add_row(e.node, e.op, e.verdict, f"[{_STYLE[e.remedy]}]{e.remedy}[/]",
-                      " → ".join(e.rules) or "-", e.reason)
+        table.add_row(escape(e.node), escape(e.op), escape(e.verdict), f"[{_STYLE[e.remedy]}]{e.remedy}[/]",
+                      escape(" → ".join(e.rules) or "-"), escape(e.reason))
     if shown:
-        console.print(f"{model} on {plan.framework}/{plan.hw}", highlight=False)
+        console.print(f"{escape(model)} on {plan.framework}/{plan.hw}", highlight=False)
         console.print(table)
     counts = ", ".join(f"{len(plan.by_remedy(r))} {r}" for r in _STYLE if plan.by_remedy(r))
-    console.print(f"{plan.framework}/{plan.hw}: {len(plan.entries)} nodes: {counts}", highlight=False)
+    console.print(escape(f"{plan.framework}/{plan.hw}: {len(plan.entries)} nodes: {counts}"), highlight=False)
+    if plan.partitions is not None:
+        console.print(f"partitions: {plan.partitions.summary()}", highlight=False, markup=False)

@@ -35,6 +35,7 @@ def run_ports(model: str, base, combos, preloaded, json_out: bool, jobs: int = 1
     outputs (``pipeline.shared_work``), and up to ``jobs`` run at once (threads: the heavy parts,
     onnxruntime, LiteRT, numpy, release the GIL)."""
     from rich.console import Console  # noqa: PLC0415
+    from rich.markup import escape  # noqa: PLC0415
 
     from ..pipeline import port, shared_work  # noqa: PLC0415
 
@@ -68,9 +69,10 @@ def run_ports(model: str, base, combos, preloaded, json_out: bool, jobs: int = 1
                 status.update(f"[bold]{len(combos)} targets[/], {jobs} at a time: {done} done")
     else:
         for fw, hw in combos:
-            with console.status(f"[bold]{fw}/{hw}[/]: starting") as status:
-                def progress(stage, fw=fw, hw=hw, status=status):
-                    status.update(f"[bold]{fw}/{hw}[/]: {stage}")
+            label = escape(f"{fw}/{hw}")  # a matrix overlay names hardware: user text
+            with console.status(f"[bold]{label}[/]: starting") as status:
+                def progress(stage, label=label, status=status):
+                    status.update(f"[bold]{label}[/]: {escape(stage)}")
                 outcomes.append(one(fw, hw, progress))
     results = [r for r, _ in outcomes if r is not None]
     failures = [(fw, hw, err) for (fw, hw), (_, err) in zip(combos, outcomes) if err is not None]
@@ -106,4 +108,5 @@ def _internal(err: Exception) -> EdgeconvError:
 
 def _result_json(r) -> dict:
     return {"target": r.target, "hw": r.hw, "status": r.status, "exit_code": r.exit_code, "reason": r.reason,
+            "oracle": r.oracle,
             "out_dir": str(r.out_dir), "files": r.files, "timings": r.timings}

@@ -103,7 +103,20 @@ def _plan_table(report: dict) -> str:
     body = _rows(header, needs) if needs else "<p>Every node is supported as it is.</p>"
     if fine:
         body += f"<details><summary>{len(fine)} supported nodes</summary>{_rows(header, fine)}</details>"
-    return "<h2>Plan: a remedy per node</h2>" + body
+    return "<h2>Plan: a remedy per node</h2>" + body + _partitions(report.get("plan", {}).get("partitions"))
+
+
+def _partitions(partitions: dict | None) -> str:
+    if not partitions:
+        return ""
+    esc = html.escape
+    return (f"<h3>Partitions on {esc(partitions['hw'])} with fallback to {esc(partitions['fallback'])}</h3>"
+            f"<p>{esc(partitions['summary'])}.</p>"
+            + _rows(["accelerator partitions", "cpu partitions", "nodes on accelerator", "MACs on accelerator",
+                     "tensors crossing units"],
+                    [[partitions["accelerator_partitions"], partitions["cpu_partitions"],
+                      f"{partitions['nodes_on_accelerator']} of {partitions['nodes']}",
+                      f"{partitions['mac_share']:.1%}", ", ".join(partitions["boundary"])]]))
 
 
 def _check_table(report: dict) -> str:

@@ -118,9 +118,11 @@ def port_stages(
     * ``normalized`` — the canonical ONNX (localized against the original),
     * ``legalized`` — the rewritten ONNX, or the cut model followed by ``postprocess``
       (localized against the normalized model, whose tensor names the rewrites' provenance uses),
-    * ``target:<name>`` — the exported files on the target's runtime (+ ``postprocess``);
-      skipped when the target has no runtime here; localized inside the file against the
-      legalized model when the target implements ``intermediates``.
+    * ``target:<name>`` — the exported files on the target's runtime (+ ``postprocess``): a real
+      runtime when ``target`` is bound to one (:func:`converter.runtimes.bind`), else the
+      target's own executor; skipped when the target has no runtime here, ``unverified`` when a
+      built-in reader cannot run the file; localized inside the file against the legalized
+      model when the target implements ``intermediates``.
     """
     stages = [Stage("normalized", normalized_runner or onnx_runner(normalized), model=normalized, reference=original)]
     if legalized is not None:
@@ -128,13 +130,16 @@ def port_stages(
         stages.append(Stage("legalized", compose(run, postprocess) if postprocess else run,
                             model=legalized, reference=normalized))
     if target is not None and artifact is not None:
+        from ..runtimes import oracle_of  # noqa: PLC0415
+
         run = target_runner(target, artifact)
         localizer = None
         if legalized is not None and supports_intermediates(target):
             # The file is compared with what was exported: the legalized (cut) model.
             localizer = TargetLocalizer(target, artifact, legalized)
         stages.append(Stage(f"target:{target.name}", compose(run, postprocess) if postprocess else run,
-                            tolerances=target_tolerances, localizer=localizer))
+                            tolerances=target_tolerances, localizer=localizer,
+                            oracle=oracle_of(target, artifact)))
     return stages
 
 
@@ -152,11 +157,13 @@ def verify_port(
     out_dir: str | os.PathLike | None = None,
     replay_files: tuple[str | os.PathLike, str | os.PathLike] | None = None,
     target_tolerances: Tolerances | None = None,
+    shown_dir: str | os.PathLike | None = None,
     reference_runners: tuple[Runner, Runner] | None = None,
 ) -> VerifyReport:
     """What ``edgeconv port`` runs last.  With ``out_dir`` it writes verify.json/verify.html and,
     on failure, the replay files; ``replay_files`` = (original .onnx, converted .onnx) paths the
-    reproduce command should name (e.g. the normalized and legalized models port wrote).
+    reproduce command should name (e.g. the normalized and legalized models port wrote), and
+    ``shown_dir`` where ``out_dir`` will be once the port's temporary directory is in place.
     ``reference_runners`` = (original, normalized) runners shared by the ports of one model to
     several targets (``edgeconv port --to all``), which compute each output once."""
     if inputs is None:
@@ -169,6 +176,6 @@ def verify_port(
                            inputs, tolerances, input_source=source)
     if out_dir is not None:
         if not report.ok:
-            write_replay(report, out_dir, *(replay_files or (None, None)))
+            write_replay(report, out_dir, *(replay_files or (None, None)), shown_dir=shown_dir)
         write_outputs(report, out_dir)
     return report

@@ -68,6 +68,9 @@ class CoreMLTarget(Target):
     #: ML Programs have no custom layers (Apple supports them only in the older NeuralNetwork
     #: format); the custom/ scaffold explains the composite-op path instead.
     custom_layers = False
+    #: --quantize modes written natively (besides fp16 compute precision): int8 weights as
+    #: constexpr_affine_dequantize (quantized.py).
+    quantized_modes = ("int8-weights",)
 
     def export(self, model: onnx.ModelProto, out_dir: Path, hw: str,
                options: ExportOptions | None = None) -> Artifact:
@@ -90,6 +93,12 @@ class CoreMLTarget(Target):
         target = getattr(ct.target, MINIMUM_DEPLOYMENT_TARGET)
         built = build_program(model, target)
         program = built.program
+        compressed = None
+        quant = options.extra.get("quantization")
+        if quant is not None and quant.get("mode") == "int8-weights":
+            from .quantized import compress_weights
+
+            compressed = compress_weights(program, bool(quant["params"].get("per_channel", True)))
         # coremltools re-validates the whole program after each of its ~100 passes (half the
         # conversion time of a ResNet-18); validate it once, after the last pass, instead.
         validate = type(program).validate
@@ -141,6 +150,7 @@ class CoreMLTarget(Target):
                 "package": package.name,
                 "compute_units": COMPUTE_UNITS[hw],
                 "compute_precision": precision,
+                "int8_weights": compressed,
                 "minimum_deployment_target": MINIMUM_DEPLOYMENT_TARGET,
                 "source_sha256": source_sha,
                 "onnx_ops": built.onnx_ops,

@@ -59,6 +59,8 @@ class Emitter(NodeContext):
     onnx_consts: set[str] = field(default_factory=set)
     #: names of the ONNX graph outputs (a folded Constant that is an output still needs an op).
     graph_outputs: set[str] = field(default_factory=set)
+    #: The MACE hardware written for (some layouts differ between the CPU and GPU kernels).
+    hw: str = "cpu"
 
     def shape(self, tensor) -> list[int]:
         name = tensor if isinstance(tensor, str) else tensor.name
@@ -193,7 +195,7 @@ def build(model: onnx.ModelProto, hw: str, name: str, fp16_weights: bool = False
     dtypes = {n: d for n, t in tensors.items() if (d := dtype_name(t))}
     consts = {n for n, t in tensors.items() if constant_value(t) is not None}
     em = Emitter(shapes=shapes, dtypes=dtypes, fp16=fp16_weights, used_names=set(tensors), onnx_consts=consts,
-                 graph_outputs={t.name for t in graph.outputs})
+                 graph_outputs={t.name for t in graph.outputs}, hw=hw)
     inputs = [_io_info(t) for t in graph.inputs if constant_value(t) is None]
     outputs = [_io_info(t) for t in graph.outputs]
     # remedy (4): a marked node becomes an op of its own type, registered by the app

@@ -176,6 +176,11 @@ def _eltwise(b, op, args, ins):
         operands.insert(args.i("scalar_input_index", 1), scalar)
     has_df = args.i("has_data_format", 0)
     shapes = [rank_of(t, "Eltwise") for t in operands]
+    if has_df and 4 in shapes:
+        # A 4-D constant of an AUTO op is stored NHWC; the CPU runtime transposes it to NCHW at
+        # load (flows/cpu/transpose_const.cc: dims {0, 3, 1, 2}).
+        operands = [b.const(np.ascontiguousarray(t.values.transpose(0, 3, 1, 2)))
+                    if isinstance(t, gs.Constant) and t.values.ndim == 4 else t for t in operands]
     if has_df and 4 in shapes and 1 in shapes:
         # eltwise.cc:1064-1075: a 1-D operand of a 4-D input broadcasts per channel.
         operands = [b.node("Reshape", [t, b.const(np.array([-1, 1, 1], np.int64))]) if r == 1 else t

@@ -41,7 +41,8 @@ class Builder:
 
     def const(self, value, dtype=None) -> gs.Constant:
         self.count += 1
-        return gs.Constant(f"tnn_const_{self.count}", np.ascontiguousarray(np.asarray(value, dtype=dtype)))
+        # np.array, not np.ascontiguousarray: that one turns a scalar (a Gather index) into 1-D.
+        return gs.Constant(f"tnn_const_{self.count}", np.array(value, dtype=dtype, order="C"))
 
     def tmp(self) -> gs.Variable:
         self.count += 1

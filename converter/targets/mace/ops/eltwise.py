@@ -42,9 +42,8 @@ def _binary(em, node: gs.Node, kind: int, output_types=None) -> None:
                 inputs.append(em.weight(tensor.name, value.reshape(-1)))
                 continue
             if out_rank == 4:
-                # MACE expects other 4-D constants of AUTO ops in NHWC order and transposes
-                # them at load (mace/flows/cpu/transpose_const.cc); we do not emit those.
-                raise fail(node, f"4-D constant operand of shape {list(shape)} is not per-channel")
+                inputs.append(em.weight(tensor.name, _nhwc_operand(em, node, value.reshape(full), out_shape)))
+                continue
             value = value.reshape(full)
             inputs.append(em.weight(tensor.name, value))
             continue
@@ -55,6 +54,25 @@ def _binary(em, node: gs.Node, kind: int, output_types=None) -> None:
         raise fail(node, "both operands are constant (fold constants first)")
     em.op("Eltwise", node.name, inputs, [em.name_of(node.outputs[0])], transposable=out_rank == 4, args=args,
           T=em.mace_dtype(node.inputs[0]), output_types=output_types)
+
+
+def _nhwc_operand(em, node: gs.Node, value, out_shape):
+    """A 4-D constant operand that is not per-channel (LayerNorm's gamma over the last axis of a
+    channels-last [N, H, W, C] tensor, a layer-scale vector), as MACE reads it: in NHWC order,
+    which the CPU runtime transposes back to NCHW at load (``mace/flows/cpu/transpose_const.cc``,
+    dims {0, 3, 1, 2}) and broadcasts over size-1 dims (``eltwise.cc``: "Only support broadcast
+    dim 1", then ``TensorGeneralBroadcastEltwise``).  The GPU kernel broadcasts only
+    [N, 1, 1, C] and [N, H, W, 1] (``opencl/image/eltwise.cc``), so for the GPU any other
+    broadcast is written out to the full output shape."""
+    import numpy as np  # noqa: PLC0415
+
+    if em.hw == "gpu":
+        n, c, h, w = value.shape
+        batch_vector = h == w == 1 and n == out_shape[0]
+        channel_plane = c == 1 and (n, h, w) == (out_shape[0], out_shape[2], out_shape[3])
+        if not (batch_vector or channel_plane):
+            value = np.broadcast_to(value, out_shape)
+    return np.ascontiguousarray(value.transpose(0, 2, 3, 1))
 
 
 @OPS.register("Abs", "Neg", "Sqrt", "Reciprocal")
