@@ -28,6 +28,13 @@ JSON (``edgeconv check --json``), schema ``edgeconv.check/1`` — stable; fields
       ]
     }
 
+On an accelerator whose runtime can run unsupported nodes on the CPU (TFLite gpu/nnapi, MACE
+gpu/dsp/apu, CoreML gpu/ane), a target with unsupported nodes also has ``"fallback"`` (additive):
+``{"available", "reason", "fallback_unit", "fallback_nodes", "unplaced_nodes", "partitions":
+[{"unit", "nodes", "first", "last"}], "node_share", "mac_share", "boundary": [{"tensor", "from",
+"to", "shape"}]}``; on TNN's NPUs and the Edge TPU ``available`` is false and ``reason`` says why
+(see ``converter/partition.py``).
+
 ``source`` is the matrix citation behind the verdict (the entry's, or the failed constraint's):
 ``owner/repo@commit:path#Lline`` or ``#Lfirst-Llast``, the upstream document itself.  ``citation``
 (added in this schema version's lifetime, additive) is the same citation taken apart: the commit in
@@ -62,6 +69,8 @@ class CheckResult:
     hw: str
     verdicts: list[NodeVerdict]
     model_issues: list[ModelIssue] = field(default_factory=list)
+    #: On an accelerator: the fallback remedy's picture (converter/partition.py), else None.
+    fallback: object = None
 
     @property
     def ok(self) -> bool:
@@ -88,11 +97,14 @@ class CheckResult:
                 f"{c['unverified']} unverified, {c['unsupported']} unsupported of {c['nodes']} nodes{extra}")
 
     def to_json(self) -> dict:
-        return {
+        out = {
             "framework": self.framework, "hw": self.hw, "ok": self.ok, "counts": self.counts(),
             "model_issues": [i.to_dict() for i in self.model_issues],
             "verdicts": [v.to_dict() for v in self.verdicts],
         }
+        if self.fallback is not None:
+            out["fallback"] = self.fallback.to_dict()
+        return out
 
 
 def check_model(model, framework: str, hw: str, matrix: Matrix | None = None, *, graph=None) -> CheckResult:
@@ -102,7 +114,12 @@ def check_model(model, framework: str, hw: str, matrix: Matrix | None = None, *,
     matrix = matrix or load_matrix()
     graph = graph if graph is not None else to_graph(model)
     verdicts = [matrix.check_node(node, framework, hw) for node in graph.nodes]
-    return CheckResult(framework, hw, verdicts, _model_issues(graph, matrix, framework, hw))
+    result = CheckResult(framework, hw, verdicts, _model_issues(graph, matrix, framework, hw))
+    if not all(v.supported for v in verdicts):
+        from .partition import fallback_report  # noqa: PLC0415
+
+        result.fallback = fallback_report(model, framework, hw, matrix, graph=graph, verdicts=verdicts)
+    return result
 
 
 def check_targets(model, pairs: Iterable[tuple[str, str]], matrix: Matrix | None = None) -> list[CheckResult]:

@@ -74,6 +74,8 @@ def _print_one(result, model: str) -> None:
     for issue in result.model_issues:
         console.print(f"[{_STYLE[issue.status]}]model: {issue.reason}[/]")
     console.print(result.summary(), highlight=False)
+    if result.fallback is not None:
+        console.print(f"fallback: {result.fallback.summary()}", highlight=False)
 
 
 def _print_many(results, model: str) -> None:
@@ -102,5 +104,7 @@ def _print_many(results, model: str) -> None:
             console.print(f"    {reason}", highlight=False)
         for issue in r.model_issues:
             console.print(f"    model: {issue.reason}", highlight=False)
+        if r.fallback is not None:
+            console.print(f"    fallback: {r.fallback.summary()}", highlight=False)
     ok = sum(r.ok for r in results)
     console.print(f"{ok} of {len(results)} framework/hardware targets run the whole model", highlight=False)
