@@ -112,3 +112,14 @@ def test_check_shows_the_fallback(tmp_path):
     out = subprocess.run([sys.executable, "-m", "converter", "check", str(path), "--to", "tnn", "--hw", "rknpu"],
                          capture_output=True, text=True, timeout=120)
     assert "fallback: fallback to the CPU unavailable on tnn/rknpu: TNN builds the whole network" in " ".join(out.stdout.split())
+
+
+def test_report_page_section():
+    from converter.report.port_page import _fallback
+
+    report = fallback_report(conv_chain_model(), "tflite", "gpu", _Matrix({"Sigmoid"}))
+    page = _fallback(report.to_dict(), "gpu")
+    assert "1 node(s) would run on the cpu: 3 partition(s), 80% of nodes and 100% of MACs on the gpu" in page
+    assert page.count("<tr>") == 1 + 3 + 1 + 2  # partitions table, boundary table (a, b)
+    unavailable = fallback_report(conv_chain_model(), "tflite", "edgetpu", _Matrix({"Sigmoid"}))
+    assert "Unavailable: the Edge TPU compiler maps one leading subgraph" in _fallback(unavailable.to_dict(), "edgetpu")

@@ -115,7 +115,25 @@ def _check_table(report: dict) -> str:
         return head + f"<p>All {len(check.get('verdicts', []))} nodes are supported on {html.escape(report['target'])}/{html.escape(report['hw'])}.</p>"
     rows = [[v.get("node"), v.get("op"), v.get("status"), v.get("reason"), _cite_link(v)] for v in bad]
     rows += [["(model)", i.get("kind"), i.get("status"), i.get("reason"), ""] for i in issues]
-    return head + _rows(["node", "op", "status", "reason", "source"], rows)
+    return head + _rows(["node", "op", "status", "reason", "source"], rows) + _fallback(check.get("fallback"), report["hw"])
+
+
+def _fallback(fallback: dict | None, hw: str) -> str:
+    """The fallback remedy's partitions (converter/partition.py), when the check has them."""
+    if not fallback:
+        return ""
+    head = "<h3>Fallback to the CPU</h3>"
+    if not fallback.get("available"):
+        return head + f"<p>Unavailable: {html.escape(fallback.get('reason', ''))}</p>"
+    parts = fallback.get("partitions", [])
+    text = (f"<p>{len(fallback.get('fallback_nodes', []))} node(s) would run on the {html.escape(fallback.get('fallback_unit', ''))}: "
+            f"{len(parts)} partition(s), {100 * fallback.get('node_share', 1):.0f}% of nodes and "
+            f"{100 * fallback.get('mac_share', 1):.0f}% of MACs on the {html.escape(hw)}; "
+            f"{len(fallback.get('unplaced_nodes', []))} node(s) neither unit runs.</p>")
+    rows = [[p["unit"], str(p["nodes"]), p["first"], p["last"]] for p in parts]
+    bounds = [[b["tensor"], b["from"], b["to"], str(b["shape"])] for b in fallback.get("boundary", [])]
+    return (head + text + _rows(["unit", "nodes", "first", "last"], rows)
+            + (_rows(["boundary tensor", "from", "to", "shape"], bounds) if bounds else ""))
 
 
 def _matrix_for_model_ops(report: dict, model, matrix) -> str:
