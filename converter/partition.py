@@ -90,9 +90,27 @@ class FallbackReport:
         }
 
 
+def fallback_for_plan(model, plan, matrix=None) -> FallbackReport | None:
+    """The fallback picture after planning: the nodes the plan makes run on the accelerator
+    (supported, or rewritten / retrained into supported ops) stay there; the rest (custom,
+    post-processing, unsupported) are the candidates to fall back to the CPU."""
+    from .graph import to_graph  # noqa: PLC0415
+
+    graph = to_graph(model)
+    remedy = {e.node: e.remedy for e in plan.entries}
+    stays = [_Placed(remedy.get(n.name, "supported") in ("supported", "rewrite", "retrain")) for n in graph.nodes]
+    return fallback_report(model, plan.framework, plan.hw, matrix, graph=graph, verdicts=stays)
+
+
+@dataclass(frozen=True)
+class _Placed:
+    supported: bool
+
+
 def fallback_report(model, framework: str, hw: str, matrix=None, *, graph=None, verdicts=None) -> FallbackReport | None:
     """The fallback picture for ``model`` on ``framework`` x ``hw``; None on a CPU (nothing to fall
-    back from).  ``verdicts``: the accelerator's :class:`NodeVerdict` per node, when checked already."""
+    back from).  ``verdicts``: per node, whether the accelerator runs it (anything with a
+    ``supported`` attribute: the check's :class:`NodeVerdict`, or the plan's outcome)."""
     from .graph import to_graph  # noqa: PLC0415
     from .matrix import load_matrix  # noqa: PLC0415
 

@@ -123,3 +123,20 @@ def test_report_page_section():
     assert page.count("<tr>") == 1 + 3 + 1 + 2  # partitions table, boundary table (a, b)
     unavailable = fallback_report(conv_chain_model(), "tflite", "edgetpu", _Matrix({"Sigmoid"}))
     assert "Unavailable: the Edge TPU compiler maps one leading subgraph" in _fallback(unavailable.to_dict(), "edgetpu")
+
+
+def test_plan_reports_the_fallback_for_what_no_rule_rewrites(tmp_path):
+    """After planning, the nodes the plan cannot make run on the accelerator (remedy custom,
+    postprocess or unsupported) are the fallback candidates; rewritten ones stay."""
+    from converter.partition import fallback_for_plan
+    from converter.plan import Plan, PlanEntry
+
+    model = conv_chain_model()
+    names = [n.name for n in to_graph(model).nodes]
+    plan = Plan("tflite", "gpu", [PlanEntry(n, "?", "supported", "supported", [], "") for n in names])
+    plan.entries[1] = PlanEntry("mid", "Sigmoid", "unsupported", "custom", [], "no rule")
+    report = fallback_for_plan(model, plan, load_matrix())
+    assert report.fallback_nodes == ["mid"]  # TFLite's CPU kernels run Sigmoid (LOGISTIC)
+    assert len(report.partitions) == 3 and report.node_share == 4 / 5
+    plan.entries[1] = PlanEntry("mid", "Sigmoid", "unsupported", "rewrite", ["x"], "")
+    assert not fallback_for_plan(model, plan, load_matrix()).needed

@@ -38,14 +38,22 @@ def register(app: typer.Typer) -> None:
         m = matrix.load()
         pairs = m.resolve_targets(to, hw_or_default(m, to, hw))
         onnx_model = source.normalized(require_static=False)
+        from ..partition import fallback_for_plan  # noqa: PLC0415
+
         plans = [plan_model(onnx_model, fw, h, m) for fw, h in pairs]
+        # On accelerators: what the plan leaves without a rewrite could run on the CPU instead.
+        fallbacks = [fallback_for_plan(onnx_model, p, m) if not p.ok else None for p in plans]
         if json_out:
             import json  # noqa: PLC0415
 
-            print(json.dumps({"model": source.path, "plans": [p.to_json() for p in plans]}, indent=2))
+            print(json.dumps({"model": source.path, "plans": [
+                {**p.to_json(), **({"fallback": f.to_dict()} if f is not None else {})}
+                for p, f in zip(plans, fallbacks)]}, indent=2))
         else:
-            for p in plans:
+            for p, f in zip(plans, fallbacks):
                 _print_plan(p, source.path, all_nodes)
+                if f is not None:
+                    stdout_console().print(f"fallback: {f.summary()}", highlight=False)
         if any(p.by_remedy("custom") or p.by_remedy("unsupported") for p in plans):
             raise typer.Exit(EXIT_UNSUPPORTED)
 
