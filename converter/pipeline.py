@@ -146,8 +146,8 @@ def port(model_path: str, opts: PortOptions, progress=None, preloaded=None, shar
     timer = _Timer(progress)
     matrix = load_matrix(opts.matrix, opts.matrix_overlays)
     target: Target = targets.get(opts.target)
-    runtime = resolve(opts.target, opts.runtimes)
     hw = matrix.resolve_hw(opts.target, opts.hw or target.default_hw)
+    runtime = resolve(opts.target, opts.runtimes, hw)
     quant_plan, quant = plan_for_port(opts, matrix, opts.target, hw), None
     report: dict[str, Any] = {
         "edgeconv_version": __version__,
@@ -263,10 +263,17 @@ def port(model_path: str, opts: PortOptions, progress=None, preloaded=None, shar
             reason = (f"needs custom kernels: {len(nodes)} op{'s' if len(nodes) != 1 else ''} "
                       f"({', '.join(nodes)}); implement them from custom/ (each has a harness) before shipping"
                       + (f"; {reason}" if reason else ""))
-        oracle = _oracle_name(target, artifact, runtime, verdict)
+        oracle = _oracle_name(target, artifact, runtime, verdict, hw)
         report["oracle"] = oracle
         if quant is not None:
             status, reason = quant.port_status(status, reason)
+            if (status == "unsupported" and not quant.native and artifact is not None
+                    and not {"float32", "float16"} & set(matrix.properties(opts.target, hw).get("dtypes", []))):
+                # The hardware loads integer models only: never ship the float file it cannot load.
+                for f in artifact.files:
+                    _remove(Path(f))
+                report.pop("artifact", None)
+                reason += f"; no {opts.target} file was written: {hw} cannot load a float model"
         report["status"], report["reason"] = status, reason
         report["timings"] = timer.timings
         atomic_write_text(tmp / "report.json", json.dumps(report, indent=2, sort_keys=True, default=str))
@@ -297,15 +304,25 @@ def _judge_integer_file(quant, target, runtime, artifact) -> tuple[str, str] | N
     return None
 
 
-def _oracle_name(target, artifact, runtime, verdict) -> str:
+def _oracle_name(target, artifact, runtime, verdict, hw: str = "") -> str:
     """What judged (or would judge) the target stage, for the summary and report.json."""
     if verdict is not None and verdict.target_oracle:
         return verdict.target_oracle
-    if artifact is None:
-        return ""
-    from .runtimes import bind, oracle_of  # noqa: PLC0415
+    from .runtimes import bind, builtin_oracle, oracle_of  # noqa: PLC0415
 
+    if artifact is None:  # nothing exported (unsupported): what would have judged it
+        if runtime is not None:
+            return runtime.oracle_name(hw)
+        if target.name == "coreml":
+            from .targets.coreml import _runtime_name  # noqa: PLC0415
+
+            return builtin_oracle(_runtime_name()).name
+        return builtin_oracle(_BUILTIN_RUNTIME[target.name]).name if target.name in _BUILTIN_RUNTIME else ""
     return oracle_of(bind(target, runtime), artifact).name
+
+
+#: The executor each built-in target's ``run`` uses on this machine (``Artifact.runtime``).
+_BUILTIN_RUNTIME = {"tflite": "litert", "tnn": "tnn-reader+onnxruntime", "mace": "mace-reader+onnxruntime"}
 
 
 def _verify(original, normalized, final, postprocess, target, artifact, opts: PortOptions, out: Path,
@@ -341,6 +358,10 @@ def _verify(original, normalized, final, postprocess, target, artifact, opts: Po
         target=target, artifact=artifact, inputs=inputs, seed=opts.seed, tolerances=tolerances,
         out_dir=out / "verify", replay_files=(shown / "normalized.onnx", shown / "legalized.onnx"),
         target_tolerances=target_tolerances, shown_dir=shown / "verify",
+        target_replay=((shown / "normalized.onnx", shown / Path(artifact.files[0]).name)
+                       if artifact is not None and postprocess is None and not custom_nodes else None),
+        runtimes={target.name: str(runtime.path)} if runtime is not None else None,
+        tolerances_path=opts.tolerances,
         reference_runners=shared.reference_runners() if shared is not None else None,
     )
 
@@ -383,6 +404,15 @@ class _NeedsCustomKernels:
 
         raise RuntimeUnavailable(f"the file carries custom layer(s) {', '.join(self.nodes)}: register their "
                                  "kernels (see custom/) to run it; each harness checks its kernel")
+
+
+def _remove(path: Path) -> None:
+    import shutil  # noqa: PLC0415
+
+    if path.is_dir():
+        shutil.rmtree(path, ignore_errors=True)
+    elif path.exists():
+        path.unlink()
 
 
 def _warn(line: str) -> None:

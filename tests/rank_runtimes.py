@@ -112,3 +112,58 @@ def prove_in_runtime(cases, export, run, compare, tmp: Path) -> dict[int, str]:
         if problem:
             failures[i] = problem
     return failures
+
+
+# -- every exporter test's file in the real runtime too ---------------------------------------------
+
+
+def agree(reader: dict, runtime: dict, where: str, atol: float = 1e-5) -> None:
+    """The real runtime computes what the reader computed (floats within ``atol``, ints exactly)."""
+    for name, want in reader.items():
+        assert name in runtime, f"{where}: the runtime returned no '{name}'"
+        want, got = np.asarray(want), np.asarray(runtime[name])
+        assert got.size == want.size, f"{where}: '{name}' has shape {list(got.shape)}, the reader {list(want.shape)}"
+        got = got.reshape(want.shape)
+        if want.dtype.kind == "f":
+            err = float(np.max(np.abs(got.astype(np.float64) - want), initial=0.0))
+            assert err <= atol, f"{where}: '{name}' differs from the reader by {err:.3g} in the real runtime"
+        else:
+            assert np.array_equal(got.astype(np.int64), want.astype(np.int64)), f"{where}: '{name}' integers differ"
+
+
+def real_runtime_fixture(framework: str, reader_only: dict[str, str] | None = None,
+                         devices: dict[str, tuple[str, str]] | None = None):
+    """An autouse fixture for an exporter test module: every ``TARGET.run`` (the reader) also
+    runs the same files in the framework's real runtime and asserts they agree.  ``reader_only``:
+    test name -> why its files are for the reader alone (e.g. deliberately edited files);
+    ``devices``: TNN test name -> (device, why) where the x86 kernels cannot stand in for arm."""
+    import importlib
+
+    @pytest.fixture(autouse=True)
+    def _also_in_real_runtime(request, monkeypatch):
+        tool = TNN_RUN if framework == "tnn" else MACE_RUN
+        names = (request.node.name, request.node.originalname)
+        if not tool.exists() or any(n in (reader_only or {}) for n in names):
+            yield
+            return
+        target = importlib.import_module(f"converter.targets.{framework}").TARGET
+        reader_run = type(target).run
+        device = next((devices[n][0] for n in names if n in (devices or {})), None)
+        runtime = (tnn_runtime(device) if framework == "tnn" else mace_runtime())
+        calls = []
+
+        def both(self, artifact, inputs):
+            from converter.runtimes import RuntimeRefused
+
+            values = reader_run(self, artifact, inputs)
+            try:
+                real = runtime.run(artifact, inputs)
+            except RuntimeRefused as err:
+                raise AssertionError(f"{request.node.name}: {err}") from None
+            agree(values, real, request.node.name)
+            calls.append(artifact)
+            return values
+
+        monkeypatch.setattr(type(target), "run", both)
+        yield
+    return _also_in_real_runtime

@@ -7,14 +7,16 @@ from typing import List, Optional
 
 import typer
 
-from .options import Atol, Json, Rtol, Seed, ShapeList, Tolerances, VerifyInputs, out_dir, stdout_console
+from .options import Atol, Json, Rtol, Runtime, Seed, ShapeList, Tolerances, VerifyInputs, out_dir, stdout_console
 
 
 def register(app: typer.Typer) -> None:
     @app.command("verify", short_help="Do two ONNX models compute the same; where do they diverge?")
     def verify_cmd(
         original: str = typer.Argument(..., metavar="ORIGINAL", help="The reference ONNX model."),
-        converted: str = typer.Argument(..., metavar="CONVERTED", help="The converted ONNX model to check against it."),
+        converted: str = typer.Argument(..., metavar="CONVERTED", help="The converted ONNX model to check against it, "
+                                        "or an exported file (.tnnproto, MACE .pb, .tflite, .mlpackage) in a port's "
+                                        "output directory (its report.json says how to run it)."),
         inputs: Optional[str] = VerifyInputs,
         atol: Optional[float] = Atol,
         rtol: Optional[float] = Rtol,
@@ -35,6 +37,7 @@ def register(app: typer.Typer) -> None:
         max_memory: Optional[str] = typer.Option(
             None, "--max-memory", metavar="SIZE",
             help="Refuse (exit 2) models whose inference needs more, e.g. 8G. Default: half the RAM."),
+        runtime: Optional[List[str]] = Runtime,
         json_out: bool = Json,
     ) -> None:
         """Compare CONVERTED with ORIGINAL on seeded or given inputs; name the first diverging layer."""
@@ -55,12 +58,20 @@ def register(app: typer.Typer) -> None:
         ranges = dict(parse_range(flag) for flag in value_range or [])
         shapes = parse_shape_flags(input_shape)
         _check_memory(original, shapes, max_memory)
-        report = verify_files(original, converted, tols, inputs_npz=inputs, seed=seed,
-                              ranges=ranges, samples=samples, shapes=shapes or None)
+        from ..runtimes import parse_runtime_flags, validate  # noqa: PLC0415
+        from ..verify.pipeline import TARGET_FILES, verify_target_file  # noqa: PLC0415
+
+        chosen = parse_runtime_flags(runtime)
+        validate(chosen)
+        if Path(converted).suffix.lower() in TARGET_FILES:
+            report = verify_target_file(original, converted, tols, inputs_npz=inputs, seed=seed, runtimes=chosen)
+        else:
+            report = verify_files(original, converted, tols, inputs_npz=inputs, seed=seed,
+                                  ranges=ranges, samples=samples, shapes=shapes or None)
         target_dir = Path(out) if out else None
         if not report.ok:
             target_dir = target_dir or Path(converted).with_name(Path(converted).stem + ".verify")
-            write_replay(report, target_dir, original, converted, tolerances)
+            write_replay(report, target_dir, original, converted, tolerances, runtimes=chosen)
         if target_dir is not None:
             write_outputs(report, target_dir)
         if json_out:

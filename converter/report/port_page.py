@@ -11,7 +11,8 @@ from pathlib import Path
 from ..fsutil import atomic_write_text
 
 _STATUS_COLOR = {"supported": "#dafbe1", "unverified": "#fff8c5", "unsupported": "#ffebe9"}
-_RESULT_COLOR = {"ok": "#1a7f37", "unsupported": "#9a6700", "verify_failed": "#cf222e"}
+_RESULT_COLOR = {"ok": "#1a7f37", "unsupported": "#9a6700", "verify_failed": "#cf222e", "needs_custom": "#9a6700",
+                 "unverified": "#9a6700"}
 
 _STYLE = """
 body{font-family:system-ui,-apple-system,sans-serif;margin:2em;color:#1f2328}
@@ -26,6 +27,12 @@ def write_port_page(report: dict, model, matrix, path: Path, verification=None) 
     return atomic_write_text(path, build_port_page(report, model, matrix, verification))
 
 
+def _reference_oracle() -> str:
+    from ..runtimes import onnxruntime_oracle  # noqa: PLC0415
+
+    return onnxruntime_oracle().name
+
+
 def build_port_page(report: dict, model, matrix, verification=None) -> str:
     esc = html.escape
     status = report.get("status", "?")
@@ -36,6 +43,8 @@ def build_port_page(report: dict, model, matrix, verification=None) -> str:
         f"<h1>{esc(str(report.get('model')))} → {esc(report['target'])}/{esc(report['hw'])}</h1>",
         f'<p><b style="color:{_RESULT_COLOR.get(status, "#cf222e")}">{esc(status)}</b>'
         + (f": {esc(report.get('reason', ''))}" if report.get("reason") else "") + "</p>",
+        (f'<p class="oracle">target stage judged by <b>{esc(report["oracle"])}</b> '
+         f'against {esc(_reference_oracle())}</p>' if report.get("oracle") else ""),
         _summary(report),
         _plan_table(report),
         _check_table(report),

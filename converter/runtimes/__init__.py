@@ -105,6 +105,10 @@ class RealRuntime:
         """The name verdicts give this runtime for hardware ``hw`` (e.g. the device it runs)."""
         return self.title
 
+    def serves(self, hw: str) -> bool:
+        """Can it run a file exported for ``hw``?  (Else the built-in executor judges it.)"""
+        return True
+
     def run(self, artifact, inputs: dict[str, np.ndarray]) -> dict[str, np.ndarray]:
         raise NotImplementedError
 
@@ -146,10 +150,13 @@ def load_runtime(framework: str, path: str | os.PathLike) -> RealRuntime:
     raise BadInput(f"no pluggable runtime for '{framework}'; choose one of: {', '.join(ENV)}")
 
 
-def resolve(framework: str, given: dict[str, str] | None = None) -> RealRuntime | None:
-    """The real runtime the user chose for ``framework``, or None (use the built-in executor)."""
+def resolve(framework: str, given: dict[str, str] | None = None, hw: str | None = None) -> RealRuntime | None:
+    """The real runtime the user chose for ``framework``, or None (use the built-in executor);
+    with ``hw``, None too when that runtime cannot run files for ``hw`` (a CPU-only MACE build
+    and a GPU file)."""
     path = chosen_path(framework, given)
-    return None if path is None else load_runtime(framework, path)
+    runtime = None if path is None else load_runtime(framework, path)
+    return None if runtime is None or (hw is not None and not runtime.serves(hw)) else runtime
 
 
 def validate(given: dict[str, str] | None) -> None:

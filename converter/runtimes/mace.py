@@ -7,8 +7,8 @@ reads ``PREFIX_<name>`` raw files (every non-alphanumeric character of the name 
 writes outputs the same way.  Every per-tensor flag needs one value per tensor (mace_run indexes
 its split lists).  It may exit 0 having written nothing, so each output file is checked.
 
-A host build runs MACE's CPU kernels only: ``--hw cpu`` is judged directly; a gpu/dsp/apu file
-runs on the CPU runtime too (the oracle name says so).  4-D interfaces are NHWC in the file
+A host build runs MACE's CPU kernels only: ``--hw cpu`` files are judged by it; a gpu/dsp/apu
+file names its runtime type and mace_run refuses it, so those stay with the built-in reader.  4-D interfaces are NHWC in the file
 (``data_format`` 1 in the artifact's meta): inputs are transposed in, outputs back to NCHW.
 """
 
@@ -53,8 +53,10 @@ class MaceRun(RealRuntime):
         self.path = Path(path)
         self.title = "MACE CPU runtime (mace_run)"
 
-    def oracle_name(self, hw: str) -> str:
-        return self.title if hw in ("", "cpu") else f"{self.title}, standing in for {hw}"
+    def serves(self, hw: str) -> bool:
+        # The file names its runtime (net arg runtime_type); mace_run refuses a GPU/DSP/APU one:
+        # "Current MACE doesn't support the runtime type" (runtime_registry.cc:61).
+        return hw in ("", "cpu")
 
     def run(self, artifact, inputs):
         name = artifact.meta["name"]

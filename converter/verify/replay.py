@@ -52,6 +52,7 @@ def reproduce_command(
     inputs_npz: str | os.PathLike,
     tolerances: Tolerances,
     tolerances_path: str | os.PathLike | None = None,
+    runtimes: dict[str, str] | None = None,
 ) -> str:
     """The ``edgeconv verify`` command line that reruns the comparison on the same inputs.
 
@@ -66,6 +67,8 @@ def reproduce_command(
     ]
     if tolerances_path is not None:
         args += ["--tolerances", str(Path(tolerances_path).resolve())]
+    for framework, path in sorted((runtimes or {}).items()):
+        args += ["--runtime", f"{framework}={Path(path).resolve()}"]
     return shlex.join(args)
 
 
@@ -76,6 +79,7 @@ def write_replay(
     converted: str | os.PathLike | None,
     tolerances_path: str | os.PathLike | None = None,
     shown_dir: str | os.PathLike | None = None,
+    runtimes: dict[str, str] | None = None,
 ) -> dict:
     """Write ``verify-inputs.npz`` and ``reproduce.sh`` into ``out_dir``; record them on ``report``.
 
@@ -92,7 +96,7 @@ def write_replay(
     if original is None or converted is None:
         report.replay = {"inputs": str(npz), "script": None, "command": None}
         return report.replay
-    command = reproduce_command(original, converted, npz, report.tolerances, tolerances_path)
+    command = reproduce_command(original, converted, npz, report.tolerances, tolerances_path, runtimes)
     atomic_write_text(
         out_dir / SCRIPT_FILE,
         "#!/bin/sh\n# Reruns the failing edgeconv verification on the inputs it used.\n" + command + "\n",

@@ -437,8 +437,11 @@ def verify_stages(
     tolerances: Tolerances | None = None,
     localize_failures: bool = True,
     input_source: str = "",
+    noise_model: onnx.ModelProto | None = None,
 ) -> VerifyReport:
-    """Run ``original`` and every stage on ``inputs`` and compare each stage with the original."""
+    """Run ``original`` and every stage on ``inputs`` and compare each stage with the original.
+    ``noise_model``: the ONNX model whose float32 noise floor is estimated when ``original`` is a
+    runner (default: ``original`` itself when it is a model)."""
     tolerances = tolerances or Tolerances()
     samples = list(inputs) if isinstance(inputs, (list, tuple)) else [inputs]
     if not samples:
@@ -463,7 +466,8 @@ def verify_stages(
         """The reference's float32 noise floor per output, estimated once, when first needed."""
         if "floors" not in floors:
             try:
-                floors["floors"] = estimate(reference_model, samples, ref_outs) if reference_model is not None else {}
+                model = reference_model if reference_model is not None else noise_model
+                floors["floors"] = estimate(model, samples, ref_outs) if model is not None else {}
             except Exception:  # noqa: BLE001 - no estimate: atol/rtol alone decide
                 floors["floors"] = {}
         return floors["floors"]
