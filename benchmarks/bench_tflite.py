@@ -24,6 +24,7 @@ from __future__ import annotations
 
 import argparse
 import os
+import resource
 import shutil
 import statistics
 import subprocess
@@ -65,10 +66,14 @@ def _env() -> dict:
     return env
 
 
-def timed(argv: list[str], cwd=None) -> tuple[float, subprocess.CompletedProcess]:
+def timed(argv: list[str], cwd=None) -> tuple[float, float, subprocess.CompletedProcess]:
+    """(wall s, CPU s of the child: user + sys, its result)."""
+    before = resource.getrusage(resource.RUSAGE_CHILDREN)
     start = time.perf_counter()
     done = subprocess.run(argv, capture_output=True, text=True, env=_env(), cwd=cwd)
-    return time.perf_counter() - start, done
+    wall = time.perf_counter() - start
+    after = resource.getrusage(resource.RUSAGE_CHILDREN)
+    return wall, (after.ru_utime - before.ru_utime) + (after.ru_stime - before.ru_stime), done
 
 
 def litert_torch_python() -> tuple[Path | None, str]:
@@ -146,34 +151,40 @@ def main() -> None:
         pt = folder / f"{name}.pt"
         with torch.no_grad():
             torch.jit.trace(zoo.build(name, args.size), tuple(torch.zeros(s) for s in shapes.values())).save(str(pt))
-        convert, files, notes = {}, {}, []
-        seconds, done = timed([sys.executable, "-m", "converter", "port", str(onnx_path), "--to", "tflite", "--hw", "cpu",
+        convert, cpu, files, notes = {}, {}, {}, []
+        seconds, cpu["edgeconv"], done = timed([sys.executable, "-m", "converter", "port", str(onnx_path), "--to", "tflite", "--hw", "cpu",
                                "--no-verify", "-o", str(folder / "edgeconv")])
         if done.returncode == 0:
             convert["edgeconv"], files["edgeconv"] = seconds, next((folder / "edgeconv").glob("*.tflite"))
         else:
             notes.append(f"edgeconv failed: {done.stderr.strip()[-120:]}")
-        shape_flags = [f for n, s in shapes.items() for f in ("-s", f"{n}={'x'.join(map(str, s))}")]
-        seconds, done = timed([sys.executable, "-m", "converter", "port", str(pt), *shape_flags, "--to", "tflite",
+        # TorchScript keeps the forward's argument names (``x``), not the zoo's ONNX input names.
+        shape_flags = [f for s in shapes.values() for f in ("-s", "x".join(map(str, s)))][:2]
+        seconds, cpu["edgeconv .pt"], done = timed([sys.executable, "-m", "converter", "port", str(pt), *shape_flags, "--to", "tflite",
                                "--hw", "cpu", "--no-verify", "-o", str(folder / "edgeconv-pt")])
         if done.returncode == 0:
             convert["edgeconv .pt"] = seconds
+        else:
+            notes.append(f"edgeconv .pt failed: {done.stderr.strip()[-120:]}")
         if o2t is not None:
             import bench_tflite_vs_onnx2tf as o2t_mod  # noqa: PLC0415
 
             try:
+                before = resource.getrusage(resource.RUSAGE_CHILDREN)
                 convert["onnx2tf"], files["onnx2tf"] = o2t_mod.run_onnx2tf(o2t, onnx_path, folder / "onnx2tf")
+                after = resource.getrusage(resource.RUSAGE_CHILDREN)
+                cpu["onnx2tf"] = (after.ru_utime - before.ru_utime) + (after.ru_stime - before.ru_stime)
             except Exception as err:  # noqa: BLE001
                 notes.append(f"onnx2tf failed: {str(err).strip().splitlines()[0][:100]}")
         if lt is not None:
             out = folder / "litert_torch.tflite"
-            seconds, done = timed([str(lt), "-c", _LITERT_TORCH, str(ROOT), name, args.size, str(out)])
+            seconds, cpu["litert-torch"], done = timed([str(lt), "-c", _LITERT_TORCH, str(ROOT), name, args.size, str(out)])
             if done.returncode == 0 and out.exists():
                 convert["litert-torch"], files["litert-torch"] = seconds, out
             else:
                 notes.append(f"litert-torch failed: {(done.stderr.strip().splitlines() or ['?'])[-1][:100]}")
         lat = latency(files, args.runs) if files else {}
-        rows.append((name, convert, lat, notes))
+        rows.append((name, convert, cpu, lat, notes))
         print(f"{name}: " + ", ".join(f"{k} {v:.1f} s" for k, v in convert.items()) + " | "
               + ", ".join(f"{k} {1e3 * v:.2f} ms" for k, v in lat.items()) + (" | " + "; ".join(notes) if notes else ""),
               flush=True)
@@ -184,22 +195,25 @@ def main() -> None:
         print(f"  {o2t_why}")
     if lt_why:
         print(f"  {lt_why}")
-    head = f"{'model':18} {'edgeconv':>9} {'ec .pt':>7} {'onnx2tf':>8} {'lt-torch':>9} {'conv ratio':>10} " \
+    head = f"{'model':18} {'edgeconv':>9} {'ec .pt':>7} {'onnx2tf':>8} {'lt-torch':>9} {'conv ratio':>11} " \
            f"{'ec ms':>7} {'o2t ms':>7} {'ltt ms':>7} {'lat ratio':>9}"
     print(head)
-    for name, convert, lat, _ in rows:
-        others = [convert[k] for k in ("onnx2tf", "litert-torch") if k in convert]
-        conv_ratio = f"{min(others) / convert['edgeconv']:.1f}x" if others and "edgeconv" in convert else "n/a"
+    for name, convert, cpu, lat, _ in rows:
+        others = [k for k in ("onnx2tf", "litert-torch") if k in convert]
+        conv_ratio = "n/a"
+        if others and "edgeconv" in convert:
+            fastest = min(others, key=convert.get)
+            conv_ratio = f"{convert[fastest] / convert['edgeconv']:.1f}x/{cpu[fastest] / cpu['edgeconv']:.1f}x"
         other_lat = [lat[k] for k in ("onnx2tf", "litert-torch") if k in lat]
         lat_ratio = f"{lat['edgeconv'] / min(other_lat):.2f}" if other_lat and "edgeconv" in lat else "n/a"
 
         def cell(d, k, scale=1.0, width=8, fmt=".1f"):
             return f"{scale * d[k]:{width}{fmt}}" if k in d else f"{'-':>{width}}"
         print(f"{name:18} {cell(convert, 'edgeconv', width=9)} {cell(convert, 'edgeconv .pt', width=7)} "
-              f"{cell(convert, 'onnx2tf')} {cell(convert, 'litert-torch', width=9)} {conv_ratio:>10} "
+              f"{cell(convert, 'onnx2tf')} {cell(convert, 'litert-torch', width=9)} {conv_ratio:>11} "
               f"{cell(lat, 'edgeconv', 1e3, 7, '.2f')} {cell(lat, 'onnx2tf', 1e3, 7, '.2f')} "
               f"{cell(lat, 'litert-torch', 1e3, 7, '.2f')} {lat_ratio:>9}")
-    print("conv ratio: the faster other tool's conversion time / edgeconv's from .onnx (goal >= 10x); "
+    print("conv ratio: the faster other tool's conversion time / edgeconv's from .onnx, wall/CPU (goal >= 10x); "
           "lat ratio: edgeconv's latency / the better other file's (goal <= 1.00)")
     if not args.keep:
         shutil.rmtree(work, ignore_errors=True)

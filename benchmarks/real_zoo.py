@@ -322,10 +322,11 @@ NOISE_FACTOR = 8.0
 
 
 #: Targets that compute in float16 (CoreML on the Neural Engine), judged against the float16 noise
-#: floor: the eager model run in half precision vs float64, times FP16_NOISE_FACTOR, and never
-#: tighter than the exporter's own float16 tolerance.
+#: floor: the eager model run in half precision vs float64 (torch's CPU half kernels; on a random
+#: ResNet-18 they miss by 1.6e-2 where the CoreML float16 program misses by 8e-3), never tighter
+#: than the exporter's own float16 tolerance.
 FP16_TARGETS = {("coreml", "ane")}
-FP16_NOISE_FACTOR = 4.0
+FP16_NOISE_FACTOR = 1.0
 FP16_MIN_TOL = 4e-3
 
 
@@ -412,15 +413,15 @@ def port_model(entry: ZooEntry, targets, work: Path, progress=print) -> list[Cel
         np.savez(inputs, **{normalized.graph.input[0].name: x})
         noise = noise_floor(model, x)
         atol = max(1e-4, NOISE_FACTOR * noise)
-        noise16 = noise_floor(model, x, "float16") if any(t in FP16_TARGETS for t in targets) else 0.0
+        noise16 = noise_floor(model, x, "float16") if any(t in FP16_TARGETS for t in targets) else None
     except Exception as err:  # noqa: BLE001 - a benchmark reports, it does not stop
         line = str(err).strip().splitlines()[0][:200] if str(err).strip() else type(err).__name__
         return [Cell(entry.name, entry.family, t, h, "error", f"load: {line}", time.perf_counter() - start)
                 for t, h in targets]
     load_seconds = time.perf_counter() - start
     progress(f"  {entry.name}: saved + loaded in {load_seconds:.1f} s "
-             f"({len(normalized.graph.node)} nodes after normalize; float32 noise {noise:.1e}, atol {atol:.1e}; "
-             f"float16 noise {noise16:.1e})")
+             f"({len(normalized.graph.node)} nodes after normalize; float32 noise {noise:.1e}, atol {atol:.1e}"
+             + (f"; float16 noise {noise16:.1e})" if noise16 is not None else ")"))
     for target, hw in targets:
         start = time.perf_counter()
         atol_t, rtol_t = tolerance_for(target, hw, atol, noise16)
@@ -469,7 +470,8 @@ def table(cells: list[Cell], targets) -> str:
         row = []
         for col in cols:
             c = by.get((m, col))
-            row.append("" if c is None else f"{c.verdict} {c.seconds:.1f}s")
+            fp16 = c is not None and (c.target, c.hw) in FP16_TARGETS
+            row.append("" if c is None else f"{c.verdict} {c.seconds:.1f}s" + (f" (atol {c.atol:.2g})" if fp16 else ""))
         lines.append(f"| {m} | {family} | " + " | ".join(row) + " |")
     cpu = [c for c in cells if (c.target, c.hw) in CPU_TARGETS]
     acc = [c for c in cells if (c.target, c.hw) in ACCEL_TARGETS]

@@ -149,7 +149,15 @@ def swap_in_dir(new: Path, path: Path) -> None:
         os.replace(path, old)
         os.replace(new, path)
         new = old
-    shutil.rmtree(new, ignore_errors=True)  # after the exchange ``new`` holds the old output
+    _remove(new)  # after the exchange ``new`` holds the old output (or the old symlink)
+
+
+def _remove(entry: Path) -> None:
+    if entry.is_dir() and not entry.is_symlink():
+        shutil.rmtree(entry, ignore_errors=True)
+    else:
+        with contextlib.suppress(OSError):
+            entry.unlink()
 
 
 def _exchange(a: Path, b: Path) -> bool:
@@ -216,7 +224,7 @@ def _remove_stale_siblings(path: Path) -> None:
     # Called with the lock held: no live run writes ``path``, so every temp of it is stale.
     for prefix in (f".{path.name}.edgeconv-tmp-", f".{path.name}.edgeconv-old-"):
         for stale in path.parent.glob(glob_escape(prefix) + "*"):
-            shutil.rmtree(stale, ignore_errors=True)
+            _remove(stale)
 
 
 def glob_escape(text: str) -> str:
@@ -254,11 +262,7 @@ def remove_stale(directory: Path, prefix: str, suffix: str = "", legacy: bool = 
             continue
         if pid is not None and (pid == os.getpid() or pid_alive(pid)):
             continue
-        if entry.is_dir() and not entry.is_symlink():
-            shutil.rmtree(entry, ignore_errors=True)
-        else:
-            with contextlib.suppress(OSError):
-                entry.unlink()
+        _remove(entry)
 
 
 def make_dirs(path: Path) -> list[Path]:

@@ -84,6 +84,7 @@ def legalize(model: onnx.ModelProto, framework: str, hw: str, matrix=None,
     search = ChainSearch(matrix, framework, hw)
     plan = plan_model(model, framework, hw, matrix, custom_ops=custom_ops, search=search, graph=graph)
     keep = {e.node for e in plan.entries if e.remedy in ("postprocess", "custom", "fallback")}
+    keep |= _downstream(graph, {e.node for e in plan.entries if e.remedy == "postprocess"})
     current, applied, graph = _rewrite_to_fixpoint(model, matrix, framework, hw, search, keep, graph=graph)
     reports = []
     if any(REGISTRY[r].kind == RETRAIN for r, _ in applied):
@@ -96,6 +97,28 @@ def legalize(model: onnx.ModelProto, framework: str, hw: str, matrix=None,
     if verify and applied:
         result.max_abs_error = _verify(model, current, applied, seed, matrix, framework, hw, search, keep)
     return result
+
+
+def _downstream(graph, names: set[str]) -> set[str]:
+    """Every node fed, directly or not, by the nodes ``names``.  Downstream of a node moved to
+    post-processing, everything moves with the trailing cut; rewriting those nodes for the
+    accelerator first could turn a post-processable op into one that is not (a Slice into a
+    shift convolution on MACE's GPU) and break the cut the plan found."""
+    if not names:
+        return set()
+    consumers: dict[str, list] = {}
+    for node in graph.nodes:
+        for t in node.inputs:
+            consumers.setdefault(t.name, []).append(node)
+    seen: set[str] = set()
+    stack = [n for n in graph.nodes if n.name in names]
+    while stack:
+        for t in stack.pop().outputs:
+            for c in consumers.get(t.name, []):
+                if c.name not in seen and c.name not in names:
+                    seen.add(c.name)
+                    stack.append(c)
+    return seen
 
 
 def _rewrite_to_fixpoint(model, matrix, framework, hw, search, keep, limit=None, graph=None):

@@ -476,10 +476,15 @@ def check_equivalent(original: onnx.ModelProto, normalized: onnx.ModelProto,
         names = [o.name for o in sess.get_outputs()]
         from .isolate import guarded_run  # noqa: PLC0415  (time limit, Ctrl-C)
 
+        # Normalization renames interface names the edge formats cannot carry ("[/x]" -> "__x_"):
+        # graph inputs are matched by position.
+        feeds_by_position = dict(zip(_interface(m, "input"), [feeds[k] for k in _interface(normalized, "input")]))
         wanted = {i.name for i in sess.get_inputs()}
-        return dict(zip(names, guarded_run(sess, names, {k: v for k, v in feeds.items() if k in wanted})))
+        return dict(zip(names, guarded_run(sess, names, {k: v for k, v in feeds_by_position.items() if k in wanted})))
 
     ref, got = run(original), run(normalized)
+    renamed = dict(zip(_interface(original, "output"), _interface(normalized, "output")))
+    got = {before: got[after] for before, after in renamed.items() if after in got} if len(renamed) == len(got) else got
     worst = 0.0
     for name, value in ref.items():
         if name not in got:
@@ -489,3 +494,11 @@ def check_equivalent(original: onnx.ModelProto, normalized: onnx.ModelProto,
     if worst > NORMALIZE_ATOL:
         raise EdgeconvError(f"normalization changed the outputs (max abs error {worst:.3g} > {NORMALIZE_ATOL})")
     return worst
+
+
+def _interface(model: onnx.ModelProto, kind: str) -> list[str]:
+    """The names of the graph inputs (initializers excluded) or outputs, in order."""
+    if kind == "output":
+        return [o.name for o in model.graph.output]
+    inits = {i.name for i in model.graph.initializer}
+    return [i.name for i in model.graph.input if i.name not in inits]

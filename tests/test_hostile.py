@@ -11,6 +11,7 @@ import os
 import signal
 import sys
 import tempfile
+import time
 from pathlib import Path
 
 import pytest
@@ -36,6 +37,10 @@ def _tree(path: Path) -> dict[str, int]:
     if not path.exists():
         return {}
     return {str(p.relative_to(path)): (p.stat().st_size if p.is_file() else -1) for p in sorted(path.rglob("*"))}
+
+
+def _threads() -> int:
+    return len(os.listdir("/proc/self/task"))
 
 
 def run_cli(argv: list[str], capfd) -> tuple[int, str, str]:
@@ -67,16 +72,19 @@ def test_every_corpus_file_fails_cleanly(corpus, tmp_path, monkeypatch, capfd):
     monkeypatch.setenv("TMPDIR", str(sandbox_tmp))
     monkeypatch.setattr(tempfile, "tempdir", str(sandbox_tmp))
     corpus_before = _tree(root)
-    problems = []
+    problems, timings = [], []
     for case in cases:
         for command in COMMANDS:
             work = tmp_path / f"{case.name}-{command}"
             work.mkdir()
             monkeypatch.chdir(work)
             out_dir = work / "out"
-            code, out, err = run_cli(case.argv(command, root, out_dir), capfd)
-            lines = [line for line in err.splitlines() if line.strip()]
             where = f"{case.name} {command}"
+            started = time.monotonic()
+            code, out, err = run_cli(case.argv(command, root, out_dir), capfd)
+            if os.environ.get("EDGECONV_CORPUS_TIMES"):
+                timings.append(f"{time.monotonic() - started:6.1f}s {where} threads={_threads()}")
+            lines = [line for line in err.splitlines() if line.strip()]
             if code != case.expect[command]:
                 problems.append(f"{where}: exit {code}, expected {case.expect[command]}: {err.strip()[:300]}")
             if "Traceback" in out + err:
@@ -102,5 +110,7 @@ def test_every_corpus_file_fails_cleanly(corpus, tmp_path, monkeypatch, capfd):
                 problems.append(f"{where}: failed but created {out_dir.name}/")
             if case.marker and (root / case.marker).exists():
                 problems.append(f"{where}: THE PAYLOAD RAN ({case.marker} exists)")
+    if timings:
+        print("\n".join(timings), file=sys.__stdout__)
     assert _tree(root) == corpus_before, "the corpus directory changed"
     assert not problems, "\n".join(problems)

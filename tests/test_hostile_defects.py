@@ -213,6 +213,8 @@ def test_memory_estimate_refuses_with_the_number(tmp_path):
     assert res.returncode == 2
     assert "would need about" in res.stderr and "GiB" in res.stderr and "--max-memory" in res.stderr
     assert not (tmp_path / "out").exists()
+    res = _cli("verify", model, model, "-s", "1x3x99999x99999", cwd=tmp_path)
+    assert res.returncode == 2 and "would need about" in res.stderr, res.stderr
     from converter.memory import inference_bytes, parse_size
 
     assert parse_size("8G") == 8 << 30 and parse_size("512MiB") == 512 << 20
@@ -336,6 +338,24 @@ def test_output_dir_is_replaced_whole_and_locked(tmp_path):
     assert not list(tmp_path.glob(".out.edgeconv-*"))
 
 
+def test_two_concurrent_ports_never_mix_their_files(tmp_path):
+    good, good2 = tmp_path / "good.onnx", tmp_path / "good2.onnx"
+    onnx.save(hc.relu_model(), good)
+    onnx.save(hc.relu_model(shape=(1, 8)), good2)
+    out = tmp_path / "out"
+    procs = [subprocess.Popen([sys.executable, "-m", "converter", "port", str(m), "-t", "tflite", "-o", str(out),
+                               "--no-verify"], stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, text=True,
+                              env=_env(), cwd=tmp_path) for m in (good, good2)]
+    results = [(p.wait(timeout=300), p.stderr.read()) for p in procs]
+    assert all(code in (0, 2) for code, _ in results) and any(code == 0 for code, _ in results)
+    for code, err in results:
+        assert code == 0 or "being written by another edgeconv run" in err
+    models = sorted(p.name for p in out.glob("*.tflite"))
+    assert len(models) == 1
+    report = json.loads((out / "report.json").read_text())
+    assert Path(report["model"]).stem == Path(models[0]).stem
+
+
 def test_a_users_directory_is_never_replaced(tmp_path):
     mine = tmp_path / "mine"
     mine.mkdir()
@@ -401,3 +421,27 @@ def test_readme_exit_code_table_matches_errors_py():
     docstring = errors.__doc__
     assert {int(m) for m in re.findall(r"^\s+(\d+)\s", docstring, re.M)} | {143} >= codes
 
+
+
+def test_markup_and_unsafe_names_through_normalize_plan_split(tmp_path):
+    """Names the edge formats cannot carry are renamed by normalization; the equivalence check
+    matches inputs and outputs by position, and no command reads a name as markup."""
+    model = tmp_path / "m[" / "x].onnx"
+    model.parent.mkdir()
+    onnx.save(hc.relu_model(in_name="[/x]", out_name="[bold]y[/bold]"), model)
+    res = _cli("normalize", model, "-o", tmp_path / "n.onnx", cwd=tmp_path)
+    assert res.returncode == 0 and "max abs error vs input 0" in res.stdout, res.stderr
+    res = _cli("plan", model, "-t", "tflite", "--all-nodes", cwd=tmp_path)
+    assert res.returncode == 0 and "m[/x].onnx" in res.stdout, res.stderr
+
+
+def test_batch_job_timeout_is_one_failed_job(torch_files, tmp_path):
+    manifest = tmp_path / "spin.yaml"
+    manifest.write_text(f"output: {tmp_path / 'out'}\ntargets:\n  - {{to: tflite, hw: cpu}}\nmodels:\n"
+                        f"  - path: {torch_files['spin']}\n    input_shapes: {{x: [1, 4]}}\n    timeout: 2\n"
+                        f"    max_memory: 1G\n")
+    res = _cli("batch", manifest, cwd=tmp_path, timeout=300)
+    assert res.returncode == 6, res.stderr
+    (job,) = json.loads((tmp_path / "out" / "batch-summary.json").read_text())["jobs"]
+    assert job["exit_code"] == 9 and "within 2 s" in job["reason"]
+    assert (tmp_path / "out" / "junit.xml").exists()

@@ -234,3 +234,75 @@ def test_torchscript_with_fused_attention_loads_through_the_second_route(tmp_pat
     assert ops["Softmax"] == 1 and not any("Attention" in op for op in ops)
     got = ort.InferenceSession(onnx_model.SerializeToString()).run(None, {"tokens": x.numpy()})[0]
     assert float(np.abs(got - ref).max()) < 1e-5
+
+
+def _global_pool_3d_model(op):
+    """A video head: GlobalAveragePool/GlobalMaxPool over [N, C, D, H, W], then Flatten."""
+    x = helper.make_tensor_value_info("x", TensorProto.FLOAT, [1, 3, 2, 4, 5])
+    y = helper.make_tensor_value_info("y", TensorProto.FLOAT, [1, 3])
+    nodes = [helper.make_node(op, ["x"], ["p"]), helper.make_node("Flatten", ["p"], ["y"], axis=1)]
+    graph = helper.make_graph(nodes, "g", [x], [y])
+    return onnx.shape_inference.infer_shapes(
+        helper.make_model(graph, opset_imports=[helper.make_opsetid("", 17)], ir_version=8))
+
+
+@pytest.mark.parametrize("op", ["GlobalAveragePool", "GlobalMaxPool"])
+def test_mace_global_pool_over_three_spatial_axes(tmp_path, op):
+    """R3D-18 / R(2+1)D on MACE: the exporter reduced H and W only, leaving D (the file's
+    [1,512,1,1,4] could not be flattened to [1,512]); now D, H and W, checked by edgeconv's reader
+    and by MACE's own mace_run."""
+    import sys
+    from pathlib import Path
+
+    from converter import targets
+    from converter.targets.base import ExportOptions
+
+    model = _global_pool_3d_model(op)
+    path = tmp_path / "pool.onnx"
+    onnx.save(model, path)
+    result = port(str(path), PortOptions("mace", "cpu", tmp_path / "out"))
+    assert result.status == "ok", result.reason
+    assert target_stage(result).outputs[0].metrics.max_abs < 1e-6
+
+    sys.path.insert(0, str(Path(__file__).parent))
+    from rank_runtimes import MACE_RUN, mace_run
+
+    if not MACE_RUN.exists():
+        return
+    art = targets.get("mace").export(model, tmp_path / "m", "cpu", ExportOptions(extra={"name": "pool"}))
+    x = np.random.default_rng(0).standard_normal((1, 3, 2, 4, 5)).astype(np.float32)
+    ref = ort.InferenceSession(model.SerializeToString()).run(None, {"x": x})[0]
+    got = mace_run(art, {"x": x}, tmp_path / "run")["y"]
+    assert float(np.abs(got.reshape(ref.shape) - ref).max()) < 1e-5
+
+
+def test_nodes_after_a_post_processing_cut_are_not_rewritten(tmp_path):
+    """A YOLO-style head on MACE's GPU: the Transpose after the last conv goes to post-processing
+    (the GPU has no Transpose and no rule helps); the Slice after it used to be rewritten
+    into a shift convolution first, which post-processing cannot run, so the cut broke and the port
+    raised.  Everything downstream of a post-processed node now stays for the cut."""
+    from converter.legalize import legalize
+
+    rng = np.random.default_rng(0)
+    x = helper.make_tensor_value_info("x", TensorProto.FLOAT, [1, 3, 4, 4])
+    y = helper.make_tensor_value_info("y", TensorProto.FLOAT, [1, 16, 2])
+    inits = [numpy_helper.from_array(rng.standard_normal((6, 3, 1, 1)).astype(np.float32), "w"),
+             numpy_helper.from_array(np.array([1, 16, 6], np.int64), "shape"),
+             numpy_helper.from_array(np.array([4], np.int64), "s"), numpy_helper.from_array(np.array([6], np.int64), "e"),
+             numpy_helper.from_array(np.array([2], np.int64), "ax")]
+    nodes = [helper.make_node("Conv", ["x", "w"], ["c"], name="conv"),
+             helper.make_node("Transpose", ["c"], ["t"], perm=[0, 2, 3, 1], name="transpose"),
+             helper.make_node("Reshape", ["t", "shape"], ["r"], name="reshape"),
+             helper.make_node("Slice", ["r", "s", "e", "ax"], ["sl"], name="slice"),
+             helper.make_node("Sigmoid", ["sl"], ["y"], name="sigmoid")]
+    model = onnx.shape_inference.infer_shapes(helper.make_model(
+        helper.make_graph(nodes, "g", [x], [y], inits), opset_imports=[helper.make_opsetid("", 17)], ir_version=8))
+    legal = legalize(model, "mace", "gpu")
+    assert legal.postprocess_nodes == {"transpose"}  # MACE's GPU transposes nothing
+    assert not any(node == "slice" for _, node in legal.applied), legal.applied
+    path = tmp_path / "head.onnx"
+    onnx.save(model, path)
+    result = port(str(path), PortOptions("mace", "gpu", tmp_path / "out"))
+    assert result.status == "ok", result.reason
+    stage = next(s for s in result.verification.stages if s.name.startswith("target:"))
+    assert stage.outputs[0].metrics.max_abs < 1e-6

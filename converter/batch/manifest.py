@@ -23,6 +23,8 @@ models:
     preprocess: "rgb,range=0-1"  # optional: inline spec, or a YAML file relative to this file
     atol: 1.0e-4               # optional; also rtol, tolerances (a profile YAML)
     trust_pickle: false
+    timeout: 600               # optional: seconds user model code / inference may run (port --timeout)
+    max_memory: 8G             # optional: port --max-memory
     targets: [...]             # optional: replaces the default targets for this model
 ```
 """
@@ -40,7 +42,7 @@ from ..matrix.loader import line_of, read_yaml_with_lines
 
 _MODEL_KEYS = {"path", "name", "input_shapes", "calibration", "atol", "rtol", "tolerances", "trust_pickle",
                "targets", "fp16_weights", "keep_nchw_io", "custom_ops", "inputs", "quantize", "calibration_method",
-               "per_tensor", "preprocess", "runtimes"}
+               "per_tensor", "preprocess", "runtimes", "timeout", "max_memory"}
 _TOP_KEYS = {"output", "defaults", "targets", "models", "runtimes"}
 _SAFE_NAME = re.compile(r"^[A-Za-z0-9_.-]+$")
 
@@ -120,9 +122,16 @@ def load_manifest(path: str | Path) -> Manifest:
             fail(at + ("name",), f"duplicate model name '{name}' (set 'name' to tell them apart)")
         seen.add(name)
         _check_shapes(entry.get("input_shapes"), at + ("input_shapes",), fail)
-        for key in ("atol", "rtol"):
+        for key in ("atol", "rtol", "timeout"):
             if key in entry and (not isinstance(entry[key], (int, float)) or entry[key] < 0):
                 fail(at + (key,), "must be a non-negative number")
+        if "max_memory" in entry:
+            from ..memory import parse_size  # noqa: PLC0415
+
+            try:
+                entry["max_memory"] = parse_size(str(entry["max_memory"]))
+            except BadInput as err:
+                fail(at + ("max_memory",), str(err).replace("--max-memory ", ""))
         for key in ("inputs", "tolerances"):
             if key in entry:
                 if not isinstance(entry[key], str) or not (base / entry[key]).is_file():

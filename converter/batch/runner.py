@@ -131,7 +131,11 @@ def run_job(job: Job, out_dir: str, key: str) -> dict[str, Any]:
         quantize=e.get("quantize"), calibration=e.get("calibration"),
         calibration_method=e.get("calibration_method", "minmax"), per_tensor=bool(e.get("per_tensor")),
         preprocess=e.get("preprocess"), runtimes=dict(e.get("runtimes") or {}),
+        timeout=e.get("timeout"), max_memory=e.get("max_memory"),
     )
+    from ..isolate import set_time_limit  # noqa: PLC0415
+
+    set_time_limit(e.get("timeout"))  # this worker's onnxruntime runs too
     start = time.perf_counter()
     result = JobResult(job.id, job.model_name, job.target, job.hw, "error", 70)
     try:

@@ -112,7 +112,21 @@ def _torch_save_zip(data_pkl: bytes) -> bytes:
 
 
 def build_torch_files(root: Path) -> dict[str, Path]:
-    """A real ExportedProgram and TorchScript files (torch is needed to make them)."""
+    """A real ExportedProgram and TorchScript files, made in a separate interpreter: torch's
+    thread pools must not start in the caller (a process with threads cannot fork the
+    loader's child, see converter.isolate, and would start a fresh interpreter per load)."""
+    import subprocess
+    import sys
+
+    script = "import sys; from pathlib import Path; from tests.hostile.corpus import _build_torch_files; " \
+             "_build_torch_files(Path(sys.argv[1]))"
+    repo = Path(__file__).resolve().parents[2]
+    env = {**__import__("os").environ, "PYTHONPATH": str(repo)}
+    subprocess.run([sys.executable, "-c", script, str(root)], check=True, env=env, capture_output=True)
+    return {"pt2": root / "_base.pt2", "ts": root / "_base_ts.pt", "spin": root / "spin_forever.pt"}
+
+
+def _build_torch_files(root: Path) -> dict[str, Path]:
     import torch
 
     torch.manual_seed(0)
@@ -310,8 +324,6 @@ def build_corpus(root: Path, seed: int = 0, torch_files: bool = True, tf_files: 
         _rewrite_zip(files["ts"], root / "torchscript_payload.pt",
                      lambda n, d: payload_pickle(marker("torchscript")) if n.endswith("/data.pkl") else d)
         add("torchscript_data_pkl", "torchscript_payload.pt", BAD, args=["-s", "1x4"], marker="PWNED-torchscript")
-        add("torchscript_good", "_base_ts.pt", OK, args=["-s", "1x4"])
-        add("pt2_good", "_base.pt2", OK)
         # --- a forward that never returns (defect 2)
         add("torchscript_spins_forever", "spin_forever.pt", TIMEOUT, args=["-s", "1x4", "--timeout", "3"])
 

@@ -40,6 +40,9 @@ def reduce(em, node: gs.Node) -> None:
 
 @OPS.register("GlobalAveragePool", "GlobalMaxPool")
 def global_pool(em, node: gs.Node) -> None:
-    """GlobalAveragePool/GlobalMaxPool -> Reduce MEAN/MAX over H,W keepdims (as MACE's converter)."""
-    _reduce(em, node, REDUCE_MEAN if node.op == "GlobalAveragePool" else REDUCE_MAX, [2, 3], True)
+    """GlobalAveragePool/GlobalMaxPool -> Reduce MEAN/MAX over every spatial axis, keepdims (as
+    MACE's converter for 4-D: H, W).  A 3-D pool (R3D's [N, C, D, H, W]) reduces D, H and W:
+    ``reduce.cc`` merges adjacent reduced axes before its 1-4-D kernels."""
+    rank = rank_of(em, node.inputs[0])
+    _reduce(em, node, REDUCE_MEAN if node.op == "GlobalAveragePool" else REDUCE_MAX, list(range(2, rank)), True)
 
