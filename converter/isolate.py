@@ -103,7 +103,8 @@ def run_models(fn: Callable, args: tuple, timeout: float | None, what: str) -> l
 
     if not timeout:
         result = fn(*args)
-        return list(result) if isinstance(result, (list, tuple)) else [result]
+        return [m.load() if hasattr(m, "move_to") else m
+                for m in (result if isinstance(result, (list, tuple)) else [result])]
     with tempfile.TemporaryDirectory(prefix="edgeconv-child-") as tmp:
         tmp_path = Path(tmp)
         if _single_threaded():
@@ -201,7 +202,10 @@ def _compute(fn, args, tmp: Path) -> int:
         models = list(result) if isinstance(result, (list, tuple)) else [result]
         files = []
         for i, model in enumerate(models):
-            save_onnx(model, tmp / f"model{i}.onnx")
+            if hasattr(model, "move_to"):  # load.OnnxFile: the exporter's file, handed over as is
+                model.move_to(tmp, f"model{i}.onnx")
+            else:
+                save_onnx(model, tmp / f"model{i}.onnx")
             files.append(f"model{i}.onnx")
         status = {"files": files}
     except EdgeconvError as err:

@@ -92,7 +92,7 @@ def load_model(
                 refuse_unsafe_pickles(path, "TorchScript archive", trust_pickle, torchscript=True)
             elif not trust_pickle and _pickles_code(path):
                 raise BadInput(_PICKLED_MODULE.format(path=path))
-            loader, args = load_torch, (path, input_shapes, trust_pickle)
+            loader, args = load_torch, (path, input_shapes, trust_pickle, True)
         limit = DEFAULT_TIMEOUT if timeout is None else timeout
         return run_models(loader, args, limit, f"{path.name}: loading and exporting the torch model")[0]
     if suffix in TF_SUFFIXES:
@@ -233,7 +233,10 @@ def _pickles_code(path: Path) -> bool:
         return False
 
 
-def load_torch(path: Path, input_shapes, trust_pickle: bool) -> onnx.ModelProto:
+def load_torch(path: Path, input_shapes, trust_pickle: bool, as_file: bool = False):
+    """The torch file as ONNX: a ``ModelProto``, or with ``as_file`` (the isolated child) the
+    exporter's own file as an :class:`OnnxFile` when it needs no changes, so the child hands it
+    over without parsing and re-serializing 45 MB of weights."""
     if not zipfile.is_zipfile(path):
         raise BadInput(f"{path}: not a TorchScript archive or torch.save file (not a zip archive)")
     torch = _torch()
@@ -244,7 +247,7 @@ def load_torch(path: Path, input_shapes, trust_pickle: bool) -> onnx.ModelProto:
         except Exception as err:
             raise BadInput(f"{path}: cannot load TorchScript archive: {_one_line(err)}") from None
         names = [a.name for a in module.forward.schema.arguments[1:]]
-        return _export_torch_module(torch, module, names, input_shapes, path)
+        return _export_torch_module(torch, module, names, input_shapes, path, as_file)
     # A torch.save() pickle.  weights_only=True refuses anything but tensors and containers.
     try:
         obj = torch.load(str(path), map_location="cpu", weights_only=True)
@@ -263,10 +266,10 @@ def load_torch(path: Path, input_shapes, trust_pickle: bool) -> onnx.ModelProto:
     import inspect
 
     names = [p for p in inspect.signature(module.forward).parameters]
-    return _export_torch_module(torch, module.eval(), names, input_shapes, path)
+    return _export_torch_module(torch, module.eval(), names, input_shapes, path, as_file)
 
 
-def _export_torch_module(torch, module, arg_names, input_shapes, path) -> onnx.ModelProto:
+def _export_torch_module(torch, module, arg_names, input_shapes, path, as_file: bool = False):
     shapes = dict(input_shapes or {})
     if "" in shapes:
         if not arg_names:
@@ -283,7 +286,7 @@ def _export_torch_module(torch, module, arg_names, input_shapes, path) -> onnx.M
         )
     args = tuple(torch.zeros(shapes[n]) for n in arg_names)
     try:
-        return _export(torch, module, args, arg_names, path, dynamo=False)
+        return _export(torch, module, args, arg_names, path, dynamo=False, as_file=as_file)
     except BadInput as first:
         if not isinstance(module, torch.jit.ScriptModule):
             raise
@@ -380,23 +383,59 @@ def load_exported_program(path: Path) -> onnx.ModelProto:
     return _export(torch, program, (), names, path, dynamo=True)
 
 
-def _export(torch, module, args, input_names, path, dynamo: bool) -> onnx.ModelProto:
-    with tempfile.TemporaryDirectory() as tmp, warnings.catch_warnings():
-        warnings.simplefilter("ignore")
-        out = Path(tmp) / "model.onnx"
-        sink = io.StringIO()
+class OnnxFile:
+    """An ONNX file (and any external-data files beside it) alone in a private directory,
+    owned by whoever receives it: :meth:`load` or :meth:`move_to`, then the directory is gone."""
+
+    def __init__(self, directory: Path, name: str):
+        self.directory, self.name = Path(directory), name
+
+    def load(self) -> onnx.ModelProto:
         try:
-            with contextlib.redirect_stdout(sink), contextlib.redirect_stderr(sink), _quiet_logging():
-                if dynamo:
-                    program = torch.onnx.export(module, args, dynamo=True, opset_version=_DYNAMO_EXPORT_OPSET,
-                                                verbose=False)
-                    program.save(str(out))
-                else:
+            return onnx.load(str(self.directory / self.name), load_external_data=True)
+        finally:
+            self.discard()
+
+    def move_to(self, dest: Path, name: str) -> None:
+        """Move the model to ``dest / name``; its external-data files keep their names."""
+        for entry in self.directory.iterdir():
+            os.replace(entry, dest / (name if entry.name == self.name else entry.name))
+        self.discard()
+
+    def discard(self) -> None:
+        import shutil  # noqa: PLC0415
+
+        shutil.rmtree(self.directory, ignore_errors=True)
+
+
+def _export(torch, module, args, input_names, path, dynamo: bool, as_file: bool = False):
+    """``torch.onnx.export`` -> ModelProto (or, ``as_file``, the :class:`OnnxFile` it wrote)."""
+    tmp = Path(tempfile.mkdtemp(prefix="edgeconv-export-"))
+    out = tmp / "model.onnx"
+    sink = io.StringIO()
+    try:
+        with warnings.catch_warnings(), contextlib.redirect_stdout(sink), contextlib.redirect_stderr(sink), \
+                _quiet_logging():
+            warnings.simplefilter("ignore")
+            if dynamo:
+                program = torch.onnx.export(module, args, dynamo=True, opset_version=_DYNAMO_EXPORT_OPSET,
+                                            verbose=False)
+                program.save(str(out))
+            else:
+                # The exporter runs a ScriptModule once for its output shapes: without autograd
+                # and without the JIT's profiling and optimizing runs (nothing runs it again).
+                with torch.no_grad(), torch.jit.optimized_execution(False):
                     torch.onnx.export(module, args, str(out), dynamo=False, opset_version=_TORCH_EXPORT_OPSET,
-                                      input_names=list(input_names), output_names=_output_names(torch, module, args))
-        except Exception as err:
-            raise BadInput(f"{path}: torch.onnx.export failed: {_one_line(err)}") from None
-        return onnx.load(str(out), load_external_data=True)
+                                      input_names=list(input_names),
+                                      output_names=_output_names(torch, module, args))
+    except Exception as err:
+        OnnxFile(tmp, out.name).discard()
+        raise BadInput(f"{path}: torch.onnx.export failed: {_one_line(err)}") from None
+    except BaseException:
+        OnnxFile(tmp, out.name).discard()
+        raise
+    result = OnnxFile(tmp, out.name)
+    return result if as_file else result.load()
 
 
 def _output_names(torch, module, args) -> list[str]:
