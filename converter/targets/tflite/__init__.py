@@ -128,6 +128,10 @@ def convert(model: onnx.ModelProto, options: ExportOptions) -> tuple[bytes, dict
     graph = to_graph(model)
     fuse.fuse_gelu(graph)
     fuse.fold_crd_into_conv(graph)
+    if options.extra.get("quantization") is None:
+        # Float files only: the int8 pass takes activation ranges by the float model's tensor
+        # names and weight integers from the QDQ model, which the folded Conv would not match.
+        fuse.fold_channel_affine_into_conv(graph)
     graph.cleanup(remove_unused_graph_inputs=False).toposort()
 
     writer = ModelWriter(fp16_weights=options.fp16_weights)
