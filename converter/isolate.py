@@ -202,6 +202,9 @@ def _spawned_main(tmp: str) -> None:
 
 
 def _compute(fn, args, tmp: Path) -> int:
+    # The child's temporary files (the exporter's output, torch's own) go in the private
+    # directory the parent removes: a child killed mid-export leaves nothing in TMPDIR.
+    tempfile.tempdir = str(tmp)
     try:
         from .load import save_onnx  # noqa: PLC0415
 
