@@ -306,3 +306,33 @@ def test_nodes_after_a_post_processing_cut_are_not_rewritten(tmp_path):
     assert result.status == "ok", result.reason
     stage = next(s for s in result.verification.stages if s.name.startswith("target:"))
     assert stage.outputs[0].metrics.max_abs < 1e-6
+
+
+def test_coreml_channel_shuffle_runs_as_an_interleaved_concat(tmp_path):
+    """ShuffleNetV2's channel shuffle (concat, reshape to [B, 2, C, H, W], transpose, reshape back)
+    becomes one ``concat(interleave=True)`` in coremltools' pass pipeline; the MIL executor ran
+    it as a plain concat (coremltools' value inference ignores ``interleave``), so every
+    ShuffleNet port to CoreML reported wrong numbers (max abs 55)."""
+    pytest.importorskip("coremltools")
+    a = helper.make_tensor_value_info("a", TensorProto.FLOAT, [1, 4, 3, 3])
+    b = helper.make_tensor_value_info("b", TensorProto.FLOAT, [1, 4, 3, 3])
+    y = helper.make_tensor_value_info("y", TensorProto.FLOAT, [1, 8, 3, 3])
+    inits = [numpy_helper.from_array(np.array([1, 2, 4, 3, 3], np.int64), "split_shape"),
+             numpy_helper.from_array(np.array([1, 8, 3, 3], np.int64), "merged")]
+    nodes = [helper.make_node("Concat", ["a", "b"], ["c"], axis=1),
+             helper.make_node("Reshape", ["c", "split_shape"], ["r"]),
+             helper.make_node("Transpose", ["r"], ["t"], perm=[0, 2, 1, 3, 4]),
+             helper.make_node("Reshape", ["t", "merged"], ["y"])]
+    model = onnx.shape_inference.infer_shapes(helper.make_model(
+        helper.make_graph(nodes, "g", [a, b], [y], inits), opset_imports=[helper.make_opsetid("", 17)], ir_version=8))
+    path = tmp_path / "shuffle.onnx"
+    onnx.save(model, path)
+    result = port(str(path), PortOptions("coreml", "cpu", tmp_path / "out"))
+    assert result.status == "ok", result.reason
+    assert target_stage(result).outputs[0].metrics.max_abs == 0.0
+
+    from converter.targets.coreml.mil_executor import load_program
+
+    package = next(p for p in (tmp_path / "out").iterdir() if p.suffix == ".mlpackage")
+    ops = [(op.op_type, op.inputs.get("interleave")) for op in load_program(package).functions["main"].operations]
+    assert any(t == "concat" and i is not None and bool(i.val) for t, i in ops), ops
