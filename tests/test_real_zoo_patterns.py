@@ -336,3 +336,37 @@ def test_coreml_channel_shuffle_runs_as_an_interleaved_concat(tmp_path):
     package = next(p for p in (tmp_path / "out").iterdir() if p.suffix == ".mlpackage")
     ops = [(op.op_type, op.inputs.get("interleave")) for op in load_program(package).functions["main"].operations]
     assert any(t == "concat" and i is not None and bool(i.val) for t, i in ops), ops
+
+
+def test_mace_concat_with_a_constant_operand(tmp_path):
+    """A ViT's class token: Concat(constant [1, 1, C], tokens [1, N, C]) on axis 1, refused by the
+    MACE exporter before ("constant Concat operand"); edgeconv's reader and mace_run agree."""
+    import sys
+    from pathlib import Path
+
+    from converter import targets
+    from converter.targets.base import ExportOptions
+
+    rng = np.random.default_rng(2)
+    x = helper.make_tensor_value_info("x", TensorProto.FLOAT, [1, 4, 6])
+    y = helper.make_tensor_value_info("y", TensorProto.FLOAT, [1, 5, 6])
+    token = numpy_helper.from_array(rng.standard_normal((1, 1, 6)).astype(np.float32), "token")
+    nodes = [helper.make_node("Concat", ["token", "x"], ["y"], axis=1)]
+    model = onnx.shape_inference.infer_shapes(helper.make_model(
+        helper.make_graph(nodes, "g", [x], [y], [token]), opset_imports=[helper.make_opsetid("", 17)], ir_version=8))
+    path = tmp_path / "cls.onnx"
+    onnx.save(model, path)
+    result = port(str(path), PortOptions("mace", "cpu", tmp_path / "out"))
+    assert result.status == "ok", result.reason
+    assert target_stage(result).outputs[0].metrics.max_abs == 0.0
+
+    sys.path.insert(0, str(Path(__file__).parent))
+    from rank_runtimes import MACE_RUN, mace_run
+
+    if not MACE_RUN.exists():
+        return
+    art = targets.get("mace").export(model, tmp_path / "m", "cpu", ExportOptions(extra={"name": "cls"}))
+    xv = rng.standard_normal((1, 4, 6)).astype(np.float32)
+    got = mace_run(art, {"x": xv}, tmp_path / "run")["y"]
+    ref = np.concatenate([numpy_helper.to_array(token), xv], 1)
+    assert float(np.abs(got.reshape(ref.shape) - ref).max()) == 0.0
