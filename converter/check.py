@@ -28,13 +28,6 @@ JSON (``edgeconv check --json``), schema ``edgeconv.check/1`` — stable; fields
       ]
     }
 
-On an accelerator whose runtime can run unsupported nodes on the CPU (TFLite gpu/nnapi, MACE
-gpu/dsp/apu, CoreML gpu/ane), a target with unsupported nodes also has ``"fallback"`` (additive):
-``{"available", "reason", "fallback_unit", "fallback_nodes", "unplaced_nodes", "partitions":
-[{"unit", "nodes", "first", "last"}], "node_share", "mac_share", "boundary": [{"tensor", "from",
-"to", "shape"}]}``; on TNN's NPUs and the Edge TPU ``available`` is false and ``reason`` says why
-(see ``converter/partition.py``).
-
 ``source`` is the matrix citation behind the verdict (the entry's, or the failed constraint's):
 ``owner/repo@commit:path#Lline`` or ``#Lfirst-Llast``, the upstream document itself.  ``citation``
 (added in this schema version's lifetime, additive) is the same citation taken apart: the commit in
@@ -69,8 +62,9 @@ class CheckResult:
     hw: str
     verdicts: list[NodeVerdict]
     model_issues: list[ModelIssue] = field(default_factory=list)
-    #: On an accelerator: the fallback remedy's picture (converter/partition.py), else None.
-    fallback: object = None
+    #: where unsupported nodes would run instead: {"to", "reason", "source", "partitions"}
+    #: (:func:`add_fallback`; None when every node is supported or it was not asked)
+    fallback: dict | None = None
 
     @property
     def ok(self) -> bool:
@@ -97,14 +91,12 @@ class CheckResult:
                 f"{c['unverified']} unverified, {c['unsupported']} unsupported of {c['nodes']} nodes{extra}")
 
     def to_json(self) -> dict:
-        out = {
+        return {
             "framework": self.framework, "hw": self.hw, "ok": self.ok, "counts": self.counts(),
             "model_issues": [i.to_dict() for i in self.model_issues],
             "verdicts": [v.to_dict() for v in self.verdicts],
+            **({"fallback": self.fallback} if self.fallback is not None else {}),
         }
-        if self.fallback is not None:
-            out["fallback"] = self.fallback.to_dict()
-        return out
 
 
 def check_model(model, framework: str, hw: str, matrix: Matrix | None = None, *, graph=None) -> CheckResult:
@@ -114,12 +106,7 @@ def check_model(model, framework: str, hw: str, matrix: Matrix | None = None, *,
     matrix = matrix or load_matrix()
     graph = graph if graph is not None else to_graph(model)
     verdicts = [matrix.check_node(node, framework, hw) for node in graph.nodes]
-    result = CheckResult(framework, hw, verdicts, _model_issues(graph, matrix, framework, hw))
-    if not all(v.supported for v in verdicts):
-        from .partition import fallback_report  # noqa: PLC0415
-
-        result.fallback = fallback_report(model, framework, hw, matrix, graph=graph, verdicts=verdicts)
-    return result
+    return CheckResult(framework, hw, verdicts, _model_issues(graph, matrix, framework, hw))
 
 
 def check_targets(model, pairs: Iterable[tuple[str, str]], matrix: Matrix | None = None) -> list[CheckResult]:
@@ -129,6 +116,21 @@ def check_targets(model, pairs: Iterable[tuple[str, str]], matrix: Matrix | None
     matrix = matrix or load_matrix()
     graph = to_graph(model)
     return [check_model(model, fw, hw, matrix, graph=graph) for fw, hw in pairs]
+
+
+def add_fallback(results: list[CheckResult], model, matrix: Matrix) -> None:
+    """For each result with unsupported nodes: the runtime's fallback unit, and the partitions it
+    would make after the planner's rewrites (:func:`converter.plan.plan_model`)."""
+    from .plan import plan_model
+
+    for r in results:
+        if r.ok or not r.unsupported:
+            continue
+        fb = matrix.fallback(r.framework, r.hw)
+        r.fallback = {"to": fb.to, "reason": fb.reason, "source": fb.source, "partitions": None}
+        if fb.to is not None:
+            plan = plan_model(model, r.framework, r.hw, matrix)
+            r.fallback["partitions"] = plan.partitions.to_json() if plan.partitions else None
 
 
 def results_to_json(results: list[CheckResult], model_name: str) -> dict:

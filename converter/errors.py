@@ -2,11 +2,17 @@
 
 Exit codes (also in README):
   0  success
-  2  bad input: missing/corrupt file, unsafe pickle, bad flag or manifest
+  2  bad input: missing/corrupt file, unsafe pickle, bad flag or manifest, a model too big for
+     ``--max-memory``, an output directory another edgeconv run holds (its lock file)
   3  unsupported and no remedy (``check`` also uses it for "not fully supported")
   4  verification failed: converted outputs differ beyond tolerance
   5  a needed optional extra or runtime is not installed
   6  ``batch``: one or more jobs failed (``converter.batch.runner.EXIT_BATCH_FAILED``)
+  7  needs custom kernels: the port's file carries custom ops nobody has implemented yet
+     (status ``needs_custom``; files written, target stage not run)
+  8  target stage unverified: the built-in reader standing in for the framework could not run
+     the file (status ``unverified``; files written, ONNX stages verified; give ``--runtime``)
+  9  user model code (TorchScript forward, tracing, export) did not finish within ``--timeout``
   70 internal error (a bug in edgeconv)
   130 interrupted (Ctrl-C, SIGINT); 143 terminated (SIGTERM)
 """
@@ -18,6 +24,9 @@ EXIT_BAD_INPUT = 2
 EXIT_UNSUPPORTED = 3
 EXIT_VERIFY_FAILED = 4
 EXIT_MISSING_EXTRA = 5
+EXIT_NEEDS_CUSTOM = 7
+EXIT_UNVERIFIED = 8
+EXIT_TIMEOUT = 9
 EXIT_INTERNAL = 70
 EXIT_INTERRUPTED = 130
 EXIT_TERMINATED = 143
@@ -59,3 +68,9 @@ class Interrupted(EdgeconvError):
     """The user stopped the run (Ctrl-C); whatever finished before is complete on disk."""
 
     exit_code = EXIT_INTERRUPTED
+
+
+class TimedOut(EdgeconvError):
+    """User model code (a TorchScript ``forward``, tracing, export) ran past ``--timeout``."""
+
+    exit_code = EXIT_TIMEOUT

@@ -30,7 +30,8 @@ def atomic_write_bytes(path: str | os.PathLike, data: bytes) -> Path:
         raise BadInput(f"cannot write {path}: it is a directory; give a file name")
     make_dirs(path.parent)
     try:
-        fd, tmp = tempfile.mkstemp(prefix=f".{path.name}.", suffix=".tmp", dir=path.parent)
+        remove_stale(path.parent, f".{path.name}.", suffix=".tmp")
+        fd, tmp = tempfile.mkstemp(prefix=f".{path.name}.{os.getpid()}-", suffix=".tmp", dir=path.parent)
     except OSError as err:
         raise _unwritable(path, err) from None
     try:
@@ -66,7 +67,8 @@ def atomic_output_dir(path: str | os.PathLike) -> Iterator[Path]:
         raise BadInput(f"cannot write to {path}/: it is a file, not a directory")
     created = make_dirs(path)
     try:
-        tmp = Path(tempfile.mkdtemp(prefix=".edgeconv-", dir=path))
+        remove_stale(path, ".edgeconv-", legacy=True)
+        tmp = Path(tempfile.mkdtemp(prefix=f".edgeconv-{os.getpid()}-", dir=path))
     except OSError as err:
         _remove_empty(created)
         raise _unwritable(path, err) from None
@@ -86,6 +88,181 @@ def atomic_output_dir(path: str | os.PathLike) -> Iterator[Path]:
         shutil.rmtree(tmp, ignore_errors=True)
         if not finished:
             _remove_empty(created)
+
+
+#: The file that says "edgeconv wrote this directory": only such a directory (or an empty one)
+#: is replaced by a later run.  Never a user's unrelated directory.
+OUTPUT_MARKER = ".edgeconv-output"
+
+
+@contextlib.contextmanager
+def replace_output_dir(path: str | os.PathLike) -> Iterator[Path]:
+    """Yield a temp directory beside ``path``; on success it *replaces* ``path`` as a whole.
+
+    The complete directory is renamed over the old one (an atomic exchange where Linux has
+    ``renameat2``), so a reader sees the old output or the new one, never a mix, and files of an
+    earlier run do not survive.  A lock file beside ``path`` (``.<name>.edgeconv-lock``, held with
+    ``flock``, so a killed run never leaves it locked) makes a second writer fail with a clear
+    error instead of mixing outputs.  ``path`` is only replaced if edgeconv made it (it holds
+    :data:`OUTPUT_MARKER`) or it is empty; temp directories of dead runs are removed.
+    """
+    path = Path(path)
+    if path.exists() and not path.is_dir():
+        raise BadInput(f"cannot write to {path}/: it is a file, not a directory")
+    created = make_dirs(path.parent)
+    try:
+        with _locked(path):
+            _remove_stale_siblings(path)
+            if path.is_dir():
+                remove_stale(path, ".edgeconv-", legacy=True)  # temp directories of killed older runs
+                if not (path / OUTPUT_MARKER).exists() and any(path.iterdir()):
+                    raise BadInput(f"{path}/ is not empty and was not written by edgeconv (no {OUTPUT_MARKER} "
+                                   "inside); edgeconv replaces its output directory as a whole, so give a new "
+                                   "or empty directory")
+            try:
+                tmp = Path(tempfile.mkdtemp(prefix=f".{path.name}.edgeconv-tmp-{os.getpid()}-", dir=path.parent))
+                os.chmod(tmp, 0o777 & ~_UMASK)
+            except OSError as err:
+                raise _unwritable(path, err) from None
+            finished = False
+            try:
+                yield tmp
+                (tmp / OUTPUT_MARKER).write_text("written by edgeconv; the next run into this directory replaces it "
+                                                 "as a whole\n", encoding="utf-8")
+                swap_in_dir(tmp, path)
+                finished = True
+            finally:
+                if not finished:
+                    shutil.rmtree(tmp, ignore_errors=True)
+    except BaseException:
+        _remove_empty(created)
+        raise
+
+
+def swap_in_dir(new: Path, path: Path) -> None:
+    """Put directory ``new`` at ``path``, replacing an existing directory as a whole."""
+    if not path.exists():
+        os.replace(new, path)
+        return
+    if not _exchange(new, path):
+        old = path.with_name(f".{path.name}.edgeconv-old-{os.getpid()}-{os.urandom(4).hex()}")
+        os.replace(path, old)
+        os.replace(new, path)
+        new = old
+    _remove(new)  # after the exchange ``new`` holds the old output (or the old symlink)
+
+
+def _remove(entry: Path) -> None:
+    if entry.is_dir() and not entry.is_symlink():
+        shutil.rmtree(entry, ignore_errors=True)
+    else:
+        with contextlib.suppress(OSError):
+            entry.unlink()
+
+
+def _exchange(a: Path, b: Path) -> bool:
+    """Swap two directories atomically (Linux renameat2 RENAME_EXCHANGE); False if unavailable."""
+    try:
+        import ctypes  # noqa: PLC0415
+
+        libc = ctypes.CDLL(None, use_errno=True)
+        renameat2 = libc.renameat2
+    except (OSError, AttributeError):
+        return False
+    at_fdcwd, rename_exchange = -100, 2
+    return renameat2(at_fdcwd, os.fsencode(a), at_fdcwd, os.fsencode(b), rename_exchange) == 0
+
+
+def _lock_path(path: Path) -> Path:
+    return path.with_name(f".{path.name}.edgeconv-lock")
+
+
+@contextlib.contextmanager
+def _locked(path: Path) -> Iterator[None]:
+    import fcntl  # noqa: PLC0415
+
+    lock = _lock_path(path)
+    while True:
+        try:
+            fd = os.open(lock, os.O_RDWR | os.O_CREAT, 0o666 & ~_UMASK)
+        except OSError as err:
+            raise _unwritable(path, err) from None
+        try:
+            fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
+        except OSError:
+            holder = _read_pid(fd)
+            os.close(fd)
+            who = f" (pid {holder})" if holder else ""
+            raise BadInput(f"{path}/ is being written by another edgeconv run{who} (lock file {lock.name}); "
+                           "wait for it to finish or choose another output directory") from None
+        # The previous holder may have removed the file between our open and our lock: retry.
+        try:
+            same = os.fstat(fd).st_ino == os.stat(lock).st_ino
+        except FileNotFoundError:
+            same = False
+        if same:
+            break
+        os.close(fd)
+    try:
+        os.ftruncate(fd, 0)
+        os.write(fd, f"{os.getpid()}\n".encode())
+        yield
+    finally:
+        with contextlib.suppress(OSError):
+            os.unlink(lock)
+        os.close(fd)
+
+
+def _read_pid(fd: int) -> int | None:
+    try:
+        return int(os.pread(fd, 32, 0).decode().strip() or "0") or None
+    except (OSError, ValueError):
+        return None
+
+
+def _remove_stale_siblings(path: Path) -> None:
+    # Called with the lock held: no live run writes ``path``, so every temp of it is stale.
+    for prefix in (f".{path.name}.edgeconv-tmp-", f".{path.name}.edgeconv-old-"):
+        for stale in path.parent.glob(glob_escape(prefix) + "*"):
+            _remove(stale)
+
+
+def glob_escape(text: str) -> str:
+    import glob  # noqa: PLC0415
+
+    return glob.escape(text)
+
+
+def pid_alive(pid: int) -> bool:
+    try:
+        os.kill(pid, 0)
+    except ProcessLookupError:
+        return False
+    except PermissionError:
+        return True  # someone else's live process
+    except (OSError, OverflowError):
+        return False
+    return True
+
+
+def remove_stale(directory: Path, prefix: str, suffix: str = "", legacy: bool = False) -> None:
+    """Remove ``directory/<prefix><pid>-...<suffix>`` entries whose process is gone: the temp
+    files and directories of a run killed with ``kill -9``.  ``legacy``: entries without a pid
+    (older versions' names) are removed too.  A live process's entries are left alone."""
+    try:
+        entries = list(Path(directory).glob(glob_escape(prefix) + "*" + glob_escape(suffix)))
+    except OSError:
+        return
+    for entry in entries:
+        if entry.name == OUTPUT_MARKER:
+            continue
+        head = entry.name[len(prefix):].split("-", 1)[0].split(".", 1)[0]
+        pid = int(head) if head.isdigit() else None
+        if pid is None and not legacy:
+            continue
+        if pid is not None and (pid == os.getpid() or pid_alive(pid)):
+            continue
+        _remove(entry)
 
 
 def make_dirs(path: Path) -> list[Path]:

@@ -51,6 +51,11 @@ class LegalizeResult:
     unresolved: list[str] = field(default_factory=list)
 
     @property
+    def fallback_nodes(self) -> set[str]:
+        """Nodes left in the file for the runtime to run on its fallback unit."""
+        return {e.node for e in self.plan.entries if e.remedy == "fallback"}
+
+    @property
     def kinds(self) -> set[str]:
         return {REGISTRY[r].kind for r, _ in self.applied}
 
@@ -78,7 +83,7 @@ def legalize(model: onnx.ModelProto, framework: str, hw: str, matrix=None,
     graph = to_graph(model)
     search = ChainSearch(matrix, framework, hw)
     plan = plan_model(model, framework, hw, matrix, custom_ops=custom_ops, search=search, graph=graph)
-    keep = {e.node for e in plan.entries if e.remedy in ("postprocess", "custom")}
+    keep = {e.node for e in plan.entries if e.remedy in ("postprocess", "custom", "fallback")}
     keep |= _downstream(graph, {e.node for e in plan.entries if e.remedy == "postprocess"})
     current, applied, graph = _rewrite_to_fixpoint(model, matrix, framework, hw, search, keep, graph=graph)
     reports = []
@@ -260,7 +265,9 @@ def run_onnx(model: onnx.ModelProto, feeds: dict[str, np.ndarray]) -> dict[str, 
     opts.log_severity_level = 3
     sess = ort.InferenceSession(model.SerializeToString(), opts, providers=["CPUExecutionProvider"])
     names = [o.name for o in sess.get_outputs()]
-    return dict(zip(names, sess.run(names, feeds)))
+    from .isolate import guarded_run  # noqa: PLC0415  (--timeout and Ctrl-C stop a model that never ends)
+
+    return dict(zip(names, guarded_run(sess, names, feeds)))
 
 
 def output_error(ref: dict, got: dict) -> tuple[float, float]:

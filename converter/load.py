@@ -21,6 +21,7 @@ import onnx
 
 from .errors import BadInput, MissingExtra
 from .fsutil import atomic_output_dir, atomic_write_bytes
+from .pickle_guard import refuse_unsafe_pickles
 
 ONNX_SUFFIXES = {".onnx"}
 TORCHSCRIPT_SUFFIXES = {".pt", ".pth", ".ts", ".torchscript"}
@@ -56,24 +57,46 @@ def load_model(
     path: str | os.PathLike,
     input_shapes: dict[str, tuple[int, ...]] | None = None,
     trust_pickle: bool = False,
+    timeout: float | None = None,
 ) -> onnx.ModelProto:
-    """Load ``path`` as ONNX.  ``input_shapes`` fixes shapes (required for TorchScript)."""
+    """Load ``path`` as ONNX.  ``input_shapes`` fixes shapes (required for TorchScript).
+
+    torch sources run user code (TorchScript ``forward``, tracing, export): that runs in a child
+    process stopped after ``timeout`` seconds (default :data:`converter.isolate.DEFAULT_TIMEOUT`;
+    ``0``: no limit, in this process)."""
     path = Path(path)
     if not path.exists():
         raise BadInput(f"{path}: no such file or directory")
     if path.is_dir():
         if (path / "saved_model.pb").exists() or (path / "saved_model.pbtxt").exists():
-            return load_tf(path, input_shapes)
+            return load_tf(path, input_shapes, trust_pickle)
         raise BadInput(f"{path}: a directory, but not a TF SavedModel (no saved_model.pb inside)")
     suffix = path.suffix.lower()
     if suffix in ONNX_SUFFIXES:
         return load_onnx(path)
-    if suffix in TORCHSCRIPT_SUFFIXES:
-        return load_torch(path, input_shapes, trust_pickle)
-    if suffix in EXPORTED_PROGRAM_SUFFIXES:
-        return load_exported_program(path)
+    if suffix in TORCHSCRIPT_SUFFIXES | EXPORTED_PROGRAM_SUFFIXES:
+        from .isolate import DEFAULT_TIMEOUT, run_models  # noqa: PLC0415
+
+        if not zipfile.is_zipfile(path):
+            kind = "an ExportedProgram archive" if suffix in EXPORTED_PROGRAM_SUFFIXES else \
+                "a TorchScript archive or torch.save file"
+            raise BadInput(f"{path}: not {kind} (not a zip archive)")
+        if importlib.util.find_spec("torch") is None:
+            raise MissingExtra("torch", "loading PyTorch files")
+        # Before torch reads anything: no pickle in the archive may name a callable we do not know.
+        if suffix in EXPORTED_PROGRAM_SUFFIXES:
+            refuse_unsafe_pickles(path, "ExportedProgram archive", trust_pickle)
+            loader, args = load_exported_program, (path,)
+        else:
+            if _is_torchscript_archive(path):
+                refuse_unsafe_pickles(path, "TorchScript archive", trust_pickle, torchscript=True)
+            elif not trust_pickle and _pickles_code(path):
+                raise BadInput(_PICKLED_MODULE.format(path=path))
+            loader, args = load_torch, (path, input_shapes, trust_pickle)
+        limit = DEFAULT_TIMEOUT if timeout is None else timeout
+        return run_models(loader, args, limit, f"{path.name}: loading and exporting the torch model")[0]
     if suffix in TF_SUFFIXES:
-        return load_tf(path, input_shapes)
+        return load_tf(path, input_shapes, trust_pickle)
     raise BadInput(f"{path}: unrecognized model file extension '{path.suffix}'; edgeconv reads {SUPPORTED}")
 
 
@@ -91,7 +114,9 @@ def load_onnx(path: Path) -> onnx.ModelProto:
         raise BadInput(f"{path}: not a valid ONNX model (empty or truncated graph)")
     _lower_ir_version(model)
     try:
-        onnx.checker.check_model(str(path) if _too_large_to_serialize(model) else model)
+        # The file itself: the checker parses it in C++, where checking the loaded model would
+        # first serialize it again (one more copy of every weight, and 0.07 s per 45 MB).
+        onnx.checker.check_model(str(path))
     except Exception as err:
         text = _one_line(err)
         if "topologically sorted" in text:
@@ -193,13 +218,29 @@ def _is_torchscript_archive(path: Path) -> bool:
     return any(n.endswith("constants.pkl") or "/code/" in n for n in names)
 
 
+_PICKLED_MODULE = ("{path}: a pickled Python object (torch.save of a module); loading it runs arbitrary code. "
+                   "Save it with torch.jit.save or torch.export.save, or pass --trust-pickle if you trust the file")
+
+
+def _pickles_code(path: Path) -> bool:
+    """A torch.save file whose pickle names callables beyond tensors: refused without starting
+    torch (the same answer ``torch.load(weights_only=True)`` gives, but before any child runs)."""
+    from .pickle_guard import unsafe_pickles  # noqa: PLC0415
+
+    try:
+        return any(" calls " in problem for problem in unsafe_pickles(path))
+    except Exception:  # noqa: BLE001 - unreadable here: torch's own reader decides
+        return False
+
+
 def load_torch(path: Path, input_shapes, trust_pickle: bool) -> onnx.ModelProto:
     if not zipfile.is_zipfile(path):
         raise BadInput(f"{path}: not a TorchScript archive or torch.save file (not a zip archive)")
     torch = _torch()
     if _is_torchscript_archive(path):
         try:
-            module = torch.jit.load(str(path), map_location="cpu")
+            with _quiet_logging():
+                module = torch.jit.load(str(path), map_location="cpu")
         except Exception as err:
             raise BadInput(f"{path}: cannot load TorchScript archive: {_one_line(err)}") from None
         names = [a.name for a in module.forward.schema.arguments[1:]]
@@ -210,11 +251,7 @@ def load_torch(path: Path, input_shapes, trust_pickle: bool) -> onnx.ModelProto:
     except Exception:
         obj = None
         if not trust_pickle:
-            raise BadInput(
-                f"{path}: a pickled Python object (torch.save of a module); loading it runs arbitrary "
-                "code. Save it with torch.jit.save or torch.export.save, or pass --trust-pickle if "
-                "you trust the file"
-            ) from None
+            raise BadInput(_PICKLED_MODULE.format(path=path)) from None
     if obj is not None:
         raise BadInput(f"{path}: holds only weights (a state_dict), not a model; save it with torch.jit.save or torch.export.save")
     try:
@@ -335,7 +372,8 @@ def load_exported_program(path: Path) -> onnx.ModelProto:
         raise BadInput(f"{path}: not an ExportedProgram archive (not a zip archive)")
     torch = _torch()
     try:
-        program = torch.export.load(str(path))
+        with _quiet_logging():  # torch logs a traceback as warnings before it raises
+            program = torch.export.load(str(path))
     except Exception as err:
         raise BadInput(f"{path}: cannot load ExportedProgram: {_one_line(err)}") from None
     names = [s.arg.name for s in program.graph_signature.input_specs if s.kind.name == "USER_INPUT"]
@@ -364,10 +402,33 @@ def _export(torch, module, args, input_names, path, dynamo: bool) -> onnx.ModelP
 def _output_names(torch, module, args) -> list[str]:
     """``output``, or ``output_0``, ``output_1``, ...: TorchScript keeps no output names, and the
     TorchScript-based exporter would otherwise number them after internal values ("68")."""
+    count = _scripted_output_count(module)
+    if count is not None:  # the signature says it: no need to run the model (0.5 s for a ResNet-18)
+        return ["output"] if count == 1 else [f"output_{i}" for i in range(count)]
     with torch.no_grad():
         result = module(*args)
     count = len(torch.utils._pytree.tree_leaves(result))
     return ["output"] if count == 1 else [f"output_{i}" for i in range(count)]
+
+
+def _scripted_output_count(module) -> int | None:
+    """How many tensors a TorchScript module's ``forward`` returns, from its schema (tensors and
+    nested tuples of them); None when the schema cannot say (lists, dicts, not scripted)."""
+    try:
+        returns = module.forward.schema.returns
+    except Exception:  # noqa: BLE001 - not a ScriptModule: run it instead
+        return None
+
+    def leaves(t):
+        if t.kind() == "TensorType":
+            return 1
+        if t.kind() == "TupleType":
+            counts = [leaves(e) for e in t.elements()]
+            return None if None in counts else sum(counts)
+        return None
+
+    counts = [leaves(r.type) for r in returns]
+    return None if not counts or None in counts else sum(counts)
 
 
 @contextlib.contextmanager
@@ -385,12 +446,12 @@ def _quiet_logging():
 # ----------------------------------------------------------------------------------------- TF
 
 
-def load_tf(path: Path, input_shapes=None) -> onnx.ModelProto:
+def load_tf(path: Path, input_shapes=None, trust_pickle: bool = False) -> onnx.ModelProto:
     if importlib.util.find_spec("tf2onnx") is None or importlib.util.find_spec("tensorflow") is None:
         raise MissingExtra("tf", f"{path.name}: converting TensorFlow models")
     from .load_tf import convert_tf  # noqa: PLC0415
 
-    return convert_tf(path, input_shapes or {})
+    return convert_tf(path, input_shapes or {}, trust_pickle)
 
 
 def _one_line(err: BaseException) -> str:

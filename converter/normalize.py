@@ -21,6 +21,7 @@ import onnx_graphsurgeon as gs
 
 from .errors import BadInput
 from .graph import CANONICAL_OPSET, model_opset, to_graph, to_model, unique_name
+from . import light_model
 
 # Characters the edge formats cannot carry in a name (TNN splits on ',', '"', ' ' and ':').
 _UNSAFE = str.maketrans({c: "_" for c in ' ,":;/\\()[]{}<>\'#'})
@@ -91,15 +92,89 @@ def _normalize(model: onnx.ModelProto, input_shapes, check: bool = True) -> onnx
     graph.cleanup(remove_unused_graph_inputs=False).toposort()
     # gs folding evaluates constant subgraphs with onnxruntime and turns Constant nodes into
     # initializers; shapes must be inferred first so shape-only subgraphs fold too.
-    graph = _fold_to_fixpoint(graph)
+    graph, unfolded = _fold_to_fixpoint(graph)
     _inline_constant_nodes(graph)
     _remove_passthrough(graph)
     graph.cleanup(remove_unused_graph_inputs=False).toposort()
     _rename(graph)
+    if unfolded:
+        graph.__dict__.setdefault("metadata", {})[UNFOLDED_NOTE_KEY] = unfolded_note(unfolded)
     model = _infer(to_model(graph, CANONICAL_OPSET))
     if check:
-        onnx.checker.check_model(model)
+        light_model.check_structure(model)  # the weights' bytes were checked at load
     return model
+
+
+#: Folded constants bigger than this stay computed in the graph (a ConstantOfShape of
+#: [1e5, 1e5] would otherwise make normalization allocate 37 GiB).
+FOLD_LIMIT_BYTES = 64 << 20
+#: metadata_props key of the note listing constants left unfolded.
+UNFOLDED_NOTE_KEY = "edgeconv.unfolded_constants"
+#: Ops whose output size follows from their input *values* (not only shapes), and control flow
+#: that runs a body an unknown number of times: never evaluated unless their size is known.
+_GENERATORS = {"ConstantOfShape", "Expand", "Tile", "Range", "Resize", "Upsample", "Pad", "Reshape",
+               "OneHot", "RandomNormal", "RandomUniform", "EyeLike"}
+_CONTROL_FLOW = {"Loop", "Scan", "If", "SequenceMap"}
+
+
+def _fold_constants(graph: gs.Graph, limit: int = FOLD_LIMIT_BYTES) -> list[str]:
+    """Fold constant subgraphs whose tensors stay under ``limit`` bytes; returns the outputs of the
+    nodes left unfolded because they are (or may be) bigger."""
+    skipped: list[str] = []
+
+    def too_big(node: gs.Node) -> bool:
+        if node.op in _CONTROL_FLOW:
+            skipped.append(f"{node.name or node.op} ({node.op}: runs a body)")
+            return True
+        for out in node.outputs:
+            size = _known_bytes(out)
+            if size is None and node.op in _GENERATORS:
+                size = _generated_bytes(node)
+            if (size is None and node.op in _GENERATORS) or (size is not None and size > limit):
+                what = "size unknown" if size is None else f"{size / (1 << 20):.0f} MiB"
+                skipped.append(f"{out.name} ({node.op}, {what})")
+                return True
+        return False
+
+    graph.fold_constants(error_ok=True, size_threshold=limit, should_exclude_node=too_big)
+    graph.cleanup(remove_unused_graph_inputs=False)
+    return list(dict.fromkeys(skipped))  # graphsurgeon asks about a node more than once
+
+
+def unfolded_note(skipped: list[str]) -> str:
+    return (f"{len(skipped)} constant(s) left unfolded (over {FOLD_LIMIT_BYTES >> 20} MiB or of unknown size): "
+            + ", ".join(skipped[:10]) + (" ..." if len(skipped) > 10 else ""))
+
+
+def _known_bytes(tensor) -> int | None:
+    shape, dtype = getattr(tensor, "shape", None), getattr(tensor, "dtype", None)
+    if shape is None or any(not isinstance(d, (int, np.integer)) or d < 0 for d in shape):
+        return None
+    try:
+        itemsize = np.dtype(dtype).itemsize if dtype is not None else 4
+    except TypeError:
+        itemsize = 8
+    return int(np.prod([int(d) for d in shape], dtype=np.float64)) * itemsize
+
+
+def _generated_bytes(node: gs.Node) -> int | None:
+    """Output bytes of a ConstantOfShape/Expand/Tile/Range from its constant inputs (upper bound
+    with 8-byte elements), or None."""
+    values = [np.asarray(t.values) if isinstance(t, gs.Constant) else None for t in node.inputs]
+    try:
+        if node.op == "ConstantOfShape" and values and values[0] is not None:
+            return int(np.prod(values[0].astype(np.float64))) * 8
+        if node.op == "Expand" and len(values) == 2 and values[1] is not None and node.inputs[0].shape is not None:
+            dims = np.broadcast_shapes(tuple(int(d) if isinstance(d, (int, np.integer)) else 1
+                                             for d in node.inputs[0].shape), tuple(values[1].astype(np.int64)))
+            return int(np.prod(np.asarray(dims, dtype=np.float64))) * 8
+        if node.op == "Tile" and len(values) == 2 and values[1] is not None and _known_bytes(node.inputs[0]):
+            return int(_known_bytes(node.inputs[0]) * np.prod(values[1].astype(np.float64)))
+        if node.op == "Range" and all(v is not None for v in values[:3]) and len(values) >= 3:
+            start, limit, delta = (float(v) for v in values[:3])
+            return int(max(0.0, np.ceil((limit - start) / delta)) if delta else 0) * 8
+    except (ValueError, TypeError, OverflowError):
+        return None
 
 
 #: Ops whose presence means shape computations are still in the graph.
@@ -109,8 +184,9 @@ _SHAPE_OPS = frozenset({"Shape", "Size", "ConstantOfShape"})
 _MAX_FOLD_ROUNDS = 8
 
 
-def _fold_to_fixpoint(graph: gs.Graph) -> gs.Graph:
-    """Infer shapes and fold constants, again and again, until the graph stops shrinking.
+def _fold_to_fixpoint(graph: gs.Graph) -> tuple[gs.Graph, list[str]]:
+    """Infer shapes and fold constants, again and again, until the graph stops shrinking; returns
+    the graph and the constants left unfolded (:func:`_fold_constants`).
 
     One round is not enough when a shape computation feeds a Reshape (or Pad, Range, Expand)
     whose output shape inference cannot know until that computation is a constant: Swin's window
@@ -119,13 +195,14 @@ def _fold_to_fixpoint(graph: gs.Graph) -> gs.Graph:
     shapes every such chain ends as constants.  Rounds stop as soon as no shape op and no tensor
     of unknown shape is left, or a round changes nothing."""
     size = None
+    unfolded: list[str] = []
     for _ in range(_MAX_FOLD_ROUNDS):
         graph = to_graph(_infer(to_model(graph)))
-        graph.fold_constants(error_ok=True).cleanup(remove_unused_graph_inputs=False)
+        unfolded = _fold_constants(graph)  # the last round's list: what stays unfolded
         if len(graph.nodes) == size or not _has_shape_work(graph):
             break
         size = len(graph.nodes)
-    return graph
+    return graph, unfolded
 
 
 def _has_shape_work(graph: gs.Graph) -> bool:
@@ -135,24 +212,40 @@ def _has_shape_work(graph: gs.Graph) -> bool:
                for node in graph.nodes for t in node.outputs)
 
 
+
+
 def _to_canonical_opset(model: onnx.ModelProto) -> onnx.ModelProto:
     opset = model_opset(model)
     newest = onnx.defs.onnx_opset_version()
     if opset > newest:
         raise BadInput(f"model uses opset {opset}, newer than this onnx/onnxruntime supports (max {newest})")
     if opset == CANONICAL_OPSET:
-        return model
+        return _upgrade_ir_version(model)
     try:
-        converted = onnx.version_converter.convert_version(model, CANONICAL_OPSET)
+        converted = light_model.on_light_copy(
+            model, lambda light: onnx.version_converter.convert_version(light, CANONICAL_OPSET))
     except Exception as err:  # the converter raises bare RuntimeErrors with C++ text
         first = str(err).strip().splitlines()[0] if str(err).strip() else type(err).__name__
         raise BadInput(f"cannot convert opset {opset} to {CANONICAL_OPSET}: {first}") from None
-    return converted
+    return _upgrade_ir_version(converted)
+
+
+def _upgrade_ir_version(model: onnx.ModelProto) -> onnx.ModelProto:
+    """Old models (IR 3, opset 7 model zoos) keep their IR version through the opset
+    conversion; IR < 4 demands every initializer be a graph input, which normalization drops.
+    The canonical opset's own IR version (8) has no such rule."""
+    try:
+        needed = onnx.helper.find_min_ir_version_for(list(model.opset_import), ignore_unknown=True)
+    except Exception:  # noqa: BLE001 - an opset onnx does not know
+        needed = 4
+    if model.ir_version < needed:
+        model.ir_version = needed
+    return model
 
 
 def _infer(model: onnx.ModelProto) -> onnx.ModelProto:
     try:
-        return onnx.shape_inference.infer_shapes(model, check_type=False, strict_mode=False, data_prop=True)
+        return light_model.infer_shapes(model, check_type=False, strict_mode=False, data_prop=True)
     except Exception:  # very large models: fall back to the uninferred graph
         return model
 
@@ -381,9 +474,17 @@ def check_equivalent(original: onnx.ModelProto, normalized: onnx.ModelProto,
         except Exception as err:
             raise BadInput(f"onnxruntime cannot run the model: {str(err).strip().splitlines()[0][:300]}") from None
         names = [o.name for o in sess.get_outputs()]
-        return dict(zip(names, sess.run(None, {k: v for k, v in feeds.items() if k in {i.name for i in sess.get_inputs()}})))
+        from .isolate import guarded_run  # noqa: PLC0415  (time limit, Ctrl-C)
+
+        # Normalization renames interface names the edge formats cannot carry ("[/x]" -> "__x_"):
+        # graph inputs are matched by position.
+        feeds_by_position = dict(zip(_interface(m, "input"), [feeds[k] for k in _interface(normalized, "input")]))
+        wanted = {i.name for i in sess.get_inputs()}
+        return dict(zip(names, guarded_run(sess, names, {k: v for k, v in feeds_by_position.items() if k in wanted})))
 
     ref, got = run(original), run(normalized)
+    renamed = dict(zip(_interface(original, "output"), _interface(normalized, "output")))
+    got = {before: got[after] for before, after in renamed.items() if after in got} if len(renamed) == len(got) else got
     worst = 0.0
     for name, value in ref.items():
         if name not in got:
@@ -393,3 +494,11 @@ def check_equivalent(original: onnx.ModelProto, normalized: onnx.ModelProto,
     if worst > NORMALIZE_ATOL:
         raise EdgeconvError(f"normalization changed the outputs (max abs error {worst:.3g} > {NORMALIZE_ATOL})")
     return worst
+
+
+def _interface(model: onnx.ModelProto, kind: str) -> list[str]:
+    """The names of the graph inputs (initializers excluded) or outputs, in order."""
+    if kind == "output":
+        return [o.name for o in model.graph.output]
+    inits = {i.name for i in model.graph.initializer}
+    return [i.name for i in model.graph.input if i.name not in inits]

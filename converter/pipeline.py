@@ -5,11 +5,17 @@ own module; this file only sequences them, times them, and decides the outcome:
 
 * ``ok``             exit 0  — files written and verified (or nothing to verify against),
 * ``unsupported``    exit 3  — some node has no remedy on this framework × hardware,
-* ``verify_failed``  exit 4  — files written, but outputs differ beyond tolerance,
+* ``verify_failed``  exit 4  — files written, but outputs differ beyond tolerance (or the real
+  runtime refused the file),
+* ``needs_custom``   exit 7  — files written, but they carry custom layers nobody has
+  implemented yet ("needs custom kernels: N ops"); the target stage cannot run,
+* ``unverified``     exit 8  — files written, ONNX stages match, but the built-in reader that
+  stands in for the framework could not run the file (give a real runtime: ``--runtime``),
 * bad input / missing extra / internal errors propagate as :mod:`converter.errors` exceptions.
 
-Everything lands in ``out_dir`` atomically: files are produced in a temp directory and moved in
-only when the port finished (successfully or with a complete, failing verification report).
+Everything lands in ``out_dir`` atomically: files are produced in a temp directory beside it,
+which replaces ``out_dir`` as a whole only when the port finished (successfully or with a
+complete, failing verification report); see :func:`converter.fsutil.replace_output_dir`.
 """
 
 from __future__ import annotations
@@ -22,10 +28,12 @@ from pathlib import Path
 from typing import Any
 
 from . import __version__
-from .errors import EXIT_OK, EXIT_UNSUPPORTED, EXIT_VERIFY_FAILED, BadInput, Unsupported
-from .fsutil import atomic_output_dir, atomic_write_text, sha256_file
+from .errors import (EXIT_NEEDS_CUSTOM, EXIT_OK, EXIT_UNSUPPORTED, EXIT_UNVERIFIED, EXIT_VERIFY_FAILED, BadInput,
+                     Unsupported)
+from .fsutil import atomic_write_text, replace_output_dir, sha256_file
 
-STATUS_EXIT = {"ok": EXIT_OK, "unsupported": EXIT_UNSUPPORTED, "verify_failed": EXIT_VERIFY_FAILED}
+STATUS_EXIT = {"ok": EXIT_OK, "unsupported": EXIT_UNSUPPORTED, "verify_failed": EXIT_VERIFY_FAILED,
+               "needs_custom": EXIT_NEEDS_CUSTOM, "unverified": EXIT_UNVERIFIED}
 
 
 @dataclass
@@ -55,6 +63,12 @@ class PortOptions:
     calibration_method: str = "minmax"
     per_tensor: bool = False
     preprocess: str | None = None
+    #: Real runtimes by framework (``--runtime tnn=PATH``, a manifest's ``runtimes:``); the
+    #: environment variables fill in the rest (converter/runtimes).
+    runtimes: dict[str, str] = field(default_factory=dict)
+    #: --timeout (seconds user model code may run; 0 = no limit) and --max-memory (bytes).
+    timeout: float | None = None
+    max_memory: int | None = None
 
 
 @dataclass
@@ -69,6 +83,8 @@ class PortResult:
     report: dict[str, Any]
     #: The verify package's report object (tables, HTML chart), when verification ran.
     verification: Any = None
+    #: The name of what judged the target stage ("TNN x86 runtime (tnn_run)", "LiteRT 2.3.0").
+    oracle: str = ""
 
     @property
     def exit_code(self) -> int:
@@ -97,20 +113,26 @@ def load_stage(model_path: str, opts: PortOptions):
     from .normalize import dynamic_inputs, normalize  # noqa: PLC0415
 
     shapes = dict(opts.input_shapes)
-    original = load_model(model_path, shapes, opts.trust_pickle)
+    original = load_model(model_path, shapes, opts.trust_pickle, opts.timeout)
     if "" in shapes:
         shapes[original.graph.input[0].name] = shapes.pop("")
     normalized = normalize(original, shapes or None)
     problems = dynamic_inputs(normalized)
     if problems:
         raise BadInput(problems[0])
+    if opts.verify or opts.quantize:
+        from .memory import check_memory  # noqa: PLC0415
+
+        check_memory(normalized, opts.max_memory)
     return original, normalized
 
 
-def port(model_path: str, opts: PortOptions, progress=None, preloaded=None) -> PortResult:
+def port(model_path: str, opts: PortOptions, progress=None, preloaded=None, shared=None) -> PortResult:
     """Port one model to one framework × hardware.
 
-    ``preloaded`` = (original, normalized[, seconds it took]) skips loading."""
+    ``preloaded`` = (original, normalized[, seconds it took]) skips loading; ``shared`` (a
+    :class:`~converter.shared_work.SharedWork` of those models) shares the reference outputs
+    between the ports of one model to several targets."""
     from . import targets  # noqa: PLC0415
     from .check import check_model  # noqa: PLC0415
     from .legalize import legalize  # noqa: PLC0415
@@ -119,10 +141,13 @@ def port(model_path: str, opts: PortOptions, progress=None, preloaded=None) -> P
     from .quantize.port import plan_for_port  # noqa: PLC0415
     from .targets.base import ExportOptions, Target  # noqa: PLC0415
 
+    from .runtimes import resolve  # noqa: PLC0415
+
     timer = _Timer(progress)
     matrix = load_matrix(opts.matrix, opts.matrix_overlays)
     target: Target = targets.get(opts.target)
     hw = matrix.resolve_hw(opts.target, opts.hw or target.default_hw)
+    runtime = resolve(opts.target, opts.runtimes, hw)
     quant_plan, quant = plan_for_port(opts, matrix, opts.target, hw), None
     report: dict[str, Any] = {
         "edgeconv_version": __version__,
@@ -134,7 +159,7 @@ def port(model_path: str, opts: PortOptions, progress=None, preloaded=None) -> P
     if Path(model_path).is_file():
         report["model_sha256"] = sha256_file(model_path)
     out_dir = Path(opts.out_dir)
-    with atomic_output_dir(out_dir) as tmp:
+    with replace_output_dir(out_dir) as tmp:
         if preloaded:  # loaded once for several targets; the caller may pass the time it took
             original, model = preloaded[:2]
             timer.timings["load+normalize"] = preloaded[2] if len(preloaded) > 2 else 0.0
@@ -191,7 +216,9 @@ def port(model_path: str, opts: PortOptions, progress=None, preloaded=None) -> P
                     artifact = target.export(final, tmp, hw, ExportOptions(
                         fp16_weights=opts.fp16_weights or (quant is not None and quant.export_fp16),
                         keep_nchw_io=opts.keep_nchw_io,
-                        extra={"name": _model_name(model_path)}))
+                        extra={"name": _model_name(model_path), "fallback_nodes": sorted(legal.fallback_nodes),
+                               **({"quantization": quant.export_spec()} if quant is not None and quant.native_integer
+                                  else {})}))
             except Unsupported as err:
                 # The matrix allowed the op but the exporter cannot express this instance of it
                 # (e.g. a rank MACE's kernels lack): no remedy was planned for that, so say so.
@@ -199,12 +226,19 @@ def port(model_path: str, opts: PortOptions, progress=None, preloaded=None) -> P
         if artifact is not None:
             report["artifact"] = {"runtime": artifact.runtime, "meta": _jsonable(artifact.meta),
                                   "files": sorted(str(Path(f).resolve().relative_to(tmp.resolve())) for f in artifact.files)}
-        verdict = None
+        verdict, file_problem = None, None
         if status == "ok" and opts.verify:
             with timer.stage("verify"):
                 try:
-                    verdict = _verify(original, model, final, postprocess, target, artifact, opts, tmp,
-                                      sorted(legal.custom_nodes))
+                    integer_file = quant is not None and quant.native_integer and artifact is not None
+                    # An integer file is judged by SQNR against the float model (below), not by
+                    # the float tolerances: the float stages are verified without it.
+                    verdict = _verify(original, model, final, postprocess, None if integer_file else target,
+                                      None if integer_file else artifact, opts, tmp, sorted(legal.custom_nodes),
+                                      None if integer_file else runtime, out_dir, shared)
+                    if integer_file:
+                        file_problem = _judge_integer_file(quant, target, runtime, artifact)
+                        report["quantization"] = _jsonable(quant.to_json())
                 except BadInput as err:
                     if "onnxruntime" not in str(err) and "no value for" not in str(err):
                         raise
@@ -217,10 +251,29 @@ def port(model_path: str, opts: PortOptions, progress=None, preloaded=None) -> P
                 report["verification"] = to_json(verdict)
                 if not verdict.ok:
                     status, reason = "verify_failed", verdict.summary()
+                elif verdict.unverified is not None and not legal.custom_nodes:
+                    status, reason = "unverified", verdict.unverified.reason
             else:
                 report["verification"] = {"ok": None, "summary": reason}
+            if file_problem is not None and status == "ok":
+                status, reason = file_problem
+        if status == "ok" and legal.custom_nodes:
+            nodes = sorted(legal.custom_nodes)
+            status = "needs_custom"
+            reason = (f"needs custom kernels: {len(nodes)} op{'s' if len(nodes) != 1 else ''} "
+                      f"({', '.join(nodes)}); implement them from custom/ (each has a harness) before shipping"
+                      + (f"; {reason}" if reason else ""))
+        oracle = _oracle_name(target, artifact, runtime, verdict, hw)
+        report["oracle"] = oracle
         if quant is not None:
             status, reason = quant.port_status(status, reason)
+            if (status == "unsupported" and not quant.native and artifact is not None
+                    and not {"float32", "float16"} & set(matrix.properties(opts.target, hw).get("dtypes", []))):
+                # The hardware loads integer models only: never ship the float file it cannot load.
+                for f in artifact.files:
+                    _remove(Path(f))
+                report.pop("artifact", None)
+                reason += f"; no {opts.target} file was written: {hw} cannot load a float model"
         report["status"], report["reason"] = status, reason
         report["timings"] = timer.timings
         atomic_write_text(tmp / "report.json", json.dumps(report, indent=2, sort_keys=True, default=str))
@@ -228,11 +281,52 @@ def port(model_path: str, opts: PortOptions, progress=None, preloaded=None) -> P
 
         write_port_page(report, model, matrix, tmp / "report.html", verdict)
         files = sorted(str(p.relative_to(tmp)) for p in tmp.rglob("*") if p.is_file())
-    return PortResult(opts.target, hw, status, reason, out_dir, files, timer.timings, report, verdict)
+    return PortResult(opts.target, hw, status, reason, out_dir, files, timer.timings, report, verdict, oracle)
+
+
+def _judge_integer_file(quant, target, runtime, artifact) -> tuple[str, str] | None:
+    """Run the exported integer file (the real runtime when the user has one) and judge it
+    against the float model (``quant.file_verification``); a runtime that refuses the file fails
+    it, a reader that cannot run it leaves it unverified: (status, reason), or None."""
+    from .errors import RuntimeUnavailable  # noqa: PLC0415
+    from .runtimes import ReaderCannotRun, RuntimeRefused, bind, oracle_of  # noqa: PLC0415
+
+    judge = bind(target, runtime)
+    oracle = oracle_of(judge, artifact).name
+    try:
+        quant.file_verification = quant.evaluate_file(judge, artifact)
+    except RuntimeRefused as err:
+        return "verify_failed", f"{oracle}: {err}"
+    except (ReaderCannotRun, RuntimeUnavailable) as err:
+        return "unverified", f"the {quant.plan.mode} file is not verified ({oracle}: {err})"
+    finally:
+        quant.file_runtime = oracle
+    return None
+
+
+def _oracle_name(target, artifact, runtime, verdict, hw: str = "") -> str:
+    """What judged (or would judge) the target stage, for the summary and report.json."""
+    if verdict is not None and verdict.target_oracle:
+        return verdict.target_oracle
+    from .runtimes import bind, builtin_oracle, oracle_of  # noqa: PLC0415
+
+    if artifact is None:  # nothing exported (unsupported): what would have judged it
+        if runtime is not None:
+            return runtime.oracle_name(hw)
+        if target.name == "coreml":
+            from .targets.coreml import _runtime_name  # noqa: PLC0415
+
+            return builtin_oracle(_runtime_name()).name
+        return builtin_oracle(_BUILTIN_RUNTIME[target.name]).name if target.name in _BUILTIN_RUNTIME else ""
+    return oracle_of(bind(target, runtime), artifact).name
+
+
+#: The executor each built-in target's ``run`` uses on this machine (``Artifact.runtime``).
+_BUILTIN_RUNTIME = {"tflite": "litert", "tnn": "tnn-reader+onnxruntime", "mace": "mace-reader+onnxruntime"}
 
 
 def _verify(original, normalized, final, postprocess, target, artifact, opts: PortOptions, out: Path,
-            custom_nodes=()):
+            custom_nodes=(), runtime=None, final_dir: Path | None = None, shared=None):
     """Original vs normalized vs legalized(+post-processing) vs the target's runtime.
 
     A file carrying custom layers cannot run until the app registers their kernels, so its
@@ -250,17 +344,35 @@ def _verify(original, normalized, final, postprocess, target, artifact, opts: Po
         target_tolerances = Tolerances(
             default=Tolerance(atol=max(suggested["atol"], tolerances.default.atol),
                               rtol=max(suggested["rtol"], tolerances.default.rtol)),
-            layer_rmse=tolerances.layer_rmse)
+            layer_rmse=tolerances.layer_rmse, noise_multiple=tolerances.noise_multiple)
     inputs = choose_inputs(normalized, opts.inputs_npz)[0] if opts.inputs_npz else None
+    from .runtimes import bind  # noqa: PLC0415
+
+    target = bind(target, runtime)
     if custom_nodes:
         target = _NeedsCustomKernels(target, custom_nodes)
+    shown = final_dir or out
     return verify_port(
         _inputs_named_like(original, normalized), normalized, final,
         postprocess=postprocess.postprocess if postprocess is not None else None,
         target=target, artifact=artifact, inputs=inputs, seed=opts.seed, tolerances=tolerances,
-        out_dir=out / "verify", replay_files=(out / "normalized.onnx", out / "legalized.onnx"),
-        target_tolerances=target_tolerances,
+        out_dir=out / "verify", replay_files=(shown / "normalized.onnx", shown / "legalized.onnx"),
+        target_tolerances=target_tolerances, shown_dir=shown / "verify",
+        target_replay=((shown / "normalized.onnx", shown / Path(artifact.files[0]).name)
+                       if artifact is not None and postprocess is None and not custom_nodes else None),
+        runtimes={target.name: str(runtime.path)} if runtime is not None else None,
+        tolerances_path=opts.tolerances,
+        reference_runners=shared.reference_runners() if shared is not None else None,
     )
+
+
+def shared_work(preloaded):
+    """The :class:`~converter.shared_work.SharedWork` of a preloaded (original, normalized) pair:
+    pass it to every :func:`port` of that model."""
+    from .shared_work import SharedWork  # noqa: PLC0415
+
+    original, normalized = preloaded[:2]
+    return SharedWork(_inputs_named_like(original, normalized), normalized)
 
 
 def _inputs_named_like(original, normalized):
@@ -285,13 +397,22 @@ def _inputs_named_like(original, normalized):
 
 class _NeedsCustomKernels:
     def __init__(self, target, nodes):
-        self.name, self.nodes = target.name, nodes
+        self.name, self.nodes, self.target = target.name, nodes, target
 
     def run(self, artifact, inputs):
         from .errors import RuntimeUnavailable  # noqa: PLC0415
 
         raise RuntimeUnavailable(f"the file carries custom layer(s) {', '.join(self.nodes)}: register their "
                                  "kernels (see custom/) to run it; each harness checks its kernel")
+
+
+def _remove(path: Path) -> None:
+    import shutil  # noqa: PLC0415
+
+    if path.is_dir():
+        shutil.rmtree(path, ignore_errors=True)
+    elif path.exists():
+        path.unlink()
 
 
 def _warn(line: str) -> None:

@@ -6,9 +6,12 @@ never revisiting an op already on the chain: the search always ends).  The chain
 checked against the real node (its conditions); later links only against the op, so the
 legalizer re-checks every node it creates and rewrites again until a fixpoint.  A chain with a
 ``retrain`` rule gives remedy ``retrain``; no chain: ``postprocess`` when the node can move into
-generated post-processing code (:func:`converter.postproc.cut.find_cut`), else ``custom`` — except
-for an op that only moves data (:data:`DATA_MOVEMENT`), which can always be re-expressed and so is
-never a custom layer: without a chain it is ``unsupported``, with the reason.
+generated post-processing code (:func:`converter.postproc.cut.find_cut`), else ``fallback`` when
+the hardware's runtime runs what it cannot on another unit (matrix ``fallback:``; TFLite delegates,
+MACE ``cpu+gpu``, CoreML compute units) and that unit runs the node — the plan then reports the
+partitions (:mod:`converter.partition`) — else ``custom``, except for an op that only moves data
+(:data:`DATA_MOVEMENT`), which can always be re-expressed and so is never a custom layer: without
+a chain it is ``unsupported``, with the reason.
 """
 
 from __future__ import annotations
@@ -20,9 +23,10 @@ import onnx
 from .errors import BadInput
 from .graph import is_constant, to_graph
 from .neighbourhood import Unkeyable, neighbourhood, settle
+from .partition import ACCEL, CPU, Partitions, absorb_small_islands, partition
 from .rewrites import REGISTRY, RETRAIN, apply_rule_to_graph, rules_for
 
-REMEDIES = ("supported", "rewrite", "retrain", "postprocess", "custom", "unsupported")
+REMEDIES = ("supported", "rewrite", "retrain", "fallback", "postprocess", "custom", "unsupported")
 MAX_CHAIN_DEPTH = 4
 #: Ops that compute nothing, only move or select data: a custom layer is never their remedy
 #: (Gather and Slice when their indices are constants: see :func:`moves_data`).
@@ -61,11 +65,14 @@ class Plan:
     framework: str
     hw: str
     entries: list[PlanEntry] = field(default_factory=list)
+    #: how the runtime splits the model when nodes fall back to another unit (None: no fallback)
+    partitions: Partitions | None = None
 
     @property
     def ok(self) -> bool:
-        """Every node either runs or has a rewrite (no post-processing, no custom layer)."""
-        return all(e.remedy in ("supported", "rewrite", "retrain") for e in self.entries)
+        """Every node runs in the file, as it is, rewritten, or on the runtime's fallback unit
+        (no post-processing, no custom layer)."""
+        return all(e.remedy in ("supported", "rewrite", "retrain", "fallback") for e in self.entries)
 
     def by_remedy(self, remedy: str) -> list[PlanEntry]:
         return [e for e in self.entries if e.remedy == remedy]
@@ -73,6 +80,7 @@ class Plan:
     def to_json(self) -> dict:
         counts = {r: len(self.by_remedy(r)) for r in REMEDIES}
         return {"framework": self.framework, "hw": self.hw, "ok": self.ok, "counts": counts,
+                "partitions": self.partitions.to_json() if self.partitions else None,
                 "entries": [e.to_dict() for e in self.entries]}
 
 
@@ -236,6 +244,11 @@ def plan_model(model: onnx.ModelProto, framework: str, hw: str, matrix=None, *, 
         plan.entries.append(entry)
         stuck.append(entry)
     _assign_postprocess(graph, stuck)
+    stuck = [e for e in stuck if e.remedy != "postprocess"]
+    _assign_fallback(graph, plan, stuck, matrix, framework, hw)
+    for e in stuck:
+        if e.remedy != "fallback":
+            e.reason += ": " + _last_resort(e)
     return plan
 
 
@@ -247,7 +260,7 @@ def _assign_postprocess(graph, stuck: list[PlanEntry]) -> None:
         from .postproc.cut import find_cut, trailing_region  # noqa: PLC0415
     except ImportError:  # the post-processing split is optional; then everything is custom
         for e in stuck:
-            e.reason += "; post-processing split unavailable: " + _last_resort(e)
+            e.reason += "; post-processing split unavailable"
         return
     region = trailing_region(graph)  # one pass over the graph for all the cuts below
     moved: set[str] = set()
@@ -258,7 +271,36 @@ def _assign_postprocess(graph, stuck: list[PlanEntry]) -> None:
             e.remedy = "postprocess"
             e.reason += "; trailing: runs in generated post-processing"
         else:
-            e.reason += f"; not trailing ({cut.reason}): " + _last_resort(e)
+            e.reason += f"; not trailing ({cut.reason})"
+
+
+def _assign_fallback(graph, plan: Plan, stuck: list[PlanEntry], matrix, framework: str, hw: str) -> None:
+    """Leave stuck nodes the fallback unit runs to it, absorb tiny accelerator islands between
+    them, and record the partitions the runtime will make."""
+    if not stuck or not hasattr(matrix, "fallback"):
+        return
+    fb = matrix.fallback(framework, hw)
+    if fb.to is None:
+        for e in stuck:
+            e.reason += f"; no fallback ({fb.reason})"
+        return
+    nodes = {n.name: n for n in graph.nodes}
+    for e in stuck:
+        verdict = matrix.check_node(nodes[e.node], framework, fb.to)
+        if verdict.supported:
+            e.remedy = "fallback"
+            e.reason += f"; runs on {fb.to}, the runtime's fallback ({fb.source})"
+        else:
+            e.reason += f"; {fb.to} cannot run it either ({verdict.reason})"
+    if not any(e.remedy == "fallback" for e in stuck):
+        return
+    units = {e.node: CPU if e.remedy == "fallback" else ACCEL for e in plan.entries if e.remedy != "postprocess"}
+    moved = absorb_small_islands(graph, units, lambda n: matrix.check_node(n, framework, fb.to).supported)
+    for e in plan.entries:
+        if e.node in moved:
+            e.remedy = "fallback"
+            e.reason += f"; runs on {fb.to} with its neighbours (fewer partitions)"
+    plan.partitions = partition(graph, units, hw, fb.to)
 
 
 def _last_resort(e: PlanEntry) -> str:

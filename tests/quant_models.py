@@ -71,3 +71,29 @@ def heavy_tail_model(seed: int = 0) -> onnx.ModelProto:
                   [helper.make_tensor_value_info("y", TensorProto.FLOAT, [1, 8, 8, 8])],
                   {"wa": (rng.standard_normal((8, 3, 3, 3)) * 0.6).astype(np.float32),
                    "wb": (rng.standard_normal((8, 8, 1, 1)) * 0.3).astype(np.float32)}, "heavy_tail")
+
+
+def ops_mix_model(seed: int = 0) -> onnx.ModelProto:
+    """Conv -> LeakyRelu -> depthwise Conv -> HardSwish -> AveragePool -> Resize -> Concat -> Slice
+    -> Sigmoid -> Mul -> Transpose -> ReduceMean -> Softmax: the int8 kernels beyond conv/add."""
+    rng = np.random.default_rng(seed)
+    inits = {"w1": (rng.standard_normal((8, 3, 3, 3)) * 0.3).astype(np.float32),
+             "b1": (rng.standard_normal(8) * 0.3).astype(np.float32),
+             "wd": (rng.standard_normal((8, 1, 3, 3)) * 0.3).astype(np.float32),
+             "scales": np.array([1, 1, 2, 2], np.float32), "ax": np.array([1], np.int64),
+             "st": np.array([0], np.int64), "en": np.array([4], np.int64)}
+    nodes = [helper.make_node("Conv", ["x", "w1", "b1"], ["c1"], name="conv1", pads=[1, 1, 1, 1]),
+             helper.make_node("LeakyRelu", ["c1"], ["l1"], name="leaky", alpha=0.1),
+             helper.make_node("Conv", ["l1", "wd"], ["d1"], name="dw", pads=[1, 1, 1, 1], group=8),
+             helper.make_node("HardSwish", ["d1"], ["h1"], name="hswish"),
+             helper.make_node("AveragePool", ["h1"], ["p1"], name="avg", kernel_shape=[2, 2], strides=[2, 2]),
+             helper.make_node("Resize", ["p1", "", "scales"], ["r1"], name="resize", mode="nearest"),
+             helper.make_node("Concat", ["r1", "h1"], ["cat"], name="cat", axis=1),
+             helper.make_node("Slice", ["cat", "st", "en", "ax"], ["sl"], name="slice"),
+             helper.make_node("Sigmoid", ["sl"], ["sg"], name="sig"),
+             helper.make_node("Mul", ["sg", "sl"], ["m1"], name="mul"),
+             helper.make_node("Transpose", ["m1"], ["t1"], name="tr", perm=[0, 1, 3, 2]),
+             helper.make_node("ReduceMean", ["t1"], ["gm"], name="gmean", axes=[2, 3], keepdims=0),
+             helper.make_node("Softmax", ["gm"], ["y"], name="softmax", axis=-1)]
+    return _model(nodes, [helper.make_tensor_value_info("x", TensorProto.FLOAT, [1, 3, 16, 16])],
+                  [helper.make_tensor_value_info("y", TensorProto.FLOAT, [1, 4])], inits, "opsmix")

@@ -1,81 +1,169 @@
-"""Run exported TNN / MACE files in the frameworks' real runtimes (``../shared/runtimes``, test
-oracles only; see its README).  Minimal and local to the rank/legalization tests: each call writes
-the inputs as raw files, runs the runtime's command-line tool and reads the outputs back."""
+"""The real TNN and MACE runtimes (``../shared/runtimes``, test oracles only; see its README),
+through the package's own adapters (``converter/runtimes``): what users get with ``--runtime``
+is what the tests use.  A test that needs a runtime skips, with the path it looked for, only
+where the runtimes directory is absent."""
 
 from __future__ import annotations
 
-import re
-import subprocess
+import os
 from pathlib import Path
 
 import numpy as np
 import pytest
 
-RUNTIMES = Path(__file__).resolve().parents[1].parent / "shared" / "runtimes"
-if not RUNTIMES.is_dir():  # a worktree under /work: shared/ sits next to it
-    RUNTIMES = Path("/work/shared/runtimes")
+# The runtimes sit beside the checkout (``../shared/runtimes``); EDGECONV_TEST_RUNTIMES points elsewhere.
+RUNTIMES = Path(os.environ.get("EDGECONV_TEST_RUNTIMES") or Path(__file__).resolve().parents[2] / "shared" / "runtimes")
 TNN_RUN = RUNTIMES / "tnn" / "bin" / "tnn_run"
+TNN_TEST = RUNTIMES / "tnn" / "bin" / "TNNTest"
 MACE_RUN = RUNTIMES / "mace" / "bin" / "mace_run"
 
 
 def need(tool: Path):
     if not tool.exists():
-        pytest.skip(f"real runtime not present: {tool}")
+        pytest.skip(f"real runtime not present: {tool} (../shared/runtimes, see its README)")
 
 
-def tnn_run(artifact, inputs: dict[str, np.ndarray], tmp: Path, device: str = "X86") -> dict[str, np.ndarray]:
-    """Outputs of TNN's interpreter (``tnn_run``) by ONNX output name."""
+def tnn_runtime(device: str | None = None):
+    from converter.runtimes.tnn import TnnRun
+
     need(TNN_RUN)
-    tmp.mkdir(parents=True, exist_ok=True)
-    args = [str(TNN_RUN), str(artifact.files[0]), device, str(tmp / "out")]
-    for spec in artifact.meta["inputs"]:
-        path = tmp / f"in_{len(args)}.raw"
-        np.ascontiguousarray(inputs[spec["name"]], dtype=np.float32).tofile(path)
-        args.append(f"{spec['tnn_name']}={path}")
-    res = subprocess.run(args, capture_output=True, text=True, timeout=120)
-    assert res.returncode == 0, f"tnn_run failed: {res.stderr.strip()[-600:]}"
-    by_blob = {}
-    for line in (tmp / "out" / "outputs.txt").read_text().splitlines():
-        name, dtype, ndims, *rest = line.split()
-        dims, file = [int(d) for d in rest[:int(ndims)]], rest[int(ndims)]
-        by_blob[name] = np.fromfile(tmp / "out" / file, dtype=np.dtype(dtype)).reshape(dims)
-    return {o["name"]: by_blob[o["tnn_name"]] for o in artifact.meta["outputs"]}
+    return TnnRun(TNN_RUN, device=device)
 
 
-def _mace_file(prefix: Path, name: str) -> Path:
-    return Path(f"{prefix}_{re.sub(r'[^0-9A-Za-z]', '_', name)}")
+def mace_runtime():
+    from converter.runtimes.mace import MaceRun
 
-
-def mace_run(artifact, inputs: dict[str, np.ndarray], tmp: Path) -> dict[str, np.ndarray]:
-    """Outputs of MACE's own runner (``mace_run``, CPU) by ONNX output name, in ONNX layout."""
     need(MACE_RUN)
-    tmp.mkdir(parents=True, exist_ok=True)
-    name = artifact.meta["name"]
-    ins, outs = artifact.meta["inputs"], artifact.meta["outputs"]
-    for spec in ins:
-        value = np.asarray(inputs[spec["name"]], dtype=np.float32)
-        value = value.transpose(0, 2, 3, 1) if spec["data_format"] == 1 else value
-        np.ascontiguousarray(value).tofile(_mace_file(tmp / "in", spec["name"]))
-    fmt = {0: "NONE", 1: "NHWC", 2: "NCHW"}
-    res = subprocess.run([
-        str(MACE_RUN), f"--model_file={artifact.out_dir / (name + '.pb')}",
-        f"--model_data_file={artifact.out_dir / (name + '.data')}",
-        "--input_node=" + ",".join(s["name"] for s in ins),
-        "--input_shape=" + ":".join(",".join(map(str, s["mace_dims"])) for s in ins),
-        # every per-tensor flag needs one value per tensor: mace_run indexes its split list
-        "--input_data_format=" + ",".join(fmt[s["data_format"]] for s in ins),
-        "--input_data_type=" + ",".join("float32" for _ in ins),
-        "--output_data_type=" + ",".join("float32" for _ in outs),
-        "--output_node=" + ",".join(s["name"] for s in outs),
-        "--output_shape=" + ":".join(",".join(map(str, s["mace_dims"])) for s in outs),
-        "--output_data_format=" + ",".join(fmt[s["data_format"]] for s in outs),
-        f"--input_file={tmp / 'in'}", f"--output_file={tmp / 'out'}", "--round=1"],
-        capture_output=True, text=True, timeout=120)
-    results = {}
-    for spec in outs:
-        path = _mace_file(tmp / "out", spec["name"])
-        # mace_run may exit 0 without writing on some failures, or abort: both leave no file
-        assert path.exists(), f"mace_run wrote no {spec['name']} (exit {res.returncode}): {res.stderr.strip()[-600:]}"
-        value = np.fromfile(path, dtype=np.float32).reshape(spec["mace_dims"])
-        results[spec["name"]] = value.transpose(0, 3, 1, 2) if spec["data_format"] == 1 else value
-    return results
+    return MaceRun(MACE_RUN)
+
+
+def tnn_run(artifact, inputs: dict[str, np.ndarray], tmp: Path | None = None, device: str = "X86") -> dict[str, np.ndarray]:
+    """Outputs of TNN's interpreter (``tnn_run``) by ONNX output name; a refusal fails the test."""
+    from converter.runtimes import RuntimeRefused
+
+    try:
+        return tnn_runtime(device).run(artifact, inputs)
+    except RuntimeRefused as err:
+        raise AssertionError(str(err)) from None
+
+
+def mace_run(artifact, inputs: dict[str, np.ndarray], tmp: Path | None = None) -> dict[str, np.ndarray]:
+    """Outputs of MACE's own runner (``mace_run``, CPU) by ONNX output name, in ONNX layout."""
+    from converter.runtimes import RuntimeRefused
+
+    try:
+        return mace_runtime().run(artifact, inputs)
+    except RuntimeRefused as err:
+        raise AssertionError(str(err)) from None
+
+
+# -- many single-op cases in one runtime invocation ------------------------------------------------
+
+
+def combine_models(models):
+    """One ONNX model holding every model of ``models`` side by side (names prefixed ``c<i>_``),
+    so that one runtime invocation runs them all (mace_run spends ~1 s per start measuring the CPU)."""
+    import onnx
+    from onnx import compose, helper
+
+    nodes, ins, outs, inits = [], [], [], []
+    for i, model in enumerate(models):
+        prefixed = compose.add_prefix(model, f"c{i}_")
+        nodes += prefixed.graph.node
+        ins += prefixed.graph.input
+        outs += prefixed.graph.output
+        inits += prefixed.graph.initializer
+    graph = helper.make_graph(nodes, "combined", ins, outs, inits)
+    model = helper.make_model(graph, opset_imports=[helper.make_opsetid("", 17)], ir_version=8)
+    return onnx.shape_inference.infer_shapes(model, strict_mode=True)
+
+
+def prove_in_runtime(cases, export, run, compare, tmp: Path) -> dict[int, str]:
+    """Run every case (``(model, feeds)``) in one invocation of a real runtime; returns
+    {case index: failure} (empty when all match).  When the combined run fails, each case is run
+    alone so that the failure names its op."""
+    import onnxruntime as ort
+
+    from converter.runtimes import RuntimeRefused
+
+    def check(i, model, feeds, got, prefix=""):
+        ref = ort.InferenceSession(model.SerializeToString(), providers=["CPUExecutionProvider"]).run(None, feeds)
+        for out, want in zip(model.graph.output, ref):
+            problem = compare(np.asarray(got[prefix + out.name]), want)
+            if problem:
+                return f"{out.name}: {problem}"
+        return ""
+
+    combined = combine_models([m for m, _ in cases])
+    feeds = {f"c{i}_{k}": v for i, (_, f) in enumerate(cases) for k, v in f.items()}
+    try:
+        got = run(export(combined, tmp / "combined"), feeds)
+    except RuntimeRefused:
+        got = None
+    failures = {}
+    for i, (model, case_feeds) in enumerate(cases):
+        if got is not None:
+            problem = check(i, model, case_feeds, got, f"c{i}_")
+        else:
+            try:
+                problem = check(i, model, case_feeds, run(export(model, tmp / f"case{i}"), case_feeds))
+            except RuntimeRefused as err:
+                problem = str(err)
+        if problem:
+            failures[i] = problem
+    return failures
+
+
+# -- every exporter test's file in the real runtime too ---------------------------------------------
+
+
+def agree(reader: dict, runtime: dict, where: str, atol: float = 1e-5) -> None:
+    """The real runtime computes what the reader computed (floats within ``atol``, ints exactly)."""
+    for name, want in reader.items():
+        assert name in runtime, f"{where}: the runtime returned no '{name}'"
+        want, got = np.asarray(want), np.asarray(runtime[name])
+        assert got.size == want.size, f"{where}: '{name}' has shape {list(got.shape)}, the reader {list(want.shape)}"
+        got = got.reshape(want.shape)
+        if want.dtype.kind == "f":
+            err = float(np.max(np.abs(got.astype(np.float64) - want), initial=0.0))
+            assert err <= atol, f"{where}: '{name}' differs from the reader by {err:.3g} in the real runtime"
+        else:
+            assert np.array_equal(got.astype(np.int64), want.astype(np.int64)), f"{where}: '{name}' integers differ"
+
+
+def real_runtime_fixture(framework: str, reader_only: dict[str, str] | None = None,
+                         devices: dict[str, tuple[str, str]] | None = None):
+    """An autouse fixture for an exporter test module: every ``TARGET.run`` (the reader) also
+    runs the same files in the framework's real runtime and asserts they agree.  ``reader_only``:
+    test name -> why its files are for the reader alone (e.g. deliberately edited files);
+    ``devices``: TNN test name -> (device, why) where the x86 kernels cannot stand in for arm."""
+    import importlib
+
+    @pytest.fixture(autouse=True)
+    def _also_in_real_runtime(request, monkeypatch):
+        tool = TNN_RUN if framework == "tnn" else MACE_RUN
+        names = (request.node.name, request.node.originalname)
+        if not tool.exists() or any(n in (reader_only or {}) for n in names):
+            yield
+            return
+        target = importlib.import_module(f"converter.targets.{framework}").TARGET
+        reader_run = type(target).run
+        device = next((devices[n][0] for n in names if n in (devices or {})), None)
+        runtime = (tnn_runtime(device) if framework == "tnn" else mace_runtime())
+        calls = []
+
+        def both(self, artifact, inputs):
+            from converter.runtimes import RuntimeRefused
+
+            values = reader_run(self, artifact, inputs)
+            try:
+                real = runtime.run(artifact, inputs)
+            except RuntimeRefused as err:
+                raise AssertionError(f"{request.node.name}: {err}") from None
+            agree(values, real, request.node.name)
+            calls.append(artifact)
+            return values
+
+        monkeypatch.setattr(type(target), "run", both)
+        yield
+    return _also_in_real_runtime

@@ -13,6 +13,7 @@ from converter.normalize import check_equivalent, is_large, normalize
 #: An embedding table of 2.15 GB (float32): over protobuf's 2 GiB message limit.
 ROWS, DIM = 2_100_000, 256
 LOOKUP = np.array([0, 7, ROWS // 2, ROWS - 1], dtype=np.int64)
+assert ROWS * DIM * 4 > 2**31
 
 
 def _row(i: int) -> np.ndarray:
@@ -21,20 +22,22 @@ def _row(i: int) -> np.ndarray:
     return row
 
 
-def _write_big_model(tmp_path):
+def _write_big_model(tmp_path, rows: int = ROWS):
     """Written as such models exist on disk: a small .onnx pointing into a big .data file
-    (by hand, so that no 2 GB protobuf is ever built in memory)."""
+    (by hand, so that no 2 GB protobuf is ever built in memory).  ``rows`` x 256 float32 weights
+    (benchmarks/bench_memory.py writes a 1 GB one); it looks up rows ``lookup(rows)``."""
     data = tmp_path / "big.onnx.data"
     chunk = np.tile(_row(0), (100_000, 1))
+    wanted = lookup(rows)
     with open(data, "wb") as f:
-        for start in range(0, ROWS, len(chunk)):
-            for i in LOOKUP[(LOOKUP >= start) & (LOOKUP < start + len(chunk))]:
+        for start in range(0, rows, len(chunk)):
+            for i in wanted[(wanted >= start) & (wanted < start + len(chunk))]:
                 chunk[i - start] = _row(int(i))
-            f.write(chunk.tobytes())
+            f.write(chunk[: rows - start].tobytes())
             chunk[:] = _row(0)
-    table = TensorProto(name="table", data_type=TensorProto.FLOAT, dims=[ROWS, DIM],
+    table = TensorProto(name="table", data_type=TensorProto.FLOAT, dims=[rows, DIM],
                         data_location=TensorProto.EXTERNAL)
-    for key, value in (("location", data.name), ("offset", "0"), ("length", str(ROWS * DIM * 4))):
+    for key, value in (("location", data.name), ("offset", "0"), ("length", str(rows * DIM * 4))):
         table.external_data.add(key=key, value=value)
     graph = helper.make_graph(
         [helper.make_node("Gather", ["table", "ids"], ["emb"], axis=0),
@@ -45,8 +48,12 @@ def _write_big_model(tmp_path):
         [table, numpy_helper.from_array(np.float32(2.0).reshape(()), "scale")])
     model = helper.make_model(graph, opset_imports=[helper.make_opsetid("", 13)], ir_version=8)
     (tmp_path / "big.onnx").write_bytes(model.SerializeToString())
-    assert data.stat().st_size > 2**31
+    assert data.stat().st_size == rows * DIM * 4
     return tmp_path / "big.onnx"
+
+
+def lookup(rows: int) -> np.ndarray:
+    return np.array([0, 7, rows // 2, rows - 1], dtype=np.int64)
 
 
 def test_model_over_two_gigabytes(tmp_path):

@@ -19,6 +19,7 @@ from converter.matrix import load_matrix
 from converter.normalize import normalize, seeded_inputs
 from converter.plan import DATA_MOVEMENT, plan_model
 from converter.targets.base import ExportOptions
+from matrix_doubles import OpSetMatrix
 from rank_runtimes import mace_run, tnn_run
 from tflite_helpers import litert_ops, opcodes
 
@@ -279,27 +280,10 @@ def test_data_movement_is_never_a_custom_layer_on_any_target(matrix):
                         assert "data movement is never a custom layer" in e.reason and e.verdict == "unsupported"
 
 
-class _Without:
-    """A matrix double that rejects exactly the listed op types (every node, any shape)."""
-
-    def __init__(self, missing):
-        self.missing = set(missing)
-
-    def supports_op(self, framework, hw, op):
-        return op not in self.missing
-
-    def check_node(self, node, framework, hw):
-        from converter.matrix import NodeVerdict
-
-        ok = node.op not in self.missing
-        return NodeVerdict(node.name, node.op, "supported" if ok else "unsupported",
-                           "ok" if ok else f"{node.op}: missing here", None, None, None)
-
-
 @pytest.mark.parametrize("op", sorted(DATA_MOVEMENT))
 def test_each_data_movement_op_without_a_chain_is_unsupported_not_custom(op):
     model = data_movement_model()
-    matrix = _Without({op} | {"Reshape", "Transpose", "Slice", "Gather", "Conv", "Concat", "Split", "Identity"})
+    matrix = OpSetMatrix({op} | {"Reshape", "Transpose", "Slice", "Gather", "Conv", "Concat", "Split", "Identity"})
     plan = plan_model(model, "fw", "hw", matrix)
     entries = [e for e in plan.entries if e.op == op]
     assert entries
@@ -321,8 +305,8 @@ def test_custom_op_flag_refuses_data_movement(matrix):
 
 
 def _mid_transpose_model(path):
-    """Relu → rank-4 Transpose → Conv: MACE's GPU has no Transpose (op_lists.rst: "Only CPU and
-    TensorFlow"), nothing removes a rank-4 one, and it is not trailing."""
+    """Relu → rank-4 Transpose → Conv: MACE's GPU and TNN's RKNPU have no Transpose (MACE
+    op_lists.rst: "Only CPU and TensorFlow"), nothing removes a rank-4 one, and it is not trailing."""
     nodes = [helper.make_node("Relu", ["x"], ["r"]), helper.make_node("Transpose", ["r"], ["t"], perm=[0, 1, 3, 2]),
              helper.make_node("Conv", ["t", "w"], ["y"])]
     graph = helper.make_graph(nodes, "m", [helper.make_tensor_value_info("x", TensorProto.FLOAT, [1, 3, 4, 5])],
@@ -340,7 +324,7 @@ def test_plan_cli_exits_3_for_unsupported_data_movement(tmp_path):
 
     root = Path(__file__).resolve().parents[1]
     res = subprocess.run([sys.executable, "-m", "converter", "plan", str(_mid_transpose_model(tmp_path / "t.onnx")),
-                          "--to", "mace", "--hw", "gpu", "--json"], capture_output=True, text=True,
+                          "--to", "tnn", "--hw", "rknpu", "--json"], capture_output=True, text=True,
                          env={**os.environ, "PYTHONPATH": str(root)})
     assert res.returncode == 3, res.stderr
     import json
@@ -354,10 +338,16 @@ def test_port_says_unsupported_not_ok_for_data_movement_without_a_rule(tmp_path)
 
     # The port stops with the reason instead of shipping a custom Transpose.
     src = _mid_transpose_model(tmp_path / "t.onnx")
-    res = port(str(src), PortOptions(target="mace", hw="gpu", out_dir=tmp_path / "out"))
+    res = port(str(src), PortOptions(target="tnn", hw="rknpu", out_dir=tmp_path / "out"))
     assert res.status == "unsupported" and "(Transpose)" in res.reason
     entry = next(e for e in res.report["plan"]["entries"] if e["op"] == "Transpose")
     assert entry["remedy"] == "unsupported" and not (tmp_path / "out" / "custom").exists()
+    assert "no fallback (a TNN network runs on the one device" in entry["reason"]
+    # MACE's GPU has no Transpose either, but its cpu+gpu runtime runs it on the CPU.
+    res = port(str(src), PortOptions(target="mace", hw="gpu", out_dir=tmp_path / "mace"))
+    entry = next(e for e in res.report["plan"]["entries"] if e["op"] == "Transpose")
+    assert entry["remedy"] == "fallback" and res.report["plan"]["partitions"]["cpu_partitions"] == 1
+    assert "runtime: cpu+gpu" in next(p for p in (tmp_path / "mace").iterdir() if p.suffix == ".yml").read_text()
 
 
 def test_tflite_concat_then_relu_is_not_fused(tmp_path):

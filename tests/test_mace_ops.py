@@ -31,11 +31,17 @@ def _model(op, in_shapes, out_shape, inits=(), out_dtype=TensorProto.FLOAT, in_d
     return onnx.shape_inference.infer_shapes(model)
 
 
+#: Every model _roundtrip checked, for test_every_roundtrip_runs_in_mace_runtime (last in this file:
+#: one mace_run invocation for all of them, since mace_run measures the CPU for ~1 s at every start).
+_ROUNDTRIPS: list = []
+
+
 def _roundtrip(model, tmp_path, feeds=None, tol=1e-5):
     art = TARGET.export(model, tmp_path, "cpu", ExportOptions(extra={"name": "m"}))
     if feeds is None:
         feeds = {i.name: RNG.standard_normal([d.dim_value for d in i.type.tensor_type.shape.dim]).astype(np.float32)
                  for i in model.graph.input}
+    _ROUNDTRIPS.append((model, feeds, tol))
     want = ort.InferenceSession(model.SerializeToString()).run(None, feeds)[0]
     got = TARGET.run(art, feeds)["y"]
     assert got.shape == want.shape
@@ -454,3 +460,24 @@ def test_split_instance_norm_equal_args(tmp_path):
     stats = [("s", RNG.random(3).astype(np.float32)), ("b", RNG.standard_normal(3).astype(np.float32))]
     net = _roundtrip(_model("InstanceNormalization", [[1, 3, 4, 4]], [1, 3, 4, 4], stats), tmp_path / "i")
     assert _args(net.op[0])["epsilon"] == pytest.approx(1e-5) and _args(net.op[0])["affine"] == 1
+
+
+def test_every_roundtrip_runs_in_mace_runtime(tmp_path):
+    """The files of every _roundtrip above, in MACE's own runtime (mace_run, CPU), one invocation."""
+    from rank_runtimes import MACE_RUN, mace_runtime, need, prove_in_runtime
+
+    need(MACE_RUN)
+    if not _ROUNDTRIPS:
+        pytest.skip("no _roundtrip test ran before this one (run the whole file)")
+    cases = [(m, f) for m, f, _ in _ROUNDTRIPS]
+    tols = [t for _, _, t in _ROUNDTRIPS]
+
+    def compare(got, want, tol=max(tols)):
+        if got.size != want.size:
+            return f"shape {list(got.shape)}, expected {list(want.shape)}"
+        err = float(np.max(np.abs(got.reshape(want.shape).astype(np.float64) - want), initial=0.0))
+        return "" if err <= tol else f"max abs error {err:.3g}"
+
+    failures = prove_in_runtime(cases, lambda model, path: TARGET.export(model, path, "cpu", ExportOptions(extra={"name": "m"})),
+                                mace_runtime().run, compare, tmp_path)
+    assert not failures, {f"{cases[i][0].graph.node[0].op_type}#{i}": why for i, why in failures.items()}

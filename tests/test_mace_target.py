@@ -25,6 +25,11 @@ from converter.targets.mace._generated import mace_pb2
 PROTO = Path(mace_pb2.__file__).with_name("mace.proto")
 MACE_ZOO = ("mobilenetv2", "resnet", "unet", "superres", "normalized_input")
 
+from rank_runtimes import real_runtime_fixture  # noqa: E402
+
+#: Every file these tests read back with the reader also runs in MACE's own runtime.
+_real_runtime = real_runtime_fixture("mace")
+
 
 def _ort(model, feeds):
     sess = ort.InferenceSession(model.SerializeToString(), providers=["CPUExecutionProvider"])

@@ -4,7 +4,6 @@ from __future__ import annotations
 
 import json
 import textwrap
-from dataclasses import dataclass
 
 import numpy as np
 import onnx
@@ -18,38 +17,12 @@ from converter.legalize import legalize, run_onnx, seeded_inputs
 from converter.matrix import load_matrix
 from converter.plan import REMEDIES, plan_model
 from converter.rewrites import REGISTRY
+from matrix_doubles import OpSetMatrix
 
 
 @pytest.fixture(scope="module")
 def matrix():
     return load_matrix()
-
-
-@dataclass
-class Verdict:
-    node: str
-    op: str
-    status: str
-    reason: str
-
-    @property
-    def supported(self):
-        return self.status != "unsupported"
-
-
-class OpSetMatrix:
-    """A matrix where exactly the listed op types are unsupported (op-level only)."""
-
-    def __init__(self, missing):
-        self.missing = set(missing)
-
-    def supports_op(self, framework, hw, op):
-        return op not in self.missing
-
-    def check_node(self, node, framework, hw):
-        ok = node.op not in self.missing
-        return Verdict(node.name, node.op, "supported" if ok else "unsupported",
-                       "ok" if ok else f"{node.op}: missing here")
 
 
 def test_plan_explains_every_node_of_the_zoo_everywhere(zoo_model, matrix):
@@ -63,7 +36,9 @@ def test_plan_explains_every_node_of_the_zoo_everywhere(zoo_model, matrix):
                 for e in plan.entries:
                     seen[e.remedy] += 1
                     assert e.remedy in REMEDIES and e.reason
-                    assert (e.verdict == "unsupported") == (e.remedy != "supported"), e
+                    # a supported node may join its neighbours on the fallback unit (fewer partitions)
+                    absorbed = e.remedy == "fallback" and e.reason.endswith("(fewer partitions)")
+                    assert (e.verdict == "unsupported") == (e.remedy != "supported" and not absorbed), e
                     assert bool(e.rules) == (e.remedy in ("rewrite", "retrain")), e
                     assert all(r in REGISTRY for r in e.rules)
     assert all(seen[r] > 0 for r in REMEDIES), seen  # every kind of remedy occurs in the zoo

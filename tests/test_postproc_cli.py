@@ -41,7 +41,7 @@ def test_split_command_output_is_legal_and_equals_original(detector_path, tmp_pa
     printed = capsys.readouterr().out
     assert "moved 2 node(s) to post-processing: softmax_0, mul_0" in printed
     files = sorted(p.relative_to(tmp_path / "out").as_posix() for p in (tmp_path / "out").rglob("*") if p.is_file())
-    assert files == ["model.onnx", "postproc/manifest.json", "postproc/postprocess.hpp", "postproc/postprocess.py"]
+    assert files == [".edgeconv-output", "model.onnx", "postproc/manifest.json", "postproc/postprocess.hpp", "postproc/postprocess.py"]
 
     cut = onnx.load(tmp_path / "out" / "model.onnx")
     assert check_model(cut, "mace", "cpu").ok

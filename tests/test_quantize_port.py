@@ -1,5 +1,5 @@
 """`port --quantize`: quantized.onnx + float.onnx + quantization.json beside the target files,
-the quantization section of the report, the status until native int8 export exists, hardware
+the quantization section of the report, native int8 TFLite (ok) vs targets without it (unsupported), hardware
 that implies quantization, auto decisions, --preprocess code, the batch manifest keys."""
 
 from __future__ import annotations
@@ -40,28 +40,32 @@ def test_cli_port_int8_writes_qdq_and_float_models(tmp_path, zoo_onnx_path, cali
                           "--hw", "cpu", "--quantize", "int8", "--calibration", str(calib / "calib.npz"),
                           "--inputs", str(calib / "held.npz"), "-o", str(out)],
                          capture_output=True, text=True, env={**os.environ, "PYTHONPATH": str(ROOT)})
-    assert res.returncode == 3, res.stderr  # unsupported: no native int8 TFLite export yet
+    assert res.returncode == 0, res.stderr + res.stdout
     assert res.stderr == "" and "quantization" in res.stdout and "int8 model within tolerance" in res.stdout
+    assert "exported file, run by LiteRT " in res.stdout and ": int8 model within tolerance" in res.stdout
     report = _report(out)
-    assert report["status"] == "unsupported"
-    assert report["reason"] == ("native int8 export for tflite not implemented yet: quantized.onnx holds the QDQ "
-                                "model, the exported file is the float model")
+    assert report["status"] == "ok" and report["reason"] == ""
     for name in ("quantized.onnx", "float.onnx", "quantization.json", "mobilenetv2.tflite", "legalized.onnx"):
         assert (out / name).is_file(), name
     assert (out / "float.onnx").read_bytes() == (out / "legalized.onnx").read_bytes()
     quant = report["quantization"]
     assert quant["plan"]["mode"] == "int8" and quant["plan"]["per_channel"] and not quant["plan"]["full_integer"]
-    assert quant["native_export"] is False and quant["calibration"]["samples"] == 32
+    assert quant["native_export"] is True and quant["calibration"]["samples"] == 32
     (output,) = quant["verification"]["outputs"]
     assert output["passed"] and output["sqnr_db"] >= 25.0 and output["top1"] >= 0.95
     assert quant["verification"]["samples"] == 16  # judged on the held-out --inputs
+    # the int8 .tflite itself, in LiteRT, on the same held-out inputs
+    (native,) = quant["file_verification"]["outputs"]
+    assert native["passed"] and native["sqnr_db"] >= 25.0 and native["top1"] >= 0.95
+    assert quant["file_verification"]["samples"] == 16
     assert quant["layers"]["rows"] and quant["layers"]["summary"]
     record = json.loads((out / "quantization.json").read_text())
     assert record["params"]["format"] == "edgeconv.quant/1" and record["params"]["weights"]
     qdq = onnx.load(str(out / "quantized.onnx"))
     assert sum(n.op_type == "QuantizeLinear" for n in qdq.graph.node) > 10
-    # The exported file is the float model (verified as usual), never a fake-quantized graph.
+    # The float stages are verified as usual; the int8 file is judged by SQNR (above).
     assert report["verification"]["ok"] is True
+    assert report["artifact"]["meta"]["int8"]["float_ops"] == []
     assert "Quantization" in (out / "report.html").read_text()
 
 
@@ -88,7 +92,11 @@ def test_eight_bit_only_hardware_implies_full_integer(fw, hw, mode, tmp_path, zo
     assert quant["plan"]["mode"] == mode and quant["plan"]["full_integer"] and not quant["plan"]["float_allowed"]
     assert quant["plan"]["reason"].startswith(f"{hw} runs only ")
     assert [e["dtype"] for e in quant["inputs"] + quant["outputs"]] == [mode, mode]
-    assert result.status == "unsupported" and f"native {mode} export for {fw}" in result.reason
+    if fw == "tflite":  # native int8 (tests/test_quantize_tflite.py checks the file)
+        assert result.status == "ok", result.reason
+        assert [m["dtype"] for m in result.report["artifact"]["meta"]["inputs"]] == ["int8"]
+    else:
+        assert result.status == "unsupported" and f"native {mode} export for {fw}" in result.reason
 
 
 def test_fp16_exports_natively(tmp_path, zoo_onnx_path):
@@ -190,8 +198,8 @@ def test_batch_manifest_quantization_keys(tmp_path, zoo_onnx_path, calib):
                         "    calibration: calib.npz\n")
     result = run_batch(str(manifest), str(tmp_path / "batch-out"))
     (job_result,) = result.results
-    assert job_result.status == "unsupported" and "native int8 export" in job_result.reason
-    assert "quantized.onnx" in job_result.files
+    assert job_result.status == "ok", job_result.reason
+    assert "quantized.onnx" in job_result.files and "mb.tflite" in job_result.files
 
 
 def test_quantized_file_runs_like_the_report_says(tmp_path, zoo_onnx_path, calib):
@@ -206,3 +214,23 @@ def test_quantized_file_runs_like_the_report_says(tmp_path, zoo_onnx_path, calib
                                 for x in held[:8]]))
     reported = _report(out)["quantization"]["verification"]["outputs"][0]["sqnr_db"]
     assert abs(measured - reported) < 3.0 and measured >= 25.0
+
+
+def test_integer_file_refused_by_its_runtime_fails_and_reader_limits_leave_it_unverified(tmp_path):
+    from types import SimpleNamespace
+
+    from converter.pipeline import _judge_integer_file
+    from converter.runtimes import ReaderCannotRun, RuntimeRefused
+    from converter.targets import get as get_target
+
+    artifact = SimpleNamespace(runtime="tnn-reader+onnxruntime", hw="arm")
+    for error, status in ((RuntimeRefused("tnn_run could not run the file: layer param is not supported"),
+                           "verify_failed"), (ReaderCannotRun("no reader for QuantizedFoo"), "unverified")):
+        def refuse(target, art, error=error):
+            raise error
+
+        quant = SimpleNamespace(evaluate_file=refuse, plan=SimpleNamespace(mode="int8"), file_runtime="",
+                                file_verification=None)
+        got_status, reason = _judge_integer_file(quant, get_target("tnn"), None, artifact)
+        assert got_status == status and str(error) in reason
+        assert quant.file_runtime.startswith("edgeconv TNN reader") and quant.file_verification is None

@@ -137,6 +137,11 @@ CASES = [
     ("slice_to_shift_conv", make_model([N("Slice", ["x", "s", "e"], ["y"])], {"x": [2, 3, 9]},
                                        {"s": np.int64([0, 0, 3]), "e": np.int64([2, 3, 7])}), {"Conv": 1}, 0.0, {}),
     ("gap_to_reducemean", make_model([N("GlobalAveragePool", ["x"], ["y"])], X4), {"ReduceMean": 1}, 1e-6, {}),
+    # two padded axes: two Concats; begin pads repeat the first slice, end pads the last
+    ("edge_pad_to_slice_concat", make_model([N("Pad", ["x", "p"], ["y"], mode="edge")], X4,
+                                            {"p": np.int64([0, 0, 2, 1, 0, 0, 1, 3])}), {"Slice": 4, "Concat": 2}, 0.0, {}),
+    ("edge_pad_to_slice_concat", make_model([N("Pad", ["x", "p"], ["y"], mode="edge")], {"x": [2, 7]},
+                                            {"p": np.int64([0, 3, 0, 0])}), {"Slice": 1, "Concat": 1}, 0.0, {}),
 ]
 
 

@@ -17,6 +17,11 @@ from converter.targets import base
 from converter.targets.tnn import TARGET
 from test_tnn_helpers import MAGIC_V2, Bytes, layer_params, layer_tokens, proto_records, single_node_model
 
+from rank_runtimes import real_runtime_fixture  # noqa: E402
+
+#: Every file these tests read back with the reader also runs in TNN's own runtime.
+_real_runtime = real_runtime_fixture("tnn")
+
 
 def _reference(model: onnx.ModelProto, feeds: dict) -> list[np.ndarray]:
     return ort.InferenceSession(model.SerializeToString()).run(None, feeds)

@@ -3,6 +3,12 @@ device: a seeded single-op (or minimal) model, exported with the TNN target and 
 the round-trip reader on onnxruntime, must match onnxruntime on the original (max abs error
 <= 1e-5; integer and boolean results exactly).
 
+And in TNN's own runtime (``tnn_run`` from ../shared/runtimes, devices X86 and NAIVE): every case
+whose op the matrix says that device supports runs there, all cases of a device in one
+invocation (``rank_runtimes.prove_in_runtime``), against onnxruntime.  ``NOT_PROVABLE`` lists the
+few the runner cannot feed; the README states how many matrix ops each device proves, and
+``test_readme_states_the_proved_op_counts`` asserts the numbers.
+
 The layers added for the matrix (layers_extra.py) also get their raw .tnnproto fields checked
 against the order the cited Tencent/TNN (f0cb081) ``layer_interpreter/*.cc`` parser reads them.
 Ops the exporter refuses are listed in ``UNMAPPED`` with the reason from TNN's source.
@@ -21,6 +27,7 @@ from onnx import TensorProto, helper, numpy_helper
 from converter.errors import Unsupported
 from converter.matrix import load_matrix
 from converter.targets.tnn import TARGET
+from rank_runtimes import TNN_RUN, need, prove_in_runtime, tnn_runtime
 from test_tnn_helpers import Bytes, layer_params, layer_tokens
 
 RNG = np.random.default_rng(11)
@@ -112,7 +119,8 @@ def _cases() -> list[Case]:
           one("Flatten", {"x": x(2, 3, 4)}, dict(axis=-1)),
           one("Gather", {"x": x(4, 5, 6)}, dict(axis=-2), inits={"i": I64(0, -1, 3)}),
           one("Expand", {"x": x(3, 1)}, inits={"s": I64(2, 3, 4)}),
-          one("Pad", {"x": x(1, 2, 5, 6)}, dict(mode="edge"), inits={"p": I64(0, 0, 1, 2, 0, 0, 3, 1)}),
+          one("Pad", {"x": x(1, 2, 5, 6)}, dict(mode="reflect"), inits={"p": I64(0, 0, 1, 2, 0, 0, 3, 1)}),
+          one("Pad", {"x": x(1, 2, 5, 6)}, dict(mode="constant"), inits={"p": I64(0, 1, 1, 2, 0, 0, 3, 1), "v": SCALAR(0.5)}),
           one("Reshape", {"x": x(2, 3, 4)}, inits={"s": I64(0, -1, 2)}),
           one("Resize", {"x": x(1, 2, 3, 4)}, dict(mode="linear", coordinate_transformation_mode="align_corners"),
               inits={"roi": np.zeros(0, np.float32), "sc": np.array([1, 1, 2, 1.5], np.float32)}),
@@ -202,6 +210,24 @@ UNMAPPED = {
 }
 
 
+#: Ops the exporter maps that TNN's own runtime refuses on every device we can run (the matrix
+#: marks them unsupported everywhere, with the measurement in its notes).
+RUNTIME_REFUSED = {
+    "ConstantOfShape": "naive crashes on a runtime shape blob; x86 has no kernel",
+    "Range": "sized before its inputs hold values: an empty output on naive; x86 InferOutputShape fails",
+    "NonZero": "naive crashes (data-dependent output size); x86 has no kernel",
+}
+
+#: (op, device) pairs the matrix supports that ``tnn_run`` cannot feed, with why.
+NOT_PROVABLE = {
+    ("BitShift", "naive"): "uint32 input: tnn_run reads every input as float32 (exact only below 2^24) and "
+                           "converts to int32 blobs only",
+}
+
+#: How many of the matrix's TNN ops each device proves in TNN's runtime (README states them).
+PROVED = {"x86": 74, "naive": 82}
+
+
 def _matrix_ops() -> set[str]:
     m = load_matrix()
     return {op for op in m.data["frameworks"]["tnn"]["ops"]
@@ -211,7 +237,9 @@ def _matrix_ops() -> set[str]:
 def test_every_matrix_op_has_a_round_trip_case_or_a_listed_reason():
     covered = {case.op for case in CASES}
     assert covered.isdisjoint(UNMAPPED) and covered.isdisjoint(REFUSED)
-    assert _matrix_ops() == covered | set(UNMAPPED), sorted(_matrix_ops() ^ (covered | set(UNMAPPED)))
+    assert set(RUNTIME_REFUSED) <= covered and _matrix_ops().isdisjoint(RUNTIME_REFUSED)
+    assert _matrix_ops() == (covered - set(RUNTIME_REFUSED)) | set(UNMAPPED), \
+        sorted(_matrix_ops() ^ ((covered - set(RUNTIME_REFUSED)) | set(UNMAPPED)))
     m = load_matrix()
     assert all(m.op_status("tnn", hw, op) == "unsupported" for op in REFUSED for hw in m.hardware("tnn"))
 
@@ -337,3 +365,61 @@ def test_reader_follows_tnn_where_it_differs_from_onnx(tmp_path):
     sq = np.stack([np.sum(v[:, max(0, c - 1):min(6, c + 2)] ** 2, axis=1) for c in range(6)], axis=1)
     expected = v / (1.5 + 0.5 / 4 * sq) ** 0.6
     assert np.max(np.abs(got - expected)) <= 1e-5
+
+
+# -- the same cases in TNN's own runtime ----------------------------------------------------------------
+
+def _runtime_cases(hw: str) -> list[Case]:
+    """The cases whose op (and node constraints) the matrix supports on ``hw``, opset 17."""
+    from converter.check import check_model
+
+    m = load_matrix()
+    picked = []
+    for case in CASES:
+        if (case.op, hw) in NOT_PROVABLE or case.model.opset_import[0].version != 17:
+            continue
+        if m.op_status("tnn", hw, case.op) != "supported":
+            continue
+        if check_model(onnx.shape_inference.infer_shapes(case.model), "tnn", hw, m).ok:
+            picked.append(case)
+    return picked
+
+
+def _runtime_compare(got: np.ndarray, want: np.ndarray) -> str:
+    if got.size != want.size:
+        return f"shape {list(got.shape)}, expected {list(want.shape)}"
+    got = got.reshape(want.shape)
+    if want.dtype.kind == "f":
+        err = float(np.max(np.abs(got.astype(np.float64) - want), initial=0.0))
+        return "" if err <= 1e-5 else f"max abs error {err:.3g}"
+    return "" if np.array_equal(got.astype(np.int64), want.astype(np.int64)) else "integer values differ"
+
+
+@pytest.fixture(scope="module")
+def proved(tmp_path_factory):
+    """{hw: (cases run, failures)} for x86 and naive, one tnn_run invocation each."""
+    need(TNN_RUN)
+    out = {}
+    for hw, device in (("x86", "X86"), ("naive", "NAIVE")):
+        cases = _runtime_cases(hw)
+        failures = prove_in_runtime([(c.model, c.feeds) for c in cases],
+                                    lambda model, path, hw=hw: TARGET.export(model, path, hw),
+                                    tnn_runtime(device).run, _runtime_compare, tmp_path_factory.mktemp(hw))
+        out[hw] = (cases, failures)
+    return out
+
+
+@pytest.mark.parametrize("hw", ["x86", "naive"])
+def test_matrix_ops_run_in_tnn_runtime(proved, hw):
+    cases, failures = proved[hw]
+    assert not failures, {f"{cases[i].op}-{i}": why for i, why in failures.items()}
+    ops = {c.op for c in cases}
+    assert len(ops) == PROVED[hw], (hw, len(ops), sorted(ops))
+
+
+def test_readme_states_the_proved_op_counts():
+    from pathlib import Path
+
+    readme = " ".join((Path(__file__).resolve().parents[1] / "README.md").read_text().split())
+    assert (f"{PROVED['x86']} of the matrix's TNN ops in TNN's x86 runtime and {PROVED['naive']} in its naive "
+            "runtime") in readme

@@ -2,6 +2,9 @@
 
 ```yaml
 output: release-out            # optional, relative to this file (``-o`` overrides)
+runtimes:                      # optional: real runtimes that judge the target stage (port --runtime)
+  tnn: /opt/tnn/bin/tnn_run    #   relative to this file; a model entry may set its own
+  mace: /opt/mace/mace_run
 defaults:                      # optional, applied to every model
   atol: 1.0e-4
 targets:                       # the default targets for every model
@@ -20,6 +23,8 @@ models:
     preprocess: "rgb,range=0-1"  # optional: inline spec, or a YAML file relative to this file
     atol: 1.0e-4               # optional; also rtol, tolerances (a profile YAML)
     trust_pickle: false
+    timeout: 600               # optional: seconds user model code / inference may run (port --timeout)
+    max_memory: 8G             # optional: port --max-memory
     targets: [...]             # optional: replaces the default targets for this model
 ```
 """
@@ -37,8 +42,8 @@ from ..matrix.loader import line_of, read_yaml_with_lines
 
 _MODEL_KEYS = {"path", "name", "input_shapes", "calibration", "atol", "rtol", "tolerances", "trust_pickle",
                "targets", "fp16_weights", "keep_nchw_io", "custom_ops", "inputs", "quantize", "calibration_method",
-               "per_tensor", "preprocess"}
-_TOP_KEYS = {"output", "defaults", "targets", "models"}
+               "per_tensor", "preprocess", "runtimes", "timeout", "max_memory"}
+_TOP_KEYS = {"output", "defaults", "targets", "models", "runtimes"}
 _SAFE_NAME = re.compile(r"^[A-Za-z0-9_.-]+$")
 
 
@@ -94,6 +99,7 @@ def load_manifest(path: str | Path) -> Manifest:
     if not isinstance(defaults, dict):
         fail(("defaults",), "must be a mapping")
     base = path.parent
+    top_runtimes = _check_runtimes(data.get("runtimes"), ("runtimes",), base, fail)
     jobs: list[Job] = []
     seen: set[str] = set()
     for i, raw in enumerate(data["models"]):
@@ -116,15 +122,25 @@ def load_manifest(path: str | Path) -> Manifest:
             fail(at + ("name",), f"duplicate model name '{name}' (set 'name' to tell them apart)")
         seen.add(name)
         _check_shapes(entry.get("input_shapes"), at + ("input_shapes",), fail)
-        for key in ("atol", "rtol"):
+        for key in ("atol", "rtol", "timeout"):
             if key in entry and (not isinstance(entry[key], (int, float)) or entry[key] < 0):
                 fail(at + (key,), "must be a non-negative number")
+        if "max_memory" in entry:
+            from ..memory import parse_size  # noqa: PLC0415
+
+            try:
+                entry["max_memory"] = parse_size(str(entry["max_memory"]))
+            except BadInput as err:
+                fail(at + ("max_memory",), str(err).replace("--max-memory ", ""))
         for key in ("inputs", "tolerances"):
             if key in entry:
                 if not isinstance(entry[key], str) or not (base / entry[key]).is_file():
                     fail(at + (key,), f"{entry[key]}: no such file")
                 entry[key] = str((base / entry[key]).resolve())
         _check_quantization(entry, base, at, fail)
+        own = _check_runtimes(raw.get("runtimes"), at + ("runtimes",), base, fail)
+        if top_runtimes or own:
+            entry["runtimes"] = {**top_runtimes, **own}
         targets_at = at + ("targets",) if "targets" in raw else ("targets",)
         targets = raw.get("targets", data.get("targets"))
         if not isinstance(targets, list) or not targets:
@@ -175,6 +191,24 @@ def _check_quantization(entry: dict, base: Path, at: tuple, fail) -> None:
             parse_spec(spec)
         except BadInput as err:
             fail(at + ("preprocess",), str(err).removeprefix("--preprocess").lstrip(": "))
+
+
+def _check_runtimes(value, at: tuple, base: Path, fail) -> dict[str, str]:
+    """``runtimes: {tnn: PATH, mace: PATH}`` with paths resolved against the manifest."""
+    from ..runtimes import ENV  # noqa: PLC0415
+
+    if value is None:
+        return {}
+    if not isinstance(value, dict):
+        fail(at, f"a mapping of framework ({', '.join(ENV)}) to a runtime path")
+    out = {}
+    for name, path in value.items():
+        if name not in ENV:
+            fail(at + (name,), f"no pluggable runtime for '{name}'; choose one of: {', '.join(ENV)}")
+        if not isinstance(path, str) or not (base / path).exists():
+            fail(at + (name,), f"{path}: no such file or directory")
+        out[name] = str((base / path).resolve())
+    return out
 
 
 def _check_shapes(shapes, at, fail) -> None:

@@ -9,15 +9,22 @@ from xml.etree import ElementTree as ET
 from ..fsutil import atomic_write_bytes, atomic_write_text
 
 
+#: Port outcomes that are not passing: files written, but not shippable as they are.
+NOT_PASSING = ("unsupported", "verify_failed", "needs_custom", "unverified")
+
+
 def write_junit(results, path: Path) -> None:
     suite = ET.Element("testsuite", name="edgeconv-batch", tests=str(len(results)),
-                       failures=str(sum(r.status in ("unsupported", "verify_failed") for r in results)),
+                       failures=str(sum(r.status in NOT_PASSING for r in results)),
                        errors=str(sum(r.status in ("bad_input", "error") for r in results)),
                        skipped=str(sum(r.status == "interrupted" for r in results)),
                        time=f"{sum(r.seconds for r in results):.3f}")
     for r in results:
         case = ET.SubElement(suite, "testcase", classname=r.model, name=f"{r.target}/{r.hw}", time=f"{r.seconds:.3f}")
-        if r.status in ("unsupported", "verify_failed"):
+        if getattr(r, "oracle", ""):
+            props = ET.SubElement(case, "properties")
+            ET.SubElement(props, "property", name="oracle", value=r.oracle)
+        if r.status in NOT_PASSING:
             ET.SubElement(case, "failure", message=r.reason or r.status, type=r.status).text = r.reason
         elif r.status in ("bad_input", "error"):
             ET.SubElement(case, "error", message=r.reason or r.status, type=r.status).text = r.reason
@@ -31,15 +38,15 @@ def write_junit(results, path: Path) -> None:
     atomic_write_bytes(path, ET.tostring(root, encoding="utf-8", xml_declaration=True) + b"\n")
 
 
-_COLORS = {"ok": "#1a7f37", "unsupported": "#9a6700", "verify_failed": "#cf222e", "bad_input": "#cf222e",
+_COLORS = {"ok": "#1a7f37", "unsupported": "#9a6700", "verify_failed": "#cf222e", "needs_custom": "#9a6700",
+           "unverified": "#9a6700", "bad_input": "#cf222e",
            "error": "#cf222e", "interrupted": "#57606a"}
 
 
 def write_html_index(results, path: Path, title: str) -> None:
     rows = []
     for r in results:
-        link = f'<a href="{html.escape(r.id)}/report.html">report</a>' if r.status in (
-            "ok", "unsupported", "verify_failed") else ""
+        link = f'<a href="{html.escape(r.id)}/report.html">report</a>' if r.status in ("ok", *NOT_PASSING) else ""
         rows.append(
             f"<tr><td>{html.escape(r.model)}</td><td>{html.escape(r.target)}</td><td>{html.escape(r.hw)}</td>"
             f'<td style="color:{_COLORS.get(r.status, "#000")};font-weight:600">{html.escape(r.status)}</td>'

@@ -21,12 +21,14 @@ from pathlib import Path
 from typing import Any
 
 from .. import __version__
-from ..fsutil import atomic_write_text
+from ..fsutil import atomic_write_text, remove_stale, swap_in_dir
 from .manifest import Job, load_manifest
 from .reports import write_html_index, write_junit
 
 JOB_FILE = "job.json"
 EXIT_BATCH_FAILED = 6
+#: Statuses of a port that finished (its directory is complete); only "ok" passes.
+PORT_STATUSES = ("ok", "unsupported", "verify_failed", "needs_custom", "unverified")
 
 
 @dataclass
@@ -35,12 +37,14 @@ class JobResult:
     model: str
     target: str
     hw: str
-    status: str  # ok | unsupported | verify_failed | bad_input | error | interrupted
+    status: str  # ok | unsupported | verify_failed | needs_custom | unverified | bad_input | error | interrupted
     exit_code: int
     reason: str = ""
     seconds: float = 0.0
     cached: bool = False
     files: list[str] = field(default_factory=list)
+    #: What judged the target stage ("TNN x86 runtime (tnn_run)", "edgeconv MACE reader (...)").
+    oracle: str = ""
 
     @property
     def passed(self) -> bool:
@@ -102,7 +106,7 @@ def _cached_result(job: Job, key: str, out_dir: Path) -> JobResult | None:
         data = json.loads(record.read_text())
     except (OSError, ValueError):
         return None
-    if data.get("cache_key") != key or data.get("status") not in ("ok", "unsupported", "verify_failed"):
+    if data.get("cache_key") != key or data.get("status") not in PORT_STATUSES:
         return None
     result = JobResult(**data["result"])
     result.cached = True
@@ -115,7 +119,7 @@ def run_job(job: Job, out_dir: str, key: str) -> dict[str, Any]:
     from ..pipeline import PortOptions, port  # noqa: PLC0415
 
     out = Path(out_dir)
-    partial = out / f".partial-{job.id}-{uuid.uuid4().hex[:8]}"
+    partial = out / f".partial-{os.getpid()}-{uuid.uuid4().hex[:8]}-{job.id}"
     e = job.entry
     shapes = {k: tuple(v) for k, v in (e.get("input_shapes") or {}).items()}
     opts = PortOptions(
@@ -126,21 +130,26 @@ def run_job(job: Job, out_dir: str, key: str) -> dict[str, Any]:
         tolerances=e.get("tolerances"), command_line=f"edgeconv batch (job {job.id})",
         quantize=e.get("quantize"), calibration=e.get("calibration"),
         calibration_method=e.get("calibration_method", "minmax"), per_tensor=bool(e.get("per_tensor")),
-        preprocess=e.get("preprocess"),
+        preprocess=e.get("preprocess"), runtimes=dict(e.get("runtimes") or {}),
+        timeout=e.get("timeout"), max_memory=e.get("max_memory"),
     )
+    from ..isolate import set_time_limit  # noqa: PLC0415
+
+    set_time_limit(e.get("timeout"))  # this worker's onnxruntime runs too
     start = time.perf_counter()
     result = JobResult(job.id, job.model_name, job.target, job.hw, "error", 70)
     try:
         port_result = port(str(job.model_path), opts)
         result.status, result.exit_code, result.reason = port_result.status, port_result.exit_code, port_result.reason
         result.files = port_result.files
+        result.oracle = port_result.oracle
     except EdgeconvError as err:
         result.status = "bad_input" if err.exit_code == 2 else "error"
         result.exit_code, result.reason = err.exit_code, str(err)
     except Exception as err:  # noqa: BLE001 - one failing job never stops the others
         result.reason = f"internal error: {type(err).__name__}: {err}"
     result.seconds = round(time.perf_counter() - start, 3)
-    if result.status in ("ok", "unsupported", "verify_failed"):
+    if result.status in PORT_STATUSES:
         partial.mkdir(parents=True, exist_ok=True)
         atomic_write_text(partial / JOB_FILE, json.dumps({"cache_key": key, "status": result.status,
                                                           "result": asdict(result)}, indent=2, sort_keys=True))
@@ -151,27 +160,32 @@ def run_job(job: Job, out_dir: str, key: str) -> dict[str, Any]:
 
 
 def _swap_into_place(partial: Path, final: Path) -> None:
-    old = None
-    if final.exists():
-        old = final.with_name(f".old-{final.name}-{uuid.uuid4().hex[:8]}")
-        os.replace(final, old)
-    os.replace(partial, final)
-    if old is not None:
-        shutil.rmtree(old, ignore_errors=True)
+    swap_in_dir(partial, final)
 
 
 def _clean_stale(out_dir: Path) -> None:
-    for p in out_dir.glob(".partial-*"):
-        shutil.rmtree(p, ignore_errors=True)
-    for p in out_dir.glob(".old-*"):
-        shutil.rmtree(p, ignore_errors=True)
+    # Temp directories of jobs whose worker is gone (a batch killed with kill -9); the names
+    # carry the worker's pid (older versions' names carry none: removed as before).
+    for prefix in (".partial-", ".old-"):
+        remove_stale(out_dir, prefix, legacy=True)
 
 
 def run_batch(manifest_path: str | Path, out_dir: str | Path | None = None, jobs: int = 1, force: bool = False,
-              executor: str = "process", address: str | None = None, progress=None) -> BatchResult:
+              executor: str = "process", address: str | None = None, progress=None,
+              runtimes: dict[str, str] | None = None) -> BatchResult:
+    """``runtimes``: ``--runtime`` flags (framework -> path), over the manifest's ``runtimes:``
+    and the EDGECONV_*_RUNTIME variables; the chosen paths are part of each job's cache key."""
     from ..matrix import DEFAULT_MATRIX  # noqa: PLC0415
+    from ..runtimes import ENV, chosen_path, validate  # noqa: PLC0415
 
     manifest = load_manifest(manifest_path)
+    for job in manifest.jobs:
+        chosen = {fw: p for fw in ENV if (p := chosen_path(fw, {**(job.entry.get("runtimes") or {}),
+                                                                 **(runtimes or {})}))}
+        if chosen:
+            validate(chosen)
+            job.entry["runtimes"] = {fw: str(Path(p).resolve()) for fw, p in sorted(chosen.items())}
+    progress = _never_raises(progress)
     out = Path(out_dir).resolve() if out_dir else manifest.output
     out.mkdir(parents=True, exist_ok=True)
     _clean_stale(out)
@@ -210,6 +224,21 @@ def run_batch(manifest_path: str | Path, out_dir: str | Path | None = None, jobs
     return result
 
 
+def _never_raises(progress):
+    """A progress display that fails (a terminal gone, odd text) never costs the batch its
+    summary and JUnit file."""
+    if progress is None:
+        return None
+
+    def call(result):
+        try:
+            progress(result)
+        except Exception:  # noqa: BLE001
+            pass
+
+    return call
+
+
 def _run_local(todo, out: Path, jobs: int, results: dict, progress) -> None:
     if jobs <= 1:
         for job, key in todo:
@@ -242,10 +271,15 @@ def _run_local(todo, out: Path, jobs: int, results: dict, progress) -> None:
 
 def _ignore_sigint() -> None:
     # Ctrl-C reaches the whole process group; the parent alone handles it (and stops the
-    # workers), so workers must not die printing tracebacks of their own.
+    # workers), so workers must not die printing tracebacks of their own.  A parent killed with
+    # kill -9 cannot stop them: the kernel does (PR_SET_PDEATHSIG), so no orphan finishes jobs
+    # behind a rerun's back.
     import signal  # noqa: PLC0415
 
+    from ..isolate import die_with_parent  # noqa: PLC0415
+
     signal.signal(signal.SIGINT, signal.SIG_IGN)
+    die_with_parent()
 
 
 def _write_summaries(result: BatchResult, manifest) -> None:

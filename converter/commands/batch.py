@@ -6,7 +6,9 @@ from typing import Optional
 
 import typer
 
-from .options import Json, out_dir
+from typing import List
+
+from .options import Json, Runtime, out_dir
 
 
 def register(app: typer.Typer) -> None:
@@ -18,6 +20,7 @@ def register(app: typer.Typer) -> None:
         force: bool = typer.Option(False, "--force", help="Redo jobs even when their inputs are unchanged."),
         executor: str = typer.Option("process", "--executor", metavar="process|ray", help="Where jobs run: local worker processes or a Ray cluster."),
         address: Optional[str] = typer.Option(None, "--address", metavar="ADDR", help="Ray cluster address (with --executor ray)."),
+        runtime: Optional[List[str]] = Runtime,
         json_out: bool = Json,
     ) -> int:
         """Run a release manifest; writes batch-summary.json, junit.xml and index.html."""
@@ -25,6 +28,7 @@ def register(app: typer.Typer) -> None:
         import sys  # noqa: PLC0415
 
         from rich.console import Console  # noqa: PLC0415
+        from rich.markup import escape  # noqa: PLC0415  (job ids and reasons are user text)
 
         from ..batch import run_batch  # noqa: PLC0415
         from ..errors import BadInput, Interrupted  # noqa: PLC0415
@@ -36,10 +40,12 @@ def register(app: typer.Typer) -> None:
         def progress(r):
             style = "green" if r.status == "ok" else "red"
             note = " (cached)" if r.cached else ""
-            err.print(f"[{style}]{r.status:>13}[/] {r.id}{note} {r.reason}")
+            err.print(f"[{style}]{r.status:>13}[/] {escape(f'{r.id}{note} {r.reason}')}")
+
+        from ..runtimes import parse_runtime_flags  # noqa: PLC0415
 
         result = run_batch(manifest, out, jobs=jobs, force=force, executor=executor, address=address,
-                           progress=progress)
+                           progress=progress, runtimes=parse_runtime_flags(runtime))
         counts = result.counts()
         if json_out:
             print(json.dumps({"out_dir": str(result.out_dir), "exit_code": result.exit_code, "counts": counts},

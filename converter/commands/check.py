@@ -30,12 +30,14 @@ def register(app: typer.Typer) -> None:
         json_out: bool = Json,
     ) -> None:
         """Check every node against the op support matrix (exit 3 when something is unsupported)."""
-        from ..check import check_targets, results_to_json  # noqa: PLC0415
+        from ..check import add_fallback, check_targets, results_to_json  # noqa: PLC0415
         from ..errors import EXIT_UNSUPPORTED  # noqa: PLC0415
 
         m = matrix.load()
         pairs = m.resolve_targets(to, hw_or_default(m, to, hw))
-        results = check_targets(source.normalized(require_static=False), pairs, m)
+        model = source.normalized(require_static=False)
+        results = check_targets(model, pairs, m)
+        add_fallback(results, model, m)
         if json_out:
             import json  # noqa: PLC0415
 
@@ -56,10 +58,11 @@ def _group_by_op(result) -> dict[str, list]:
 
 
 def _print_one(result, model: str) -> None:
+    from rich.markup import escape  # noqa: PLC0415  (model, op and tensor names are user text)
     from rich.table import Table  # noqa: PLC0415
 
     console = stdout_console()
-    console.print(f"{model} on {result.framework}/{result.hw}", highlight=False)
+    console.print(f"{escape(model)} on {result.framework}/{result.hw}", highlight=False)
     table = Table()
     for col, justify in (("op", "left"), ("nodes", "right"), ("status", "left"), ("maps to", "left"),
                          ("reason", "left")):
@@ -68,30 +71,43 @@ def _print_one(result, model: str) -> None:
         statuses = sorted({v.status for v in verdicts}, key=["unsupported", "unverified", "supported"].index)
         status = " / ".join(f"{sum(v.status == s for v in verdicts)} {s}" for s in statuses)
         reasons = sorted({v.reason for v in verdicts if v.status != "supported"})
-        table.add_row(op, str(len(verdicts)), f"[{_STYLE[statuses[0]]}]{status}[/]",
-                      verdicts[0].target or "-", "\n".join(reasons))
+        table.add_row(escape(op), str(len(verdicts)), f"[{_STYLE[statuses[0]]}]{status}[/]",
+                      escape(verdicts[0].target or "-"), escape("\n".join(reasons)))
     console.print(table)
     for issue in result.model_issues:
-        console.print(f"[{_STYLE[issue.status]}]model: {issue.reason}[/]")
-    console.print(result.summary(), highlight=False)
-    if result.fallback is not None:
-        console.print(f"fallback: {result.fallback.summary()}", highlight=False)
+        console.print(f"[{_STYLE[issue.status]}]model: {escape(issue.reason)}[/]")
+    console.print(escape(result.summary()), highlight=False)
+    _print_fallback(console, result)
+
+
+def _print_fallback(console, result) -> None:
+    fb = result.fallback
+    if fb is None:
+        return
+    if fb["to"] is None:
+        console.print(f"fallback: none ({fb['reason']})", highlight=False, markup=False)
+    elif fb["partitions"]:
+        console.print(f"fallback to {fb['to']}: {fb['partitions']['summary']}", highlight=False, markup=False)
+    else:
+        console.print(f"fallback to {fb['to']}: not needed after rewrites, or {fb['to']} cannot run the rest either",
+                      highlight=False, markup=False)
 
 
 def _print_many(results, model: str) -> None:
+    from rich.markup import escape  # noqa: PLC0415
     from rich.table import Table  # noqa: PLC0415
 
     console = stdout_console()
-    console.print(f"{model}: ops x framework/hardware (ok / ? unverified / NO unsupported)", highlight=False)
+    console.print(f"{escape(model)}: ops x framework/hardware (ok / ? unverified / NO unsupported)", highlight=False)
     table = Table()
     table.add_column("op")
     table.add_column("nodes", justify="right")
     for r in results:
-        table.add_column(f"{r.framework}\n{r.hw}", justify="center")
+        table.add_column(escape(f"{r.framework}\n{r.hw}"), justify="center")
     ops = sorted({v.op for v in results[0].verdicts})
     per_result = [_group_by_op(r) for r in results]
     for op in ops:
-        row = [op, str(len(per_result[0][op]))]
+        row = [escape(op), str(len(per_result[0][op]))]
         for groups in per_result:
             statuses = {v.status for v in groups[op]}
             worst = next(s for s in ("unsupported", "unverified", "supported") if s in statuses)
@@ -99,12 +115,13 @@ def _print_many(results, model: str) -> None:
         table.add_row(*row)
     console.print(table)
     for r in results:
-        console.print(r.summary(), highlight=False)
+        console.print(escape(r.summary()), highlight=False)
         for reason in sorted({v.reason for v in r.verdicts if v.status == "unsupported"}):
-            console.print(f"    {reason}", highlight=False)
+            console.print(f"    {escape(reason)}", highlight=False)
         for issue in r.model_issues:
-            console.print(f"    model: {issue.reason}", highlight=False)
-        if r.fallback is not None:
-            console.print(f"    fallback: {r.fallback.summary()}", highlight=False)
+            console.print(f"    model: {escape(issue.reason)}", highlight=False)
+        if r.fallback and r.fallback["partitions"]:
+            console.print(f"    fallback to {r.fallback['to']}: {r.fallback['partitions']['summary']}",
+                          highlight=False, markup=False)
     ok = sum(r.ok for r in results)
     console.print(f"{ok} of {len(results)} framework/hardware targets run the whole model", highlight=False)

@@ -50,21 +50,23 @@ def register(app: typer.Typer) -> None:
 
             print(json.dumps(info, indent=2))
             return
+        from rich.markup import escape  # noqa: PLC0415  (names and paths are user text, not markup)
         from rich.table import Table  # noqa: PLC0415
 
         console = stdout_console()
-        console.print(f"{source.path}: opset {info['opset']}, {info['nodes']} nodes, {info['parameters']:,} parameters",
+        console.print(f"{escape(str(source.path))}: opset {info['opset']}, {info['nodes']} nodes, {info['parameters']:,} parameters",
                       highlight=False)
         io = Table()
         for col in ("", "name", "shape", "dtype"):
             io.add_column(col)
         for kind in ("inputs", "outputs"):
             for v in info[kind]:
-                io.add_row(kind[:-1], v["name"], "x".join(str(d) for d in v["shape"]), str(v["dtype"]))
+                io.add_row(kind[:-1], escape(v["name"]), escape("x".join(str(d) for d in v["shape"])),
+                           escape(str(v["dtype"])))
         console.print(io)
         ops = Table()
         ops.add_column("op")
         ops.add_column("count", justify="right")
         for op, n in sorted(info["op_histogram"].items(), key=lambda kv: (-kv[1], kv[0])):
-            ops.add_row(op, str(n))
+            ops.add_row(escape(op), str(n))
         console.print(ops)

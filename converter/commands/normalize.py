@@ -28,6 +28,9 @@ def register(app: typer.Typer) -> None:
         if "" in shapes:
             shapes[original.graph.input[0].name] = shapes.pop("")
         result = normalize(original, shapes or None)
+        from ..memory import check_memory  # noqa: PLC0415
+
+        check_memory(result, source.max_memory, "the equivalence check")
         max_err = check_equivalent(original, result, shapes or None, seed=seed)
         save_onnx(result, out)
         info = {

@@ -64,6 +64,10 @@ Rtol = typer.Option(None, "--rtol", help="Relative tolerance per element (defaul
 Tolerances = typer.Option(None, "--tolerances", metavar="YAML",
                           help="Tolerance profile (YAML: atol, rtol, layer_rmse, outputs: {name: {atol, rtol}}).")
 Seed = typer.Option(0, "--seed", help="Seed of the random verification inputs.")
+Runtime = typer.Option(None, "--runtime", metavar="FW=PATH",
+                       help="Judge the target stage with a real runtime: tnn=PATH (tnn_run, TNNTest or a TNN build "
+                            "dir), mace=PATH (mace_run). Repeatable; default from EDGECONV_TNN_RUNTIME / "
+                            "EDGECONV_MACE_RUNTIME, else edgeconv's built-in readers.")
 
 # Quantization (``port``; the batch manifest has the same keys, see converter/batch/manifest.py).
 Quantize = typer.Option(None, "--quantize", metavar="MODE",
@@ -97,6 +101,10 @@ class ModelSource:
     path: Optional[str]
     input_shape: ShapeList
     trust_pickle: bool
+    #: ``--timeout``: seconds user model code may run (torch sources); 0 = no limit.
+    timeout: Optional[float] = None
+    #: ``--max-memory`` in bytes (None: half the machine's memory).
+    max_memory: Optional[int] = None
 
     def shapes(self) -> dict[str, tuple[int, ...]]:
         from ..load import parse_shape_flags  # noqa: PLC0415
@@ -107,11 +115,11 @@ class ModelSource:
         """The model as ONNX, as read (not normalized)."""
         from ..load import load_model  # noqa: PLC0415
 
-        return load_model(self.path, self.shapes(), self.trust_pickle)
+        return load_model(self.path, self.shapes(), self.trust_pickle, self.timeout)
 
     def normalized(self, require_static: bool = True):
         """Load and normalize: the first two stages of every command."""
-        return load_normalized(self.path, self.input_shape, self.trust_pickle, require_static)
+        return load_normalized(self.path, self.input_shape, self.trust_pickle, require_static, self.timeout)
 
 
 @dataclass(frozen=True)
@@ -141,10 +149,33 @@ def model_options(as_option: bool = False) -> Callable:
             help="Fix an input shape, e.g. input=1x3x224x224 (repeatable; a bare 1x3x224x224 means the "
                  "first input). Required for TorchScript and for dynamic dimensions.")),
         _param("trust_pickle", bool, typer.Option(
-            False, "--trust-pickle", help="Allow loading a pickled torch.nn.Module (runs code from the file).")),
+            False, "--trust-pickle", help="Allow code inside the model file: pickled objects (torch.save of a "
+                                          "module, pickled .pt2 entries), Keras Lambda layers, TF PyFunc ops.")),
+        _param("timeout", float, typer.Option(
+            600.0, "--timeout", metavar="SECONDS", min=0,
+            help="Stop user model code (TorchScript forward, tracing, export) after this long (exit 9); 0: no limit.")),
+        _param("max_memory", Optional[str], typer.Option(
+            None, "--max-memory", metavar="SIZE",
+            help="Refuse (exit 2) models whose reference inference needs more, e.g. 8G. Default: half the RAM.")),
     ]
-    return _splice("source", group, lambda model, input_shape, trust_pickle:
-                   ModelSource(model, input_shape, trust_pickle))
+    return _splice("source", group, lambda model, input_shape, trust_pickle, timeout, max_memory:
+                   ModelSource(model, input_shape, trust_pickle, _timeout(timeout), _size(max_memory)))
+
+
+def _timeout(seconds: Optional[float]) -> Optional[float]:
+    """--timeout applies to everything this command runs (torch loading, onnxruntime)."""
+    from ..isolate import set_time_limit  # noqa: PLC0415
+
+    set_time_limit(seconds)
+    return seconds
+
+
+def _size(text: Optional[str]) -> Optional[int]:
+    if text is None:
+        return None
+    from ..memory import parse_size  # noqa: PLC0415
+
+    return parse_size(text)
 
 
 def matrix_options() -> Callable:
@@ -189,13 +220,14 @@ def _splice(target: str, group: list[inspect.Parameter], build: Callable) -> Cal
     return decorate
 
 
-def load_normalized(path: str, input_shape: ShapeList, trust_pickle: bool, require_static: bool = True):
+def load_normalized(path: str, input_shape: ShapeList, trust_pickle: bool, require_static: bool = True,
+                    timeout: Optional[float] = None):
     """Load any supported model and normalize it: the first two stages of every command."""
     from ..load import load_model, parse_shape_flags  # noqa: PLC0415
     from ..normalize import normalize, dynamic_inputs  # noqa: PLC0415
 
     shapes = parse_shape_flags(input_shape)
-    model = load_model(path, shapes, trust_pickle)
+    model = load_model(path, shapes, trust_pickle, timeout)
     if "" in shapes:  # a bare shape names the first graph input
         shapes[model.graph.input[0].name] = shapes.pop("")
     normalized = normalize(model, shapes or None)

@@ -1,7 +1,8 @@
 """``edgeconv plan MODEL --to T --hw H``: per node, the verdict, the chosen remedy and why.
 
 Remedies: supported, rewrite (a chain of exact/approximate rules), retrain (the chain changes
-the architecture; weights are fitted), postprocess (trailing: generated code), custom (a custom
+the architecture; weights are fitted), fallback (the runtime runs it on its fallback unit; the
+partitions it makes are printed), postprocess (trailing: generated code), custom (a custom
 layer must be written).  Exit 0 when no node needs a custom layer, else 3; ``--json`` prints
 ``{"model": ..., "plans": [Plan.to_json(), ...]}``.
 """
@@ -15,7 +16,7 @@ import typer
 from .options import (Framework, HardwareOrAll, Json, MatrixSource, ModelSource, hw_or_default, matrix_options,
                       model_options, stdout_console)
 
-_STYLE = {"supported": "green", "rewrite": "cyan", "retrain": "magenta", "postprocess": "yellow",
+_STYLE = {"supported": "green", "rewrite": "cyan", "retrain": "magenta", "fallback": "blue", "postprocess": "yellow",
           "custom": "bold red", "unsupported": "bold red"}
 
 
@@ -38,27 +39,20 @@ def register(app: typer.Typer) -> None:
         m = matrix.load()
         pairs = m.resolve_targets(to, hw_or_default(m, to, hw))
         onnx_model = source.normalized(require_static=False)
-        from ..partition import fallback_for_plan  # noqa: PLC0415
-
         plans = [plan_model(onnx_model, fw, h, m) for fw, h in pairs]
-        # On accelerators: what the plan leaves without a rewrite could run on the CPU instead.
-        fallbacks = [fallback_for_plan(onnx_model, p, m) if not p.ok else None for p in plans]
         if json_out:
             import json  # noqa: PLC0415
 
-            print(json.dumps({"model": source.path, "plans": [
-                {**p.to_json(), **({"fallback": f.to_dict()} if f is not None else {})}
-                for p, f in zip(plans, fallbacks)]}, indent=2))
+            print(json.dumps({"model": source.path, "plans": [p.to_json() for p in plans]}, indent=2))
         else:
-            for p, f in zip(plans, fallbacks):
+            for p in plans:
                 _print_plan(p, source.path, all_nodes)
-                if f is not None:
-                    stdout_console().print(f"fallback: {f.summary()}", highlight=False)
         if any(p.by_remedy("custom") or p.by_remedy("unsupported") for p in plans):
             raise typer.Exit(EXIT_UNSUPPORTED)
 
 
 def _print_plan(plan, model: str, all_nodes: bool) -> None:
+    from rich.markup import escape  # noqa: PLC0415  (node/op names and reasons are user text)
     from rich.table import Table  # noqa: PLC0415
 
     console = stdout_console()
@@ -67,10 +61,12 @@ def _print_plan(plan, model: str, all_nodes: bool) -> None:
         table.add_column(col, overflow="fold")
     shown = [e for e in plan.entries if all_nodes or e.remedy != "supported"]
     for e in shown:
-        table.add_row(e.node, e.op, e.verdict, f"[{_STYLE[e.remedy]}]{e.remedy}[/]",
-                      " → ".join(e.rules) or "-", e.reason)
+        table.add_row(escape(e.node), escape(e.op), escape(e.verdict), f"[{_STYLE[e.remedy]}]{e.remedy}[/]",
+                      escape(" → ".join(e.rules) or "-"), escape(e.reason))
     if shown:
-        console.print(f"{model} on {plan.framework}/{plan.hw}", highlight=False)
+        console.print(f"{escape(model)} on {plan.framework}/{plan.hw}", highlight=False)
         console.print(table)
     counts = ", ".join(f"{len(plan.by_remedy(r))} {r}" for r in _STYLE if plan.by_remedy(r))
-    console.print(f"{plan.framework}/{plan.hw}: {len(plan.entries)} nodes: {counts}", highlight=False)
+    console.print(escape(f"{plan.framework}/{plan.hw}: {len(plan.entries)} nodes: {counts}"), highlight=False)
+    if plan.partitions is not None:
+        console.print(f"partitions: {plan.partitions.summary()}", highlight=False, markup=False)

@@ -7,7 +7,7 @@ from typing import List, Optional
 import typer
 
 from .options import (Atol, Calibration, CalibrationMethod, Framework, Hardware, Json, MatrixSource, ModelSource,
-                      PerTensor, Preprocess, Quantize, Rtol, Seed, Tolerances, VerifyInputs, matrix_options,
+                      PerTensor, Preprocess, Quantize, Rtol, Runtime, Seed, Tolerances, VerifyInputs, matrix_options,
                       model_options, out_dir)
 
 
@@ -31,12 +31,14 @@ def register(app: typer.Typer) -> None:
         tolerances: Optional[str] = Tolerances,
         seed: int = Seed,
         no_verify: bool = typer.Option(False, "--no-verify", help="Skip the numerical verification."),
+        runtime: Optional[List[str]] = Runtime,
         quantize: Optional[str] = Quantize,
         calibration: Optional[str] = Calibration,
         calibration_method: str = CalibrationMethod,
         per_tensor: bool = PerTensor,
         preprocess: Optional[str] = Preprocess,
         json_out: bool = Json,
+        jobs: int = typer.Option(1, "-j", "--jobs", min=1, metavar="N", help="With several targets: port up to N at once (one load, shared reference outputs)."),
     ) -> int:
         """Convert a model for a framework × hardware, legalize it, export real files and verify them."""
         import shlex  # noqa: PLC0415
@@ -46,6 +48,7 @@ def register(app: typer.Typer) -> None:
 
         from ..pipeline import PortOptions, load_stage  # noqa: PLC0415
         from ..quantize.modes import QuantRequest  # noqa: PLC0415
+        from ..runtimes import parse_runtime_flags, validate  # noqa: PLC0415
         from .port_run import combinations, run_ports  # noqa: PLC0415
 
         base = PortOptions(
@@ -55,10 +58,12 @@ def register(app: typer.Typer) -> None:
             custom_ops=tuple(custom_op or ()), inputs_npz=inputs, atol=atol, rtol=rtol, tolerances=tolerances,
             seed=seed, verify=not no_verify, command_line="edgeconv " + shlex.join(sys.argv[1:]),
             quantize=quantize, calibration=calibration, calibration_method=calibration_method,
-            per_tensor=per_tensor, preprocess=preprocess,
+            per_tensor=per_tensor, preprocess=preprocess, timeout=source.timeout, max_memory=source.max_memory,
+            runtimes=parse_runtime_flags(runtime),
         )
+        validate(base.runtimes)
         QuantRequest(quantize, calibration, calibration_method, per_tensor, preprocess).validate()
         combos = combinations(base, to, hw)
         start = time.perf_counter()
         preloaded = (*load_stage(source.path, base), round(time.perf_counter() - start, 4))
-        return run_ports(source.path, base, combos, preloaded, json_out)
+        return run_ports(source.path, base, combos, preloaded, json_out, jobs)

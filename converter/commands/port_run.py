@@ -30,30 +30,52 @@ def combinations(base, to: str, hw: str | None) -> list[tuple[str, str]]:
     return pairs
 
 
-def run_ports(model: str, base, combos, preloaded, json_out: bool) -> int:
+def run_ports(model: str, base, combos, preloaded, json_out: bool, jobs: int = 1) -> int:
+    """Port to every combination; with several, they share the loaded model and the reference
+    outputs (``pipeline.shared_work``), and up to ``jobs`` run at once (threads: the heavy parts,
+    onnxruntime, LiteRT, numpy, release the GIL)."""
     from rich.console import Console  # noqa: PLC0415
+    from rich.markup import escape  # noqa: PLC0415
 
-    from ..pipeline import port  # noqa: PLC0415
+    from ..pipeline import port, shared_work  # noqa: PLC0415
 
     console = Console(stderr=True)
     many = len(combos) > 1
-    results, failures = [], []
-    for fw, hw in combos:
+    shared = shared_work(preloaded) if many else None
+
+    def one(fw, hw, progress=None):
         out_dir = Path(base.out_dir) / f"{fw}-{hw}" if many else Path(base.out_dir)
         opts = dataclasses.replace(base, target=fw, hw=hw, out_dir=out_dir)
-        with console.status(f"[bold]{fw}/{hw}[/]: starting") as status:
-            def progress(stage, fw=fw, hw=hw, status=status):
-                status.update(f"[bold]{fw}/{hw}[/]: {stage}")
-            try:
-                results.append(port(model, opts, progress, preloaded))
-            except EdgeconvError as err:
-                if not many:
-                    raise
-                failures.append((fw, hw, err))
-            except Exception as err:  # noqa: BLE001 - one broken combination must not hide the others
-                if not many:
-                    raise
-                failures.append((fw, hw, _internal(err)))
+        try:
+            return port(model, opts, progress, preloaded, shared), None
+        except EdgeconvError as err:
+            if not many:
+                raise
+            return None, err
+        except Exception as err:  # noqa: BLE001 - one broken combination must not hide the others
+            if not many:
+                raise
+            return None, _internal(err)
+
+    outcomes = []
+    if jobs > 1 and many:
+        from concurrent.futures import ThreadPoolExecutor  # noqa: PLC0415
+
+        with console.status(f"[bold]{len(combos)} targets[/], {jobs} at a time") as status, \
+                ThreadPoolExecutor(max_workers=jobs, thread_name_prefix="port") as pool:
+            futures = [pool.submit(one, fw, hw) for fw, hw in combos]
+            for done, future in enumerate(futures, 1):
+                outcomes.append(future.result())
+                status.update(f"[bold]{len(combos)} targets[/], {jobs} at a time: {done} done")
+    else:
+        for fw, hw in combos:
+            label = escape(f"{fw}/{hw}")  # a matrix overlay names hardware: user text
+            with console.status(f"[bold]{label}[/]: starting") as status:
+                def progress(stage, label=label, status=status):
+                    status.update(f"[bold]{label}[/]: {escape(stage)}")
+                outcomes.append(one(fw, hw, progress))
+    results = [r for r, _ in outcomes if r is not None]
+    failures = [(fw, hw, err) for (fw, hw), (_, err) in zip(combos, outcomes) if err is not None]
     from ..quantize.modes import CalibrationRequired  # noqa: PLC0415
 
     # Hardware that needs calibration data (8-bit only) is one answer among others, not the cause.
@@ -86,4 +108,5 @@ def _internal(err: Exception) -> EdgeconvError:
 
 def _result_json(r) -> dict:
     return {"target": r.target, "hw": r.hw, "status": r.status, "exit_code": r.exit_code, "reason": r.reason,
+            "oracle": r.oracle,
             "out_dir": str(r.out_dir), "files": r.files, "timings": r.timings}

@@ -43,7 +43,7 @@ def register(app: typer.Typer) -> None:
         from pathlib import Path  # noqa: PLC0415
 
         from ..errors import BadInput  # noqa: PLC0415
-        from ..fsutil import atomic_output_dir  # noqa: PLC0415
+        from ..fsutil import replace_output_dir  # noqa: PLC0415
         from ..graph import to_graph  # noqa: PLC0415
         from ..load import save_onnx  # noqa: PLC0415
         from ..postproc import split  # noqa: PLC0415
@@ -65,7 +65,7 @@ def register(app: typer.Typer) -> None:
         result = split(onnx_model, must_move, limit, cpp_namespace=namespace,
                        title=Path(source.path).stem)
         out = Path(out)
-        with atomic_output_dir(out) as tmp:
+        with replace_output_dir(out) as tmp:
             save_onnx(result.model, tmp / "model.onnx")
             for name, text in result.files.items():
                 (tmp / "postproc" / name).parent.mkdir(parents=True, exist_ok=True)

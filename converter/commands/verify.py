@@ -7,14 +7,16 @@ from typing import List, Optional
 
 import typer
 
-from .options import Atol, Json, Rtol, Seed, ShapeList, Tolerances, VerifyInputs, out_dir, stdout_console
+from .options import Atol, Json, Rtol, Runtime, Seed, ShapeList, Tolerances, VerifyInputs, out_dir, stdout_console
 
 
 def register(app: typer.Typer) -> None:
     @app.command("verify", short_help="Do two ONNX models compute the same; where do they diverge?")
     def verify_cmd(
         original: str = typer.Argument(..., metavar="ORIGINAL", help="The reference ONNX model."),
-        converted: str = typer.Argument(..., metavar="CONVERTED", help="The converted ONNX model to check against it."),
+        converted: str = typer.Argument(..., metavar="CONVERTED", help="The converted ONNX model to check against it, "
+                                        "or an exported file (.tnnproto, MACE .pb, .tflite, .mlpackage) in a port's "
+                                        "output directory (its report.json says how to run it)."),
         inputs: Optional[str] = VerifyInputs,
         atol: Optional[float] = Atol,
         rtol: Optional[float] = Rtol,
@@ -32,6 +34,10 @@ def register(app: typer.Typer) -> None:
             None, "--preprocess", metavar="SPEC",
             help="With --inputs: warn when the inputs do not look preprocessed as SPEC says (range, swapped "
                  "channel order); the spec format is port's."),
+        max_memory: Optional[str] = typer.Option(
+            None, "--max-memory", metavar="SIZE",
+            help="Refuse (exit 2) models whose inference needs more, e.g. 8G. Default: half the RAM."),
+        runtime: Optional[List[str]] = Runtime,
         json_out: bool = Json,
     ) -> None:
         """Compare CONVERTED with ORIGINAL on seeded or given inputs; name the first diverging layer."""
@@ -51,12 +57,21 @@ def register(app: typer.Typer) -> None:
             _check_preprocessing(original, inputs, preprocess)
         ranges = dict(parse_range(flag) for flag in value_range or [])
         shapes = parse_shape_flags(input_shape)
-        report = verify_files(original, converted, tols, inputs_npz=inputs, seed=seed,
-                              ranges=ranges, samples=samples, shapes=shapes or None)
+        _check_memory(original, shapes, max_memory)
+        from ..runtimes import parse_runtime_flags, validate  # noqa: PLC0415
+        from ..verify.pipeline import TARGET_FILES, verify_target_file  # noqa: PLC0415
+
+        chosen = parse_runtime_flags(runtime)
+        validate(chosen)
+        if Path(converted).suffix.lower() in TARGET_FILES:
+            report = verify_target_file(original, converted, tols, inputs_npz=inputs, seed=seed, runtimes=chosen)
+        else:
+            report = verify_files(original, converted, tols, inputs_npz=inputs, seed=seed,
+                                  ranges=ranges, samples=samples, shapes=shapes or None)
         target_dir = Path(out) if out else None
         if not report.ok:
             target_dir = target_dir or Path(converted).with_name(Path(converted).stem + ".verify")
-            write_replay(report, target_dir, original, converted, tolerances)
+            write_replay(report, target_dir, original, converted, tolerances, runtimes=chosen)
         if target_dir is not None:
             write_outputs(report, target_dir)
         if json_out:
@@ -84,3 +99,29 @@ def _check_preprocessing(original: str, inputs: Optional[str], spec_text: str) -
     model = load_model(original)
     for line in check_inputs(load_npz(inputs, model), bind(spec, model), f"--inputs {inputs}"):
         print(f"edgeconv: warning: {line}", file=sys.stderr)
+
+
+def _check_memory(path: str, shapes: dict, max_memory: Optional[str]) -> None:
+    """Refuse before any allocation when running the reference would need more than
+    --max-memory (``-s 1x3x99999x99999`` was an internal MemoryError)."""
+    import onnx  # noqa: PLC0415
+
+    from ..memory import check_memory, parse_size  # noqa: PLC0415
+
+    limit = parse_size(max_memory) if max_memory else None
+    try:
+        model = onnx.load(path, load_external_data=False)
+    except Exception:  # noqa: BLE001 - verify_files reports an unreadable model in its own words
+        return
+    inits = {i.name for i in model.graph.initializer}
+    inputs = [i for i in model.graph.input if i.name not in inits]
+    for position, value in enumerate(inputs):
+        shape = shapes.get(value.name) or (shapes.get("") if position == 0 else None)
+        if shape and len(shape) == len(value.type.tensor_type.shape.dim):
+            for dim, size in zip(value.type.tensor_type.shape.dim, shape):
+                dim.dim_value = size
+    try:
+        model = onnx.shape_inference.infer_shapes(model, strict_mode=False, data_prop=True)
+    except Exception:  # noqa: BLE001 - the interface shapes alone still count
+        pass
+    check_memory(model, limit, "running the models")

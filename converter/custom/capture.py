@@ -40,7 +40,9 @@ def _run(model: onnx.ModelProto, feeds: dict, names: list[str]) -> dict[str, np.
     opts.log_severity_level = 3
     session = ort.InferenceSession(exposed.SerializeToString(), opts, providers=["CPUExecutionProvider"])
     wanted = {i.name for i in session.get_inputs()}
-    return dict(zip(names, session.run(names, {k: v for k, v in feeds.items() if k in wanted})))
+    from ..isolate import guarded_run  # noqa: PLC0415  (--timeout and Ctrl-C stop a model that never ends)
+
+    return dict(zip(names, guarded_run(session, names, {k: v for k, v in feeds.items() if k in wanted})))
 
 
 def capture(model: onnx.ModelProto, ops: list[CustomOp], seed: int = 0) -> dict[str, NodeData]:
@@ -50,8 +52,12 @@ def capture(model: onnx.ModelProto, ops: list[CustomOp], seed: int = 0) -> dict[
     inputs = sorted({t.name for op in ops for t in op.inputs if t.constant is None})
     outputs = sorted({t.name for op in ops for t in op.outputs})
     note = ""
+    from ..errors import TimedOut  # noqa: PLC0415
+
     try:
         values = _run(model, feeds, sorted(set(inputs) | set(outputs)))
+    except TimedOut:
+        raise
     except Exception as err:  # noqa: BLE001  (onnxruntime raises its own exception types)
         values = _run(model, feeds, inputs) if inputs else {}
         note = f"onnxruntime cannot run this model ({str(err).splitlines()[0][:200]}); expected outputs missing"

@@ -37,6 +37,16 @@ PROPERTY_KEYS = ("max_outputs", "dtypes", "max_rank", "dynamic_shapes")
 
 
 @dataclass(frozen=True)
+class Fallback:
+    """Where a runtime runs the nodes a unit cannot: ``to`` (a hardware of the same framework)
+    or None, with the citation that says so, or the reason it does not."""
+
+    to: str | None
+    reason: str
+    source: str | None = None
+
+
+@dataclass(frozen=True)
 class NodeVerdict:
     """One node against one framework x hardware.
 
@@ -162,6 +172,15 @@ class Matrix:
         for key in PROPERTY_KEYS:
             props.setdefault(key, None)
         return props
+
+    def fallback(self, framework: str, hw: str) -> Fallback:
+        """The unit ``hw``'s runtime falls back to for nodes it cannot run (matrix ``fallback:``)."""
+        spec = self._hw(framework, hw).get("fallback")
+        if spec is None:
+            return Fallback(None, f"no fallback unit is documented for {framework} {hw}")
+        if spec.get("to") is None:
+            return Fallback(None, spec["reason"])
+        return Fallback(spec["to"], f"the {framework} runtime runs what {hw} cannot on {spec['to']}", spec["source"])
 
     def target_op(self, framework: str, onnx_op: str) -> str | None:
         entry = self._fw(framework)["ops"].get(onnx_op)

@@ -39,7 +39,7 @@ from .constraints import ConstraintError, compile_constraint
 from .loader import Lines, fail
 
 _FW_KEYS = {"title", "source", "aliases", "defaults", "hardware", "ops", "notes"}
-_HW_KEYS = {"title", "source", "rank_source", "aliases", "like", "properties", "notes"}
+_HW_KEYS = {"title", "source", "rank_source", "aliases", "like", "properties", "notes", "fallback"}
 _OP_KEYS = {"target", "source", "supported", "unverified", "sources", "notes", "constraints",
             "rank_exempt"}
 _PROPERTY_TYPES = {
@@ -90,6 +90,9 @@ def iter_citations(data):
             for key in ("source", "rank_source"):
                 if isinstance(hw, dict) and key in hw:
                     yield at + ("hardware", hw_name, key), hw[key]
+            fallback = hw.get("fallback") if isinstance(hw, dict) else None
+            if isinstance(fallback, dict) and "source" in fallback:
+                yield at + ("hardware", hw_name, "fallback", "source"), fallback["source"]
         for op, entry in (fw.get("ops") or {}).items():
             if not isinstance(entry, dict):
                 continue
@@ -111,6 +114,23 @@ def _constraint_citations(spec, at: tuple):
             yield at + ("source",), spec["source"]
         if "when" in spec:
             yield from _constraint_citations(spec["when"], at + ("when",))
+
+
+def _validate_fallback(spec, hw_name: str, hw_names: set, at: tuple, lines: Lines) -> None:
+    """``fallback: {to: <hw>, source: <citation>}`` (the runtime runs what this unit cannot on
+    ``to``) or ``{to: null, reason: "..."}`` (it does not, and why)."""
+    if spec is None:
+        return
+    if not isinstance(spec, dict) or set(spec) - {"to", "source", "reason"}:
+        fail(lines, at, "must be {to: <hardware>, source: <citation>} or {to: null, reason: <text>}")
+    to = spec.get("to")
+    if to is None:
+        if not isinstance(spec.get("reason"), str):
+            fail(lines, at, "a fallback to nothing needs a 'reason'")
+    elif to not in hw_names or to == hw_name:
+        fail(lines, at + ("to",), f"'{to}' is not another hardware of this framework")
+    elif not isinstance(spec.get("source"), str):
+        fail(lines, at, "a fallback needs a 'source' (a citation)")
 
 
 def _str_list(value) -> bool:
@@ -150,6 +170,8 @@ def _validate_framework(name: str, fw, lines: Lines) -> None:
             if not isinstance(value, kinds) or (isinstance(value, bool) and bool not in kinds):
                 fail(lines, hat + ("properties", key), f"wrong type {type(value).__name__}")
     hw_names = set(hardware)
+    for hw_name, hw in hardware.items():
+        _validate_fallback(hw.get("fallback"), hw_name, hw_names, at + ("hardware", hw_name, "fallback"), lines)
     defaults = fw.get("defaults", {})
     for key in ("supported", "unverified"):
         if key in defaults:

@@ -24,6 +24,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Callable
 
+import numpy as np
 import onnx
 
 from ..fsutil import atomic_write_text
@@ -66,6 +67,24 @@ class QuantResult:
     native: bool = False
     target: str = ""
     files: list[str] = field(default_factory=list)
+    #: ``(target, artifact) -> QuantVerification``: the exported integer file, run by its
+    #: runtime, against the float model on the same evaluation samples (set by quantize_for_port).
+    evaluate_file: Callable | None = None
+    #: That judgement once the pipeline ran it (None: not run), and what ran the file.
+    file_verification: Any = None
+    file_runtime: str = ""
+    #: Per layer, the file against its QDQ model (:mod:`.file_layers`), or None.
+    file_layers: dict | None = None
+
+    @property
+    def native_integer(self) -> bool:
+        """The target writes the integer model itself (int8/uint8 tensors or int8 weights, not a
+        float file): judged by SQNR against the float model, not by the float tolerances."""
+        return self.native and self.plan.mode in ("int8", "uint8", "int8-weights")
+
+    def export_spec(self) -> dict:
+        """What an integer exporter reads (``ExportOptions.extra["quantization"]``)."""
+        return {"mode": self.plan.mode, "params": self.params, "full_integer": self.plan.full_integer}
 
     @property
     def export_fp16(self) -> bool:
@@ -77,6 +96,8 @@ class QuantResult:
             return status, reason
         if not self.verification.ok:
             return "verify_failed", self.verification.summary() + (f"; {self.table.summary()}" if self.table else "")
+        if self.file_verification is not None and not self.file_verification.ok:
+            return "verify_failed", f"{self.target} file: {self.file_verification.summary()}"
         if not self.native:
             return "unsupported", (f"native {self.plan.mode} export for {self.target} not implemented yet: "
                                    "quantized.onnx holds the QDQ model, the exported file is the float model")
@@ -92,6 +113,10 @@ class QuantResult:
             "calibration": self.calibration,
             "warnings": self.warnings,
             "verification": self.verification.to_dict(),
+            # the exported integer file run by its runtime (LiteRT, ...) against the float model
+            "file_verification": None if self.file_verification is None else {
+                **self.file_verification.to_dict(), "runtime": self.file_runtime},
+            "file_layers": self.file_layers,
             "layers": self.table.to_dict() if self.table is not None else None,
             "auto_decisions": [d.to_dict() for d in self.decisions],
             "float_nodes": self.params.get("float_nodes", []),
@@ -170,6 +195,8 @@ def quantize_for_port(model: onnx.ModelProto, opts, plan: QuantPlan, target, out
         quality = evaluate(quantized)
         table = debug_layers(model, quantized, evaluation, plan.mode)
     params = quant_params(QdqView(model, quantized), config)
+    if plan.full_integer and ranges is not None:
+        params["calibrated"] = calibrated_params(ranges, params, plan.mode)
     save_onnx(quantized, out_dir / "quantized.onnx")
     save_onnx(model, out_dir / "float.onnx")
     result = QuantResult(plan, quantized, params, quality, table, decisions, cal_info, warnings, preprocess_info,
@@ -179,8 +206,45 @@ def quantize_for_port(model: onnx.ModelProto, opts, plan: QuantPlan, target, out
     record = json_safe({"params": params, "layers": table.to_dict() if table else None,
                         "auto_decisions": [d.to_dict() for d in decisions]})
     atomic_write_text(out_dir / "quantization.json", json.dumps(record, indent=2, sort_keys=True, allow_nan=False) + "\n")
+
+    def evaluate_file(target_, artifact):
+        result.file_runtime = artifact.runtime
+        quality_ = compare_quantized(compose(run_float, pp), compose(lambda x: target_.run(artifact, x), pp),
+                                     evaluation, tolerances, plan.mode)
+        from ..errors import EdgeconvError  # noqa: PLC0415
+        from .file_layers import file_layers  # noqa: PLC0415
+
+        try:
+            result.file_layers = file_layers(model, quantized, target_, artifact, evaluation)
+        except EdgeconvError:  # a reader/runtime that cannot expose tensors: outputs are judged anyway
+            result.file_layers = None
+        return quality_
+
+    result.evaluate_file = evaluate_file
     result.files = ["quantized.onnx", "float.onnx", "quantization.json"] + (preprocess_info or {}).get("files", [])
     for line in warnings:
         if warn is not None:
             warn(line)
     return result
+
+
+def calibrated_params(ranges, params: dict, mode: str) -> dict:
+    """Scale/zero point from the calibrated range of every tensor the QDQ model left float.
+
+    onnxruntime quantizes only the ops it has QDQ rules for (not Sub or ReduceMax, for
+    instance); on 8-bit-only hardware those run in integers too, so a full-integer exporter needs
+    their parameters: onnxruntime's ``compute_scale_zp`` over the same calibrated range (0
+    included), keyed like ``activations``."""
+    from onnxruntime.quantization.quant_utils import QuantType, compute_scale_zp, get_qmin_qmax_for_qType  # noqa: PLC0415
+
+    qtype = QuantType.QInt8 if mode == "int8" else QuantType.QUInt8
+    qmin, qmax = get_qmin_qmax_for_qType(qtype.tensor_type)
+    out = {}
+    for name, td in sorted(ranges.data.items()):
+        if name in params["activations"]:
+            continue
+        low, high = (float(v) for v in td.range_value)
+        zp, scale = compute_scale_zp(np.array(min(low, 0.0), np.float32), np.array(max(high, 0.0), np.float32),
+                                     qmin, qmax)
+        out[name] = {"dtype": mode, "scale": [float(scale)], "zero_point": [int(zp)], "axis": None}
+    return out

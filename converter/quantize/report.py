@@ -13,6 +13,11 @@ def summary_line(quant: dict) -> str:
     plan = quant.get("plan") or {}
     mode = plan.get("mode", "?") + (" full-integer" if plan.get("full_integer") else "")
     parts = [f"{mode}: {quant.get('verification', {}).get('summary', '')}"]
+    if quant.get("file_verification"):
+        runtime = quant["file_verification"].get("runtime") or "its runtime"
+        parts.append(f"exported file, run by {runtime}: {quant['file_verification']['summary']}")
+        if (quant.get("file_layers") or {}).get("summary"):
+            parts.append(f"per layer vs QDQ: {quant['file_layers']['summary']}")
     layers = quant.get("layers") or {}
     if layers.get("summary"):
         parts.append(f"per layer: {layers['summary']}")
@@ -49,6 +54,22 @@ def html_section(quant: dict) -> str:
     parts.append(_table(["output", "SQNR dB (median)", "lowest", "least allowed", "cosine", "max abs", "top-1", "top-5"],
                         [[o.get("name"), o.get("sqnr_db"), o.get("min_sqnr_db"), o.get("threshold_db"), o.get("cosine"),
                           o.get("max_abs"), o.get("top1"), o.get("top5")] for o in verification.get("outputs", [])]))
+    native = quant.get("file_verification")
+    if native:
+        parts.append(f"<p>The exported file, run by {esc(native.get('runtime') or 'its runtime')}: "
+                     f"<b>{esc(native.get('summary', ''))}</b></p>")
+        parts.append(_table(["output", "SQNR dB (median)", "lowest", "least allowed", "cosine", "max abs", "top-1",
+                             "top-5"], [[o.get("name"), o.get("sqnr_db"), o.get("min_sqnr_db"), o.get("threshold_db"),
+                                         o.get("cosine"), o.get("max_abs"), o.get("top1"), o.get("top5")]
+                                        for o in native.get("outputs", [])]))
+        layers_vs_qdq = quant.get("file_layers") or {}
+        if layers_vs_qdq.get("rows"):
+            worst = sorted(layers_vs_qdq["rows"], key=lambda r: -(r["gap_db"] if isinstance(r.get("gap_db"), float)
+                                                                  else 0.0))[:TOP_LAYERS]
+            parts.append(f"<p>Per layer, the file against its QDQ model: {esc(layers_vs_qdq.get('summary', ''))}</p>")
+            parts.append(_table(["tensor", "file layer", "file SQNR dB", "QDQ SQNR dB", "gap dB"],
+                                [[r.get("tensor"), f"{r.get('layer_type')} {r.get('layer_name')}", r.get("file_sqnr_db"),
+                                  r.get("qdq_sqnr_db"), r.get("gap_db")] for r in worst]))
     layers = quant.get("layers") or {}
     rows = layers.get("rows", [])
     if rows:

@@ -15,6 +15,7 @@ from __future__ import annotations
 
 import html
 import json
+import re
 
 PAGE_SCHEMA = "edgeconv.matrix-page/1"
 #: Short status codes used in the page data and as CSS classes.
@@ -75,12 +76,14 @@ def _links(matrix, data: dict) -> dict:
 
 def build_matrix_page(matrix, checks=None, model_name: str | None = None) -> str:
     data = page_data(matrix, checks, model_name)
-    blob = json.dumps(data, sort_keys=True, separators=(",", ":")).replace("</", "<\\/")
+    # Inside <script>, "<" only ever appears in JSON strings: as \u003c no model name can close
+    # the element ("</script>") or open a comment ("<!--").
+    blob = json.dumps(data, sort_keys=True, separators=(",", ":")).replace("<", "\\u003c")
     title = "edgeconv op support matrix" + (f" — {model_name}" if model_name else "")
-    return (_TEMPLATE.replace("@@TITLE@@", html.escape(title))
-            .replace("@@DATA@@", blob)
-            .replace("@@CSS@@", _CSS)
-            .replace("@@JS@@", _JS))
+    # One pass over the template: text inserted for one placeholder (a model file named
+    # "@@JS@@.onnx") is never searched for the others.
+    values = {"TITLE": html.escape(title), "DATA": blob, "CSS": _CSS, "JS": _JS}
+    return re.sub(r"@@(TITLE|DATA|CSS|JS)@@", lambda m: values[m.group(1)], _TEMPLATE)
 
 
 _TEMPLATE = """<!DOCTYPE html>

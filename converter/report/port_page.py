@@ -11,7 +11,8 @@ from pathlib import Path
 from ..fsutil import atomic_write_text
 
 _STATUS_COLOR = {"supported": "#dafbe1", "unverified": "#fff8c5", "unsupported": "#ffebe9"}
-_RESULT_COLOR = {"ok": "#1a7f37", "unsupported": "#9a6700", "verify_failed": "#cf222e"}
+_RESULT_COLOR = {"ok": "#1a7f37", "unsupported": "#9a6700", "verify_failed": "#cf222e", "needs_custom": "#9a6700",
+                 "unverified": "#9a6700"}
 
 _STYLE = """
 body{font-family:system-ui,-apple-system,sans-serif;margin:2em;color:#1f2328}
@@ -26,6 +27,12 @@ def write_port_page(report: dict, model, matrix, path: Path, verification=None) 
     return atomic_write_text(path, build_port_page(report, model, matrix, verification))
 
 
+def _reference_oracle() -> str:
+    from ..runtimes import onnxruntime_oracle  # noqa: PLC0415
+
+    return onnxruntime_oracle().name
+
+
 def build_port_page(report: dict, model, matrix, verification=None) -> str:
     esc = html.escape
     status = report.get("status", "?")
@@ -36,6 +43,8 @@ def build_port_page(report: dict, model, matrix, verification=None) -> str:
         f"<h1>{esc(str(report.get('model')))} → {esc(report['target'])}/{esc(report['hw'])}</h1>",
         f'<p><b style="color:{_RESULT_COLOR.get(status, "#cf222e")}">{esc(status)}</b>'
         + (f": {esc(report.get('reason', ''))}" if report.get("reason") else "") + "</p>",
+        (f'<p class="oracle">target stage judged by <b>{esc(report["oracle"])}</b> '
+         f'against {esc(_reference_oracle())}</p>' if report.get("oracle") else ""),
         _summary(report),
         _plan_table(report),
         _check_table(report),
@@ -103,7 +112,20 @@ def _plan_table(report: dict) -> str:
     body = _rows(header, needs) if needs else "<p>Every node is supported as it is.</p>"
     if fine:
         body += f"<details><summary>{len(fine)} supported nodes</summary>{_rows(header, fine)}</details>"
-    return "<h2>Plan: a remedy per node</h2>" + body
+    return "<h2>Plan: a remedy per node</h2>" + body + _partitions(report.get("plan", {}).get("partitions"))
+
+
+def _partitions(partitions: dict | None) -> str:
+    if not partitions:
+        return ""
+    esc = html.escape
+    return (f"<h3>Partitions on {esc(partitions['hw'])} with fallback to {esc(partitions['fallback'])}</h3>"
+            f"<p>{esc(partitions['summary'])}.</p>"
+            + _rows(["accelerator partitions", "cpu partitions", "nodes on accelerator", "MACs on accelerator",
+                     "tensors crossing units"],
+                    [[partitions["accelerator_partitions"], partitions["cpu_partitions"],
+                      f"{partitions['nodes_on_accelerator']} of {partitions['nodes']}",
+                      f"{partitions['mac_share']:.1%}", ", ".join(partitions["boundary"])]]))
 
 
 def _check_table(report: dict) -> str:
@@ -115,25 +137,7 @@ def _check_table(report: dict) -> str:
         return head + f"<p>All {len(check.get('verdicts', []))} nodes are supported on {html.escape(report['target'])}/{html.escape(report['hw'])}.</p>"
     rows = [[v.get("node"), v.get("op"), v.get("status"), v.get("reason"), _cite_link(v)] for v in bad]
     rows += [["(model)", i.get("kind"), i.get("status"), i.get("reason"), ""] for i in issues]
-    return head + _rows(["node", "op", "status", "reason", "source"], rows) + _fallback(check.get("fallback"), report["hw"])
-
-
-def _fallback(fallback: dict | None, hw: str) -> str:
-    """The fallback remedy's partitions (converter/partition.py), when the check has them."""
-    if not fallback:
-        return ""
-    head = "<h3>Fallback to the CPU</h3>"
-    if not fallback.get("available"):
-        return head + f"<p>Unavailable: {html.escape(fallback.get('reason', ''))}</p>"
-    parts = fallback.get("partitions", [])
-    text = (f"<p>{len(fallback.get('fallback_nodes', []))} node(s) would run on the {html.escape(fallback.get('fallback_unit', ''))}: "
-            f"{len(parts)} partition(s), {100 * fallback.get('node_share', 1):.0f}% of nodes and "
-            f"{100 * fallback.get('mac_share', 1):.0f}% of MACs on the {html.escape(hw)}; "
-            f"{len(fallback.get('unplaced_nodes', []))} node(s) neither unit runs.</p>")
-    rows = [[p["unit"], str(p["nodes"]), p["first"], p["last"]] for p in parts]
-    bounds = [[b["tensor"], b["from"], b["to"], str(b["shape"])] for b in fallback.get("boundary", [])]
-    return (head + text + _rows(["unit", "nodes", "first", "last"], rows)
-            + (_rows(["boundary tensor", "from", "to", "shape"], bounds) if bounds else ""))
+    return head + _rows(["node", "op", "status", "reason", "source"], rows)
 
 
 def _matrix_for_model_ops(report: dict, model, matrix) -> str:

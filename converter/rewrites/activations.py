@@ -18,7 +18,7 @@ from __future__ import annotations
 
 from ..graph import constant_value
 from .base import APPROXIMATE, float_input, rule
-from .decompose import _AS_A, _AS_P
+from .decompose import erf_of_abs
 
 
 def _square(t) -> bool:
@@ -83,12 +83,6 @@ def erf_polynomial_minmax(rw, node):
             y = Min(Max(2x, −m), m)         (|error| ≤ 1.5e-7 + float32 rounding)
     """
     x = node.inputs[0]
-    ax = rw.emit("Abs", [x])
-    t = rw.emit("Div", [rw.scalar(1.0), rw.emit("Add", [rw.emit("Mul", [ax, rw.scalar(_AS_P)]), rw.scalar(1.0)])])
-    poly = rw.emit("Mul", [t, rw.scalar(_AS_A[4])])
-    for a in reversed(_AS_A[:4]):
-        poly = rw.emit("Mul", [t, rw.emit("Add", [poly, rw.scalar(a)])])
-    gauss = rw.emit("Exp", [rw.emit("Mul", [rw.emit("Mul", [ax, ax]), rw.scalar(-1.0)])])
-    m = rw.emit("Add", [rw.emit("Mul", [rw.emit("Mul", [poly, gauss]), rw.scalar(-1.0)]), rw.scalar(1.0)])
+    m = erf_of_abs(rw, x)
     low = rw.emit("Max", [rw.emit("Mul", [x, rw.scalar(2.0)]), rw.emit("Neg", [m])])
     rw.out("Min", [low, m])

@@ -44,6 +44,7 @@ import numpy as np
 import onnx
 import onnx_graphsurgeon as gs
 
+from .. import light_model
 from ..graph import NameAllocator, constant_value, dtype_name, provenance_of
 
 EXACT, APPROXIMATE, RETRAIN = "exact", "approximate", "retrain"
@@ -338,6 +339,6 @@ def apply_rule(model: onnx.ModelProto, rule_name: str, node_name: str | None = N
 def infer(model: onnx.ModelProto) -> onnx.ModelProto:
     """Shape inference that never fails a rewrite (unknown shapes stay unknown)."""
     try:
-        return onnx.shape_inference.infer_shapes(model, data_prop=True)
+        return light_model.infer_shapes(model, data_prop=True)
     except Exception:  # noqa: BLE001  (inference is best effort; the rewrite stands)
         return model

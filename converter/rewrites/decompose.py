@@ -109,6 +109,18 @@ _AS_P = 0.3275911
 _AS_A = (0.254829592, -0.284496736, 1.421413741, -1.453152027, 1.061405429)
 
 
+def erf_of_abs(rw, x):
+    """Emit erf(|x|) = 1 − t·(a1 + t·(a2 + … + t·a5))·Exp(−x²), t = 1 / (1 + p·|x|) (A&S 7.1.26);
+    the Erf rules differ only in how they restore the sign."""
+    ax = rw.emit("Abs", [x])
+    t = rw.emit("Div", [rw.scalar(1.0), rw.emit("Add", [rw.emit("Mul", [ax, rw.scalar(_AS_P)]), rw.scalar(1.0)])])
+    poly = rw.emit("Mul", [t, rw.scalar(_AS_A[4])])
+    for a in reversed(_AS_A[:4]):
+        poly = rw.emit("Mul", [t, rw.emit("Add", [poly, rw.scalar(a)])])
+    gauss = rw.emit("Exp", [rw.emit("Mul", [rw.emit("Mul", [ax, ax]), rw.scalar(-1.0)])])
+    return rw.emit("Add", [rw.emit("Mul", [rw.emit("Mul", [poly, gauss]), rw.scalar(-1.0)]), rw.scalar(1.0)])
+
+
 @rule("Erf", emits=["Abs", "Sign", "Mul", "Add", "Div", "Exp"], kind=APPROXIMATE,
       error_bound=1e-6, when=float_input)
 def erf_polynomial(rw, node):
@@ -118,14 +130,7 @@ def erf_polynomial(rw, node):
     after:  t = 1 / (1 + p·|x|);  y = Sign(x) · (1 − t·(a1 + t·(a2 + … + t·a5)) · Exp(−x²))
     """
     x = node.inputs[0]
-    ax = rw.emit("Abs", [x])
-    t = rw.emit("Div", [rw.scalar(1.0), rw.emit("Add", [rw.emit("Mul", [ax, rw.scalar(_AS_P)]), rw.scalar(1.0)])])
-    poly = rw.emit("Mul", [t, rw.scalar(_AS_A[4])])
-    for a in reversed(_AS_A[:4]):
-        poly = rw.emit("Mul", [t, rw.emit("Add", [poly, rw.scalar(a)])])
-    gauss = rw.emit("Exp", [rw.emit("Mul", [rw.emit("Mul", [ax, ax]), rw.scalar(-1.0)])])
-    tail = rw.emit("Mul", [rw.emit("Mul", [poly, gauss]), rw.scalar(-1.0)])
-    rw.out("Mul", [rw.emit("Sign", [x]), rw.emit("Add", [tail, rw.scalar(1.0)])])
+    rw.out("Mul", [rw.emit("Sign", [x]), erf_of_abs(rw, x)])
 
 
 _layernorm_ok = all_of(_rank_known, float_input)

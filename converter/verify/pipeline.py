@@ -16,7 +16,7 @@ from ..graph import provenance_of
 from .inputs import DEFAULT_FLOAT_RANGE, load_npz, random_inputs
 from .replay import write_replay
 from .report import standalone_html, to_json
-from .runtime import onnx_runner
+from .runtime import Runner, onnx_runner
 from ..targets.base import supports_intermediates
 from .stages import Stage, Tolerances, VerifyReport, compose, target_runner, verify_stages
 from .target_layers import TargetLocalizer
@@ -103,6 +103,63 @@ def verify_files(
     return verify_stages(original, [stage], data, tolerances, input_source=source)
 
 
+#: Exported files ``edgeconv verify`` accepts as CONVERTED (with the port's report.json beside them).
+TARGET_FILES = (".tnnproto", ".pb", ".tflite", ".mlpackage")
+
+
+def target_artifact(converted_path: str | os.PathLike):
+    """(target, Artifact) for an exported file inside a port's output directory, from the
+    ``report.json`` port wrote beside it (framework, hardware and the interface map)."""
+    from ..errors import BadInput  # noqa: PLC0415
+    from ..targets import get  # noqa: PLC0415
+    from ..targets.base import Artifact  # noqa: PLC0415
+
+    path = Path(converted_path)
+    report_path = path.parent / "report.json"
+    try:
+        report = json.loads(report_path.read_text(encoding="utf-8"))
+        artifact = report["artifact"]
+    except (OSError, ValueError, KeyError, TypeError):
+        raise BadInput(f"{path}: an exported file is verified from its port directory, but "
+                       f"{report_path} is missing or has no 'artifact' (rerun edgeconv port)") from None
+    files = [path.parent / f for f in artifact.get("files", [])]
+    if path.resolve() not in [f.resolve() for f in files]:
+        raise BadInput(f"{path}: not one of the files {report_path} lists")
+    # the named file first (a TNN artifact is [.tnnproto, .tnnmodel]), the rest as written
+    files = [path] + [f for f in files if f.resolve() != path.resolve()]
+    target = get(report["target"])
+    return target, Artifact(target=report["target"], hw=report["hw"], files=files, out_dir=path.parent,
+                            meta=artifact.get("meta") or {}, runtime=artifact.get("runtime", ""))
+
+
+def verify_target_file(
+    original_path: str | os.PathLike,
+    converted_path: str | os.PathLike,
+    tolerances: Tolerances | None = None,
+    inputs_npz: str | os.PathLike | None = None,
+    seed: int = 0,
+    runtimes: dict[str, str] | None = None,
+) -> VerifyReport:
+    """Compare an exported file (run by its framework's real runtime when one is chosen, else by
+    the target's own executor) with the ONNX ``original_path``: the target stage of a port, alone."""
+    from ..errors import BadInput  # noqa: PLC0415
+    from ..load import load_onnx  # noqa: PLC0415
+    from ..runtimes import bind, oracle_of, resolve  # noqa: PLC0415
+
+    if not Path(original_path).is_file():
+        raise BadInput(f"{original_path}: no such file")
+    if not Path(converted_path).exists():
+        raise BadInput(f"{converted_path}: no such file")
+    original = load_onnx(Path(original_path))
+    target, artifact = target_artifact(converted_path)
+    target = bind(target, resolve(target.name, runtimes, artifact.hw))
+    data, source = choose_inputs(original, inputs_npz, seed)
+    localizer = TargetLocalizer(target, artifact, original) if supports_intermediates(target) else None
+    stage = Stage(f"target:{target.name}", target_runner(target, artifact), localizer=localizer,
+                  oracle=oracle_of(target, artifact))
+    return verify_stages(original, [stage], data, tolerances, input_source=source)
+
+
 def port_stages(
     original: onnx.ModelProto,
     normalized: onnx.ModelProto,
@@ -111,29 +168,35 @@ def port_stages(
     target=None,
     artifact=None,
     target_tolerances: Tolerances | None = None,
+    normalized_runner: Runner | None = None,
 ) -> list[Stage]:
     """The stages of a port, each compared with the original:
 
     * ``normalized`` — the canonical ONNX (localized against the original),
     * ``legalized`` — the rewritten ONNX, or the cut model followed by ``postprocess``
       (localized against the normalized model, whose tensor names the rewrites' provenance uses),
-    * ``target:<name>`` — the exported files on the target's runtime (+ ``postprocess``);
-      skipped when the target has no runtime here; localized inside the file against the
-      legalized model when the target implements ``intermediates``.
+    * ``target:<name>`` — the exported files on the target's runtime (+ ``postprocess``): a real
+      runtime when ``target`` is bound to one (:func:`converter.runtimes.bind`), else the
+      target's own executor; skipped when the target has no runtime here, ``unverified`` when a
+      built-in reader cannot run the file; localized inside the file against the legalized
+      model when the target implements ``intermediates``.
     """
-    stages = [Stage("normalized", onnx_runner(normalized), model=normalized, reference=original)]
+    stages = [Stage("normalized", normalized_runner or onnx_runner(normalized), model=normalized, reference=original)]
     if legalized is not None:
         run = onnx_runner(legalized)
         stages.append(Stage("legalized", compose(run, postprocess) if postprocess else run,
                             model=legalized, reference=normalized))
     if target is not None and artifact is not None:
+        from ..runtimes import oracle_of  # noqa: PLC0415
+
         run = target_runner(target, artifact)
         localizer = None
         if legalized is not None and supports_intermediates(target):
             # The file is compared with what was exported: the legalized (cut) model.
             localizer = TargetLocalizer(target, artifact, legalized)
         stages.append(Stage(f"target:{target.name}", compose(run, postprocess) if postprocess else run,
-                            tolerances=target_tolerances, localizer=localizer))
+                            tolerances=target_tolerances, localizer=localizer,
+                            oracle=oracle_of(target, artifact)))
     return stages
 
 
@@ -151,19 +214,36 @@ def verify_port(
     out_dir: str | os.PathLike | None = None,
     replay_files: tuple[str | os.PathLike, str | os.PathLike] | None = None,
     target_tolerances: Tolerances | None = None,
+    shown_dir: str | os.PathLike | None = None,
+    target_replay: tuple[str | os.PathLike, str | os.PathLike] | None = None,
+    runtimes: dict[str, str] | None = None,
+    tolerances_path: str | os.PathLike | None = None,
+    reference_runners: tuple[Runner, Runner] | None = None,
 ) -> VerifyReport:
     """What ``edgeconv port`` runs last.  With ``out_dir`` it writes verify.json/verify.html and,
     on failure, the replay files; ``replay_files`` = (original .onnx, converted .onnx) paths the
-    reproduce command should name (e.g. the normalized and legalized models port wrote)."""
+    reproduce command should name (e.g. the normalized and legalized models port wrote), and
+    ``shown_dir`` where ``out_dir`` will be once the port's temporary directory is in place.
+    When the target stage is the one that fails, ``target_replay`` = (reference .onnx, exported
+    file) is what the reproduce command compares instead (``edgeconv verify`` runs an exported
+    file, with ``runtimes`` as its ``--runtime`` flags).  ``reference_runners`` = (original,
+    normalized) runners shared by the ports of one model to several targets (``edgeconv port --to
+    all``), which compute each output once."""
     if inputs is None:
         inputs, source = choose_inputs(normalized, seed=seed)
     else:
         source = f"{len(inputs)} given sample(s)"
-    report = verify_stages(original, port_stages(original, normalized, legalized, postprocess, target, artifact,
-                                                       target_tolerances),
-                           inputs, tolerances, input_source=source)
+    run_original, run_normalized = reference_runners or (original, None)
+    report = verify_stages(run_original, port_stages(original, normalized, legalized, postprocess, target, artifact,
+                                                     target_tolerances, run_normalized),
+                           inputs, tolerances, input_source=source,
+                           noise_model=original if isinstance(original, onnx.ModelProto) else None)
     if out_dir is not None:
         if not report.ok:
-            write_replay(report, out_dir, *(replay_files or (None, None)))
+            failed = report.first_failure
+            files, flags = replay_files or (None, None), None
+            if target_replay is not None and failed is not None and failed.name.startswith("target:"):
+                files, flags = target_replay, runtimes
+            write_replay(report, out_dir, *files, tolerances_path, shown_dir=shown_dir, runtimes=flags)
         write_outputs(report, out_dir)
     return report

@@ -52,6 +52,7 @@ def reproduce_command(
     inputs_npz: str | os.PathLike,
     tolerances: Tolerances,
     tolerances_path: str | os.PathLike | None = None,
+    runtimes: dict[str, str] | None = None,
 ) -> str:
     """The ``edgeconv verify`` command line that reruns the comparison on the same inputs.
 
@@ -66,6 +67,8 @@ def reproduce_command(
     ]
     if tolerances_path is not None:
         args += ["--tolerances", str(Path(tolerances_path).resolve())]
+    for framework, path in sorted((runtimes or {}).items()):
+        args += ["--runtime", f"{framework}={Path(path).resolve()}"]
     return shlex.join(args)
 
 
@@ -75,20 +78,28 @@ def write_replay(
     original: str | os.PathLike | None,
     converted: str | os.PathLike | None,
     tolerances_path: str | os.PathLike | None = None,
+    shown_dir: str | os.PathLike | None = None,
+    runtimes: dict[str, str] | None = None,
 ) -> dict:
     """Write ``verify-inputs.npz`` and ``reproduce.sh`` into ``out_dir``; record them on ``report``.
 
-    Without model paths (nothing on disk to rerun) only the inputs are written.
+    ``shown_dir``: where ``out_dir`` will be when the user reads it (``port`` writes into a
+    temporary directory that is then renamed into place): every path the script, the JSON and
+    the terminal show names it, never the temporary one.  ``original``/``converted`` are given
+    as they will be then too.  Without model paths (nothing on disk to rerun) only the inputs
+    are written.
     """
     out_dir = Path(out_dir)
-    npz = write_inputs(out_dir / INPUTS_FILE, report.inputs)
+    shown = Path(shown_dir).resolve() if shown_dir is not None else out_dir.resolve()
+    write_inputs(out_dir / INPUTS_FILE, report.inputs)
+    npz = shown / INPUTS_FILE
     if original is None or converted is None:
         report.replay = {"inputs": str(npz), "script": None, "command": None}
         return report.replay
-    command = reproduce_command(original, converted, npz, report.tolerances, tolerances_path)
-    script = atomic_write_text(
+    command = reproduce_command(original, converted, npz, report.tolerances, tolerances_path, runtimes)
+    atomic_write_text(
         out_dir / SCRIPT_FILE,
         "#!/bin/sh\n# Reruns the failing edgeconv verification on the inputs it used.\n" + command + "\n",
     )
-    report.replay = {"inputs": str(npz), "script": str(script), "command": command}
+    report.replay = {"inputs": str(npz), "script": str(shown / SCRIPT_FILE), "command": command}
     return report.replay

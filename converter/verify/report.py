@@ -61,6 +61,8 @@ def table(report: VerifyReport):
         for i, out in enumerate(stage.outputs):
             m = out.metrics
             verdict = "pass" if out.passed else "FAIL"
+            if out.passed and out.judged_by == "noise floor":
+                verdict = f"pass (within {out.noise_multiple:g}x float32 noise)"
             t.add_row(
                 escape(stage.name) if i == 0 else "", escape(out.name),
                 _fmt(m.max_abs if m else None), _fmt(m.max_rel if m else None),

@@ -31,12 +31,23 @@ def session(model: onnx.ModelProto | bytes | str | os.PathLike, threads: int | N
     opts.graph_optimization_level = ort.GraphOptimizationLevel.ORT_DISABLE_ALL
     opts.log_severity_level = 3
     opts.intra_op_num_threads = threads or min(2, os.cpu_count() or 1)
-    source = model.SerializeToString() if isinstance(model, onnx.ModelProto) else (
-        model if isinstance(model, bytes) else str(model))
+    weights = []
+    if isinstance(model, onnx.ModelProto):
+        # The weights go in as arrays (no 45 MB serialization per session); same session otherwise.
+        from ..light_model import without_weight_bytes  # noqa: PLC0415
+
+        source, arrays = without_weight_bytes(model)
+        if arrays:
+            weights = [ort.OrtValue.ortvalue_from_numpy(a) for a in arrays.values()]
+            opts.add_external_initializers(list(arrays), weights)
+    else:
+        source = model if isinstance(model, bytes) else str(model)
     try:
-        return ort.InferenceSession(source, opts, providers=["CPUExecutionProvider"])
+        sess = ort.InferenceSession(source, opts, providers=["CPUExecutionProvider"])
     except Exception as err:  # onnxruntime raises its own Fail/InvalidGraph/NotImplemented types
         raise BadInput(f"onnxruntime cannot load the model: {one_line(err)}") from None
+    sess.edgeconv_weights = weights  # the session reads these arrays: keep them alive with it
+    return sess
 
 
 def run_session(sess, inputs: dict[str, np.ndarray], output_names: list[str] | None = None) -> dict[str, np.ndarray]:
@@ -45,8 +56,13 @@ def run_session(sess, inputs: dict[str, np.ndarray], output_names: list[str] | N
     if missing:
         raise BadInput(f"no value for model input(s) {', '.join(missing)}")
     names = output_names or [o.name for o in sess.get_outputs()]
+    from ..errors import EdgeconvError  # noqa: PLC0415
+    from ..isolate import guarded_run  # noqa: PLC0415
+
     try:
-        values = sess.run(names, {n: inputs[n] for n in wanted})
+        values = guarded_run(sess, names, {n: inputs[n] for n in wanted})  # time limit, Ctrl-C
+    except EdgeconvError:
+        raise
     except Exception as err:
         raise BadInput(f"onnxruntime failed to run the model: {one_line(err)}") from None
     return dict(zip(names, values))
@@ -65,4 +81,7 @@ def onnx_runner(model: onnx.ModelProto | str | os.PathLike) -> Runner:
             cache["session"] = session(model)
         return run_session(cache["session"], inputs)
 
+    # Verification drops each session once its stage has run (a session holds its own copy of
+    # the weights: three at once made the peak memory of a port); a later call makes a new one.
+    run.release = cache.clear
     return run

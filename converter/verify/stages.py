@@ -13,10 +13,15 @@ Tolerance profile (YAML; every key optional; per-output entries inherit what the
     atol: 1.0e-4          # |got - ref| <= atol + rtol * |ref|, element-wise
     rtol: 1.0e-3
     layer_rmse: 1.0e-3    # per-layer normalized rMSE above which a layer is diverging
+    noise_multiple: 16    # an output beyond atol/rtol still passes within this many times its
+                          # float32 noise floor (max abs and normalized rMSE); 0 turns it off
     min_sqnr_db: 25       # quantized vs float model: least SQNR per output (default by mode, see below)
     outputs:
       scores: {atol: 1.0e-3}
       boxes:  {atol: 1.0e-2, rtol: 1.0e-2, min_sqnr_db: 20}
+
+The noise floor (:mod:`converter.verify.noise`) is estimated only when some output misses
+``atol``/``rtol``; each output's result then reports both verdicts and which one decided.
 
 ``min_sqnr_db`` judges a quantized model (``--quantize``) against its float original; when the
 profile does not set it, :data:`DEFAULT_MIN_SQNR_DB` gives one per quantization mode.
@@ -28,7 +33,7 @@ import math
 import os
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Callable, Sequence, Union
+from typing import Any, Callable, Sequence, Union
 
 import numpy as np
 import onnx
@@ -37,9 +42,13 @@ from ..errors import BadInput, RuntimeUnavailable
 from . import metrics
 from .localize import DEFAULT_LAYER_TOL, LayerReport, localize
 from .metrics import Metrics, Tolerance
+from .noise import DEFAULT_MULTIPLE as DEFAULT_NOISE_MULTIPLE
+from .noise import NoiseFloor
 from .runtime import Runner, one_line, onnx_runner
 
 PASS, FAIL, ERROR, SKIPPED = "pass", "fail", "error", "skipped"
+#: A target stage whose built-in reader could not run the file: neither passed nor failed.
+UNVERIFIED = "unverified"
 
 
 # ------------------------------------------------------------------------------- tolerances
@@ -58,6 +67,8 @@ class Tolerances:
     #: Profile-wide ``min_sqnr_db`` (None: by mode), and per output.
     min_sqnr_db: float | None = None
     output_min_sqnr_db: dict[str, float] = field(default_factory=dict)
+    #: An output beyond atol/rtol passes within this multiple of its float32 noise floor (0: off).
+    noise_multiple: float = DEFAULT_NOISE_MULTIPLE
 
     def for_output(self, name: str) -> Tolerance:
         return self.outputs.get(name, self.default)
@@ -70,7 +81,7 @@ class Tolerances:
 
     def to_dict(self) -> dict:
         out = {
-            **self.default.to_dict(), "layer_rmse": self.layer_rmse,
+            **self.default.to_dict(), "layer_rmse": self.layer_rmse, "noise_multiple": self.noise_multiple,
             "outputs": {k: v.to_dict() for k, v in sorted(self.outputs.items())},
         }
         if self.min_sqnr_db is not None or self.output_min_sqnr_db:
@@ -80,7 +91,7 @@ class Tolerances:
         return out
 
 
-_MODEL_KEYS = {"atol", "rtol", "layer_rmse", "outputs", "min_sqnr_db"}
+_MODEL_KEYS = {"atol", "rtol", "layer_rmse", "outputs", "min_sqnr_db", "noise_multiple"}
 _OUTPUT_KEYS = {"atol", "rtol", "min_sqnr_db"}
 
 
@@ -152,8 +163,9 @@ def load_tolerances(
                 atol=_number(entry.get("atol", default.atol), f"{where}: outputs.{name}.atol"),
                 rtol=_number(entry.get("rtol", default.rtol), f"{where}: outputs.{name}.rtol"),
             )
+    noise = _number(data.get("noise_multiple", DEFAULT_NOISE_MULTIPLE), f"{where}: noise_multiple")
     return Tolerances(default=default, outputs=outputs, layer_rmse=layer, min_sqnr_db=min_sqnr,
-                      output_min_sqnr_db=sqnr_outputs)
+                      output_min_sqnr_db=sqnr_outputs, noise_multiple=noise)
 
 
 # ----------------------------------------------------------------------------------- stages
@@ -173,6 +185,9 @@ class Stage:
     #: For stages without an ONNX ``model``: ``localizer(sample, layer_tolerance) -> LayerReport``
     #: (e.g. :class:`~converter.verify.target_layers.TargetLocalizer`), called when it fails.
     localizer: Callable[[dict[str, np.ndarray], float], LayerReport] | None = None
+    #: What computes this stage's numbers (:class:`converter.runtimes.Oracle`); ONNX stages:
+    #: onnxruntime.
+    oracle: Any = None
 
 
 def compose(runner: Runner, postprocess: Callable[[dict[str, np.ndarray]], dict[str, np.ndarray]]) -> Runner:
@@ -181,8 +196,27 @@ def compose(runner: Runner, postprocess: Callable[[dict[str, np.ndarray]], dict[
 
 
 def target_runner(target, artifact) -> Runner:
-    """A runner executing an exported artifact on its target's runtime (``TARGET.run``)."""
-    return lambda inputs: target.run(artifact, inputs)
+    """A runner executing an exported artifact on its target's runtime (``TARGET.run``, or a
+    real runtime bound with :func:`converter.runtimes.bind`).
+
+    When the oracle is a built-in *reader* and it cannot run the file, that is the reader's
+    limit, not the file's: :class:`~converter.runtimes.ReaderCannotRun` makes the stage
+    ``unverified`` instead of failed.  A real runtime that refuses the file fails the stage."""
+    from ..runtimes import READER, ReaderCannotRun, RuntimeRefused, oracle_of  # noqa: PLC0415
+
+    def run(inputs):
+        try:
+            return target.run(artifact, inputs)
+        except (RuntimeUnavailable, RuntimeRefused, ReaderCannotRun):
+            raise
+        except Exception as err:  # noqa: BLE001 - any reader failure is the reader's
+            oracle = oracle_of(target, artifact)
+            if oracle.kind != READER:
+                raise
+            raise ReaderCannotRun(f"target stage unverified: reader could not run it ({oracle.name}: "
+                                  f"{one_line(err)})") from None
+
+    return run
 
 
 StageLike = Union[Stage, tuple]
@@ -207,12 +241,19 @@ class OutputResult:
     metrics: Metrics | None
     passed: bool
     reason: str = ""
+    #: The output's float32 noise floor, when it was estimated (an output missed atol/rtol).
+    noise_floor: NoiseFloor | None = None
+    noise_multiple: float | None = None
+    #: What decided: "atol/rtol", or "noise floor" (beyond atol/rtol, within the floor's multiple).
+    judged_by: str = "atol/rtol"
 
     def to_dict(self) -> dict:
         return {
             "name": self.name, "candidate": self.candidate, "tolerance": self.tolerance.to_dict(),
             "metrics": self.metrics.to_dict() if self.metrics else None,
-            "passed": self.passed, "reason": self.reason,
+            "passed": self.passed, "reason": self.reason, "judged_by": self.judged_by,
+            "noise_floor": self.noise_floor.to_dict() if self.noise_floor else None,
+            "noise_multiple": self.noise_multiple,
         }
 
 
@@ -225,6 +266,8 @@ class StageResult:
     layers: LayerReport | None = None
     #: Index of the sample localization ran on (the one with the largest error).
     worst_sample: int | None = None
+    #: What computed the stage's numbers (``{"name", "kind"}``), e.g. "TNN x86 runtime (tnn_run)".
+    oracle: dict | None = None
 
     @property
     def failed(self) -> bool:
@@ -232,7 +275,7 @@ class StageResult:
 
     def to_dict(self) -> dict:
         return {
-            "name": self.name, "status": self.status, "reason": self.reason,
+            "name": self.name, "status": self.status, "reason": self.reason, "oracle": self.oracle,
             "outputs": [o.to_dict() for o in self.outputs],
             "worst_sample": self.worst_sample,
             "layers": self.layers.to_dict() if self.layers else None,
@@ -258,23 +301,46 @@ class VerifyReport:
     def first_failure(self) -> StageResult | None:
         return next((s for s in self.stages if s.failed), None)
 
+    @property
+    def unverified(self) -> StageResult | None:
+        """The first stage no oracle could judge (a reader that cannot run the file)."""
+        return next((s for s in self.stages if s.status == UNVERIFIED), None)
+
+    @property
+    def target_oracle(self) -> str | None:
+        """The name of the oracle that judged the target stage, if there is one."""
+        stage = next((s for s in self.stages if s.name.startswith("target:")), None)
+        return (stage.oracle or {}).get("name") if stage is not None else None
+
     def summary(self) -> str:
         failed = self.first_failure
         if failed is None:
-            ran = [s.name for s in self.stages if s.status == PASS]
-            return f"verification passed: {', '.join(ran) or 'no stage'} match the original"
+            ran = [_named(s) for s in self.stages if s.status == PASS]
+            text = f"verification passed: {', '.join(ran) or 'no stage'} match the original"
+            unverified = self.unverified
+            return text + (f"; {unverified.reason}" if unverified is not None else "")
         detail = failed.reason or next((o.reason for o in failed.outputs if not o.passed), "")
-        text = f"stage '{failed.name}' differs from the original: {detail}"
+        text = f"stage '{_named(failed)}' differs from the original: {detail}"
         if failed.layers is not None and (failed.layers.first is not None or failed.layers.error):
             text += f"; {failed.layers.summary()}"
         return text
 
     def to_dict(self) -> dict:
+        from ..runtimes import onnxruntime_oracle  # noqa: PLC0415
+
         return {
             "ok": self.ok, "summary": self.summary(), "samples": len(self.inputs),
+            "reference_oracle": onnxruntime_oracle().to_dict(), "target_oracle": self.target_oracle,
+            "unverified": self.unverified is not None,
             "input_source": self.input_source, "tolerances": self.tolerances.to_dict(),
             "stages": [s.to_dict() for s in self.stages], "replay": self.replay,
         }
+
+
+def _named(stage: StageResult) -> str:
+    """A stage as verdicts name it: target stages with their oracle."""
+    oracle = (stage.oracle or {}).get("name")
+    return f"{stage.name} ({oracle})" if oracle and stage.name.startswith("target:") else stage.name
 
 
 # ------------------------------------------------------------------------------- comparison
@@ -288,7 +354,8 @@ def _match_outputs(ref_names: list[str], got: dict[str, np.ndarray]) -> dict[str
     return dict(zip(ref_names, got))
 
 
-def _compare_output(name: str, cand: str | None, refs: list[np.ndarray], gots: list[dict], tol: Tolerance) -> OutputResult:
+def _compare_output(name: str, cand: str | None, refs: list[np.ndarray], gots: list[dict], tol: Tolerance,
+                    noise: Callable[[], dict[str, NoiseFloor]] | None = None, multiple: float = 0.0) -> OutputResult:
     if cand is None:
         return OutputResult(name, None, tol, None, False, f"output '{name}' is missing")
     per_sample = []
@@ -308,7 +375,23 @@ def _compare_output(name: str, cand: str | None, refs: list[np.ndarray], gots: l
     reason = "" if passed else (
         f"output '{name}': {worst.mismatched}/{worst.size} elements beyond atol {tol.atol:g} + rtol {tol.rtol:g}"
         f" (max abs {worst.max_abs:.3g}, max rel {worst.max_rel:.3g})")
-    return OutputResult(name, cand, tol, worst, passed, reason)
+    result = OutputResult(name, cand, tol, worst, passed, reason)
+    if not passed and noise is not None and multiple > 0:
+        floor = noise().get(name)
+        if floor is not None:
+            result.noise_floor, result.noise_multiple = floor, multiple
+            rmse = max(metrics.normalized_rmse(r, np.reshape(g[cand], np.shape(r))) for r, g in zip(refs, gots))
+            within = (math.isfinite(floor.max_abs) and math.isfinite(floor.normalized_rmse)
+                      and worst.max_abs <= multiple * floor.max_abs and rmse <= multiple * floor.normalized_rmse)
+            if within:
+                result.passed, result.judged_by = True, "noise floor"
+                result.reason = (f"{reason}, but within {multiple:g}x the output's float32 noise floor "
+                                 f"(max abs {floor.max_abs:.3g}, normalized rMSE {floor.normalized_rmse:.3g})")
+            else:
+                result.reason = (f"{reason}; also beyond {multiple:g}x the float32 noise floor (max abs "
+                                 f"{floor.max_abs:.3g}, normalized rMSE {floor.normalized_rmse:.3g}; got "
+                                 f"normalized rMSE {rmse:.3g})")
+    return result
 
 
 def _output_rmse(ref: dict, got: dict, matched: dict[str, str | None]) -> float:
@@ -340,6 +423,13 @@ def _localization_note(layers: LayerReport) -> str:
             f"{layers.tolerance:g}: the error arises after them (post-processing or runtime)")
 
 
+def _release(runner) -> None:
+    """Let an onnxruntime runner free its session (and the weights it holds) once done."""
+    release = getattr(runner, "release", None)
+    if callable(release):
+        release()
+
+
 def verify_stages(
     original: onnx.ModelProto | str | os.PathLike | Runner,
     stages: Sequence[StageLike],
@@ -347,8 +437,11 @@ def verify_stages(
     tolerances: Tolerances | None = None,
     localize_failures: bool = True,
     input_source: str = "",
+    noise_model: onnx.ModelProto | None = None,
 ) -> VerifyReport:
-    """Run ``original`` and every stage on ``inputs`` and compare each stage with the original."""
+    """Run ``original`` and every stage on ``inputs`` and compare each stage with the original.
+    ``noise_model``: the ONNX model whose float32 noise floor is estimated when ``original`` is a
+    runner (default: ``original`` itself when it is a model)."""
     tolerances = tolerances or Tolerances()
     samples = list(inputs) if isinstance(inputs, (list, tuple)) else [inputs]
     if not samples:
@@ -358,29 +451,52 @@ def verify_stages(
     reference_model = original if isinstance(original, onnx.ModelProto) else None
     run_original = onnx_runner(original) if reference_model is not None else original
     ref_outs = [run_original(s) for s in samples]  # a broken original is a BadInput, not a stage
+    _release(run_original)
     ref_names = list(ref_outs[0])
     unknown = sorted((set(tolerances.outputs) | set(tolerances.output_min_sqnr_db)) - set(ref_names))
     if unknown:
         raise BadInput(f"tolerances name output(s) {', '.join(unknown)}, but the model's outputs are: {', '.join(ref_names)}")
 
+    from ..runtimes import ReaderCannotRun, onnxruntime_oracle  # noqa: PLC0415
+    from .noise import estimate  # noqa: PLC0415
+
+    floors: dict[str, dict] = {}
+
+    def noise() -> dict:
+        """The reference's float32 noise floor per output, estimated once, when first needed."""
+        if "floors" not in floors:
+            try:
+                model = reference_model if reference_model is not None else noise_model
+                floors["floors"] = estimate(model, samples, ref_outs) if model is not None else {}
+            except Exception:  # noqa: BLE001 - no estimate: atol/rtol alone decide
+                floors["floors"] = {}
+        return floors["floors"]
+
     results = []
     for stage in map(_as_stage, stages):
+        oracle = stage.oracle if stage.oracle is not None else onnxruntime_oracle()
+        oracle = oracle.to_dict() if hasattr(oracle, "to_dict") else oracle
         try:
             got_outs = [stage.run(s) for s in samples]
+            _release(stage.run)
         except RuntimeUnavailable as err:
-            results.append(StageResult(stage.name, SKIPPED, reason=str(err)))
+            results.append(StageResult(stage.name, SKIPPED, reason=str(err), oracle=oracle))
+            continue
+        except ReaderCannotRun as err:
+            results.append(StageResult(stage.name, UNVERIFIED, reason=str(err), oracle=oracle))
             continue
         except Exception as err:  # noqa: BLE001 - a stage that cannot run is a failed stage
-            results.append(StageResult(stage.name, ERROR, reason=f"could not run: {one_line(err)}"))
+            results.append(StageResult(stage.name, ERROR, reason=f"could not run: {one_line(err)}", oracle=oracle))
             continue
         matched = _match_outputs(ref_names, got_outs[0])
         stage_tol = stage.tolerances or tolerances
         outputs = [
-            _compare_output(n, matched[n], [r[n] for r in ref_outs], got_outs, stage_tol.for_output(n))
+            _compare_output(n, matched[n], [r[n] for r in ref_outs], got_outs, stage_tol.for_output(n),
+                            noise, stage_tol.noise_multiple)
             for n in ref_names
         ]
         status = PASS if all(o.passed for o in outputs) else FAIL
-        result = StageResult(stage.name, status, outputs)
+        result = StageResult(stage.name, status, outputs, oracle=oracle)
         if status == FAIL:
             result.reason = next(o.reason for o in outputs if not o.passed)
             result.worst_sample = _worst_sample(ref_outs, got_outs, matched)

@@ -21,9 +21,11 @@ Options in ``ExportOptions.extra``: ``name`` (package file stem, default the ONN
 
 from __future__ import annotations
 
+import contextlib
 import json
 import os
 import sys
+import threading
 from pathlib import Path
 
 import numpy as np
@@ -36,6 +38,8 @@ from ..base import Artifact, ExportOptions, Target
 from .mil_builder import sanitize
 from .mil_registry import OPS
 
+#: Held while coremltools builds or loads a MIL program (see ``CoreMLTarget.export``).
+MIL_LOCK = threading.RLock()
 COMPUTE_UNITS = {"cpu": "CPU_ONLY", "gpu": "CPU_AND_GPU", "ane": "CPU_AND_NE"}
 MINIMUM_DEPLOYMENT_TARGET = "iOS16"
 #: Set to "1" to force the numpy executor even on macOS (to compare both).
@@ -64,9 +68,19 @@ class CoreMLTarget(Target):
     #: ML Programs have no custom layers (Apple supports them only in the older NeuralNetwork
     #: format); the custom/ scaffold explains the composite-op path instead.
     custom_layers = False
+    #: --quantize modes written natively (besides fp16 compute precision): int8 weights as
+    #: constexpr_affine_dequantize (quantized.py).
+    quantized_modes = ("int8-weights",)
 
     def export(self, model: onnx.ModelProto, out_dir: Path, hw: str,
                options: ExportOptions | None = None) -> Artifact:
+        # coremltools' builder keeps the block being built, and its symbol counters, in module
+        # globals: one program at a time (ports in threads, port -j, take turns here).
+        with MIL_LOCK:
+            return self._export(model, out_dir, hw, options)
+
+    def _export(self, model: onnx.ModelProto, out_dir: Path, hw: str,
+                options: ExportOptions | None = None) -> Artifact:
         from .intermediates import mil_names
         from .mil_builder import build_program
         from .package_writer import serialize_spec, write_mlpackage
@@ -78,14 +92,27 @@ class CoreMLTarget(Target):
         ct = coremltools()
         target = getattr(ct.target, MINIMUM_DEPLOYMENT_TARGET)
         built = build_program(model, target)
+        program = built.program
+        compressed = None
+        quant = options.extra.get("quantization")
+        if quant is not None and quant.get("mode") == "int8-weights":
+            from .quantized import compress_weights
+
+            compressed = compress_weights(program, bool(quant["params"].get("per_channel", True)))
+        # coremltools re-validates the whole program after each of its ~100 passes (half the
+        # conversion time of a ResNet-18); validate it once, after the last pass, instead.
+        validate = type(program).validate
+        program.validate = lambda *args, **kwargs: None
 
         try:
-            with silenced():
+            with silenced(), _no_upstream_constexpr_tracking(program):
                 mlmodel = ct.convert(
                     built.program, convert_to="mlprogram", minimum_deployment_target=target,
                     compute_precision=ct.precision.FLOAT16 if precision == "fp16" else ct.precision.FLOAT32,
                     compute_units=getattr(ct.ComputeUnit, COMPUTE_UNITS[hw]), skip_model_load=True,
                 )
+            del program.validate
+            validate(program, check_essential_scope=True)
         except EdgeconvError:
             raise
         except (ValueError, TypeError, NotImplementedError) as err:  # coremltools' own refusals
@@ -123,6 +150,7 @@ class CoreMLTarget(Target):
                 "package": package.name,
                 "compute_units": COMPUTE_UNITS[hw],
                 "compute_precision": precision,
+                "int8_weights": compressed,
                 "minimum_deployment_target": MINIMUM_DEPLOYMENT_TARGET,
                 "source_sha256": source_sha,
                 "onnx_ops": built.onnx_ops,
@@ -156,7 +184,8 @@ class CoreMLTarget(Target):
         else:
             from .mil_executor import run_package
 
-            results = run_package(package, feeds)
+            with MIL_LOCK:  # loading the program builds pymil blocks (global state)
+                results = run_package(package, feeds)
         return {spec["onnx_name"]: np.asarray(results[spec["name"]]).astype(spec["dtype"])
                 for spec in artifact.meta["outputs"]}
 
@@ -165,7 +194,34 @@ class CoreMLTarget(Target):
         Core ML's predict exposes only outputs, so this always uses the numpy executor."""
         from .intermediates import intermediates
 
-        return intermediates(artifact, inputs)
+        with MIL_LOCK:
+            return intermediates(artifact, inputs)
+
+
+@contextlib.contextmanager
+def _no_upstream_constexpr_tracking(program):
+    """coremltools re-derives, on leaving every block of every pass (~100 times), which
+    ``constexpr_*`` (compressed-weight) op outputs each var depends on, so as not to fold them
+    away; a program without such ops (edgeconv writes none) gets empty sets each time: a whole
+    graph walk per pass (a third of the conversion of a ResNet-18) for nothing.  Skipped while
+    converting such a program (under ``MIL_LOCK``: no other coremltools work runs meanwhile)."""
+    from coremltools.converters.mil.mil.block import Block
+
+    def ops(block):
+        for op in block.operations:
+            yield op
+            for inner in op.blocks:
+                yield from ops(inner)
+
+    if any(op.op_type.startswith("constexpr_") for f in program.functions.values() for op in ops(f)):
+        yield
+        return
+    saved = Block.__dict__["_propagate_nonreplaceable_vars"]
+    Block._propagate_nonreplaceable_vars = lambda self: None
+    try:
+        yield
+    finally:
+        Block._propagate_nonreplaceable_vars = saved
 
 
 def _runtime_name() -> str:

@@ -151,6 +151,9 @@ def _shape_of(var) -> tuple[int, ...]:
 
 def build_program(model: onnx.ModelProto, opset) -> BuiltProgram:
     """Build the MIL program for a legalized, normalized ONNX model (static shapes)."""
+    from .quiet import coremltools
+
+    coremltools()  # imported without its TF/torch frontends, unless something imported it before
     from coremltools.converters.mil import Builder as mb
     from coremltools.converters.mil.mil import Function, Program, types
 

@@ -25,6 +25,7 @@ from typing import Any
 import numpy as np
 
 from ...errors import BadInput, Unsupported, VerificationFailed
+from . import quantized as _quantized  # noqa: F401  (registers the constexpr_affine_dequantize kernel)
 from .kernels import KERNELS
 
 

@@ -41,7 +41,8 @@ class MaceTarget(Target):
         pb, data, inputs, outputs, meta = netdef_writer.build(model, hw, name, options.fp16_weights)
         files = {f"{name}.pb": pb, f"{name}.data": data}
         yml = deploy_yaml.render(name, hw, f"{name}.pb", sha256_bytes(pb), f"{name}.data",
-                                 sha256_bytes(data), inputs, outputs, options.fp16_weights)
+                                 sha256_bytes(data), inputs, outputs, options.fp16_weights,
+                                 fallback=bool(options.extra.get("fallback_nodes")))
         files[f"{name}.yml"] = yml.encode()
         with atomic_output_dir(out_dir) as tmp:
             for file_name, content in files.items():

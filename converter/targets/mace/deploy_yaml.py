@@ -26,7 +26,9 @@ def _format(info) -> str:
 
 
 def render(name: str, hw: str, pb_file: str, pb_sha256: str, data_file: str, data_sha256: str,
-           inputs, outputs, fp16_weights: bool) -> str:
+           inputs, outputs, fp16_weights: bool, fallback: bool = False) -> str:
+    """``fallback``: some nodes are left to the CPU (a ``cpu+gpu`` runtime, which MACE's
+    ``demo_models_onnx.yml`` documents beside ``cpu`` and ``gpu``)."""
     graph = {
         "input_tensors": [i.name for i in inputs],
         "input_shapes": [_shape(i.shape) for i in inputs],
@@ -44,7 +46,7 @@ def render(name: str, hw: str, pb_file: str, pb_sha256: str, data_file: str, dat
         "weight_file_path": data_file,
         "weight_sha256_checksum": data_sha256,
         "subgraphs": [graph],
-        "runtime": RUNTIME_WORD[hw],
+        "runtime": "cpu+gpu" if fallback and hw == "gpu" else RUNTIME_WORD[hw],
         "data_type": "fp16_fp32" if fp16_weights else "fp32_fp32",
         "winograd": 0,
     }

@@ -140,6 +140,37 @@ class Emitter(NodeContext):
         self.ops.append(op)
 
 
+#: MACE ops whose output reuses their input's buffer (``output->ReuseTensorBuffer(*input)``:
+#: reshape.cc:118, expand_dims.cc, squeeze.cc).
+_BUFFER_REUSING = {"Reshape", "ExpandDims", "Squeeze"}
+
+
+def _copy_aliased_outputs(em: "Emitter", output_names: list[str]) -> None:
+    """A graph output written by a buffer-reusing op goes through an exact copy (Eltwise PROD by
+    scalar 1.0, bit-exact for every float and int32).  MACE's memory planner merges a reusing
+    op's output into its input's buffer only when the output has readers; a model output has
+    none, so the input buffer is released after the op and handed to a later tensor, which
+    overwrites the output before it is read (allocate_opt_strategy.cc:213-216; measured in
+    mace_run: the zoo detector's score branch off by 0.5)."""
+    from .ops.common import PROD  # noqa: PLC0415
+
+    wanted = set(output_names)
+    for op in list(em.ops):
+        if op.type not in _BUFFER_REUSING:
+            continue
+        for k, out in enumerate(op.output):
+            if out not in wanted:
+                continue
+            alias = unique_name(f"{out}_buffer", em.used_names)
+            em.used_names.add(alias)
+            em.shapes[alias] = em.shapes.get(out, [])
+            op.output[k] = alias
+            dtype = next((a.i for a in op.arg if a.name == "T"), DT_FLOAT)
+            em.op("Eltwise", f"{out}_copy", [alias], [out], T=dtype,
+                  args=[("type", "i", PROD), ("scalar_input", "f", 1.0), ("scalar_input_index", "i", 1)],
+                  output_types=[DT_INT32] if dtype == DT_INT32 else None)
+
+
 def _set_arg(arg, name: str, kind: str, value) -> None:
     arg.name = name
     if kind == "i":
@@ -200,6 +231,7 @@ def build(model: onnx.ModelProto, hw: str, name: str, fp16_weights: bool = False
     outputs = [_io_info(t) for t in graph.outputs]
     # remedy (4): a marked node becomes an op of its own type, registered by the app
     lower_nodes(OPS, em, graph.nodes, model=model, custom=convert_custom)
+    _copy_aliased_outputs(em, [o.name for o in outputs])
     allowed = {"dsp": DSP_OPS, "apu": APU_OPS}.get(hw)
     if allowed is not None:
         for op in em.ops:

@@ -172,7 +172,9 @@ def _eltwise(b, op, args, ins):
         raise ValueError("Eltwise with coeff not modelled")
     operands = list(ins)
     if len(operands) == 1:  # eltwise.cc: the missing operand is scalar_input at its index
-        scalar = b.const(np.float32(args.f("scalar_input", 1.0)), "scalar")
+        # eltwise.cc casts scalar_input to the op's T (an int32 Eltwise multiplies by an int)
+        value = args.f("scalar_input", 1.0)
+        scalar = b.const(np.int32(value) if args.i("T", 1) == 4 else np.float32(value), "scalar")
         operands.insert(args.i("scalar_input_index", 1), scalar)
     has_df = args.i("has_data_format", 0)
     shapes = [rank_of(t, "Eltwise") for t in operands]

@@ -42,6 +42,8 @@ class TFLiteTarget(Target):
     ops_module = "converter.targets.tflite.ops"
     hardware = ("cpu", "gpu", "nnapi", "edgetpu")
     default_hw = "cpu"
+    #: --quantize modes written natively (besides fp16): int8 tensors, see quantized.py.
+    quantized_modes = ("int8", "int8-weights")
 
     def export(self, model: onnx.ModelProto, out_dir: Path, hw: str = "cpu",
                options: ExportOptions | None = None) -> Artifact:
@@ -72,6 +74,9 @@ class TFLiteTarget(Target):
         results = {}
         for spec in artifact.meta["outputs"]:
             stored = interpreter.get_tensor(out_by_name[spec["name"]]["index"])
+            if spec.get("quantization"):  # an int8 output (full-integer file): its real values
+                q = spec["quantization"]
+                stored = (stored.astype(np.float32) - np.float32(q["zero_point"][0])) * np.float32(q["scale"][0])
             results[spec["name"]] = np.array(stored.transpose(np.argsort(spec["perm"])), order="C")
         return results
 
@@ -84,13 +89,26 @@ class TFLiteTarget(Target):
         return intermediates(artifact, inputs)
 
 
+class Int8Summary:
+    """What the weight-only pass did (the int8 pass returns a ``quantized.Int8Result``)."""
+
+    def __init__(self, weights: int):
+        self.weights, self.float_ops = weights, []
+        self.quantize_ops = self.dequantize_ops = self.requantize_ops = 0
+
+
 def feed_inputs(interpreter, artifact: Artifact, inputs: dict[str, np.ndarray]) -> None:
     """Set the interpreter's inputs from ONNX-layout arrays (transposed as the file stores them)."""
     by_name = {d["name"]: d for d in interpreter.get_input_details()}
     for spec in artifact.meta["inputs"]:
         if spec["name"] not in inputs:
             raise BadInput(f"tflite: missing input '{spec['name']}'")
-        value = np.asarray(inputs[spec["name"]], dtype=np.dtype(spec["dtype"]))
+        value = np.asarray(inputs[spec["name"]])
+        if spec.get("quantization") and value.dtype != np.dtype(spec["dtype"]):
+            # an int8 input (full-integer file) fed real values: quantize as the file says
+            q, info = spec["quantization"], np.iinfo(np.dtype(spec["dtype"]))
+            value = np.clip(np.rint(value.astype(np.float64) / q["scale"][0]) + q["zero_point"][0], info.min, info.max)
+        value = value.astype(np.dtype(spec["dtype"]), copy=False)
         if tuple(value.shape) != tuple(spec["shape"]):
             raise BadInput(f"tflite: input '{spec['name']}' has shape {tuple(value.shape)}, "
                            f"the model wants {tuple(spec['shape'])}")
@@ -145,6 +163,24 @@ def convert(model: onnx.ModelProto, options: ExportOptions) -> tuple[bytes, dict
     folded = fuse.fold_bias_add(writer, keep)
     fused = fuse.fuse_activations(writer, keep)
     fuse.prune_dead_ops(writer, keep)
+    int8 = None
+    quant_spec = options.extra.get("quantization")
+    if quant_spec is not None and quant_spec.get("mode") == "int8-weights":
+        from .quantized import quantize_weights_only  # noqa: PLC0415
+
+        int8 = Int8Summary(weights=quantize_weights_only(writer, quant_spec["params"]))
+    elif quant_spec is not None:
+        # --quantize int8: the float ops rewritten as int8 ones with the QDQ model's parameters
+        from .quantized import count_int8_weights, quantize_int8  # noqa: PLC0415
+
+        quant = options.extra["quantization"]
+        int8 = quantize_int8(writer, lowering, inputs, outputs, quant["params"], bool(quant.get("full_integer")))
+        int8.weights = count_int8_weights(writer)
+        inputs, outputs = int8.inputs, int8.outputs
+        for index, spec in list(zip(inputs, in_meta)) + list(zip(outputs, out_meta)):
+            spec["dtype"] = writer.tensors[index].dtype.name
+            if writer.tensors[index].quant is not None:
+                spec["quantization"] = writer.tensors[index].quant.to_dict()
     data = finish_custom(writer.serialize(inputs, outputs, description="edgeconv"), lowering.customs)
     ops: dict[str, int] = {}
     for op in writer.ops:
@@ -155,6 +191,10 @@ def convert(model: onnx.ModelProto, options: ExportOptions) -> tuple[bytes, dict
     meta = {"inputs": in_meta, "outputs": out_meta, "ops": dict(sorted(ops.items())),
             "fused_activations": fused, "folded_bias_adds": folded, "fp16_weights": options.fp16_weights,
             "interface": "nchw" if options.keep_nchw_io else "nhwc",
+            "int8": None if int8 is None else {
+                "mode": quant_spec["mode"], "full_integer": bool(quant_spec.get("full_integer")),
+                **{k: getattr(int8, k) for k in ("float_ops", "quantize_ops", "dequantize_ops", "requantize_ops",
+                                                 "weights")}},
             # which ONNX tensor each TFLite tensor holds, for per-layer verification
             "tensor_map": tensor_map(lowering, writer, inputs, outputs, dtypes)}
     return data, meta

@@ -61,7 +61,11 @@ def intermediates(artifact: Artifact, inputs: dict[str, np.ndarray]) -> Intermed
 
     ops = interpreter._get_ops_details()  # noqa: SLF001 - the runtime's own view of the ops
     producer = {int(t): (op["index"], op["op_name"]) for op in ops for t in op["outputs"]}
-    index_of = {d["name"]: d["index"] for d in interpreter.get_tensor_details()}
+    details = interpreter.get_tensor_details()
+    index_of = {d["name"]: d["index"] for d in details}
+    # int8 tensors (a --quantize int8 file) are read as the real values they encode
+    quantization = {d["index"]: d["quantization"] for d in details if d["dtype"] in (np.int8, np.uint8)
+                    and d["quantization"][0] > 0}
     found = Intermediates("tflite", layer_count=len(ops))
     for onnx_name, entry in artifact.meta.get("tensor_map", {}).items():
         index = index_of.get(entry["tensor"])
@@ -70,5 +74,8 @@ def intermediates(artifact: Artifact, inputs: dict[str, np.ndarray]) -> Intermed
         op_index, op_name = producer[index]
         # stored = onnx.transpose(perm), so onnx = stored.transpose(argsort(perm)).
         value = np.asarray(interpreter.get_tensor(index)).transpose(np.argsort(entry["perm"]))
+        if index in quantization:
+            scale, zero = quantization[index]
+            value = (value.astype(np.float32) - np.float32(zero)) * np.float32(scale)
         found.add(onnx_name, np.ascontiguousarray(value), op_name, f"op {op_index}", entry["tensor"], entry["dtype"])
     return found

@@ -4,8 +4,8 @@ Rules transcribed from LiteRT's ``GetBuiltinOperatorVersion``
 (google-ai-edge/LiteRT@f67457790c, tflite/converter/tools/versioning/op_version.cc; for some ops
 tensorflow/tensorflow@0208740, tensorflow/lite/tools/versioning/op_version.cc): a float op is version 1 unless a
 feature listed there bumps it.  Writing the lowest sufficient version keeps files loadable by the
-oldest runtime that can run them, exactly as TensorFlow's converter does.  Quantized cases are
-the int8 issue's job: they raise here so that nobody writes a wrong version silently.
+oldest runtime that can run them, exactly as TensorFlow's converter does.  Ops touching int8
+tensors or quantized constants take their versions from ``versions_int8.py``.
 """
 
 from __future__ import annotations
@@ -23,11 +23,14 @@ def builtin_version(op, tensors) -> int:
         return len(tensors[i].shape)
 
     first = dtype(op.inputs[0]) if op.inputs else None
+    if any(i >= 0 and (tensors[i].dtype in (np.int8, np.uint8) or tensors[i].quant is not None)
+           for i in list(op.inputs) + list(op.outputs)):
+        # Integer (int8) and hybrid (float activations, int8 weights) kernels: versions_int8.py.
+        from .versions_int8 import quantized_version  # noqa: PLC0415
+
+        return quantized_version(op, tensors)
     if first is not None and first not in (np.float32, np.int32, np.int64, np.float16, np.bool_):
-        # Quantized (int8/uint8/int16) kernels have their own version rules: the int8 work adds
-        # them; until then such a graph is refused in one line rather than given a guess.
-        raise Unsupported(f"tflite: {op.builtin} on {np.dtype(first).name} tensors: op version rules for "
-                          "quantized types are not written yet")
+        raise Unsupported(f"tflite: {op.builtin} on {np.dtype(first).name} tensors: no op version rule")
     name = op.builtin
     opts = op.options
     if name == "CAST" and np.float16 in (dtype(op.inputs[0]), tensors[op.outputs[0]].dtype):

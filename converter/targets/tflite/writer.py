@@ -49,6 +49,8 @@ class Tensor:
     dtype: np.dtype
     buffer: int = 0  # 0 = no data (the schema's empty sentinel buffer)
     variable: bool = False  # a state tensor the runtime keeps between invocations (LSTM state)
+    #: Integer encoding (``quantized.QParams``: scale/zero_point per tensor or per channel), or None.
+    quant: Any = None
 
 
 @dataclass
@@ -127,6 +129,23 @@ class ModelWriter:
         self._values[index] = value
         return index
 
+    def quantized_constant(self, name: str, value: np.ndarray, quant) -> int:
+        """An integer constant with its quantization parameters (int8 weights, int32 biases);
+        equal values with equal parameters share one tensor."""
+        value = np.ascontiguousarray(value)
+        data = value.tobytes()
+        key = ("quantized", value.dtype.str, value.shape, data, quant)
+        if key in self._constant_of:
+            return self._constant_of[key]
+        index = self.tensor(name, value.shape, value.dtype)
+        if data not in self._buffer_of:
+            self._buffers.append(data)
+            self._buffer_of[data] = len(self._buffers) - 1
+        self.tensors[index].buffer = self._buffer_of[data]
+        self.tensors[index].quant = quant
+        self._constant_of[key] = index
+        return index
+
     def value(self, index: int) -> np.ndarray | None:
         """The value of a constant tensor (also one made by an fp16 DEQUANTIZE), else None."""
         return self._values.get(index)
@@ -158,6 +177,8 @@ class ModelWriter:
             tt.type = TENSOR_TYPES[t.dtype]
             tt.buffer = buffer_index[t.buffer]
             tt.isVariable = t.variable
+            if t.quant is not None:
+                tt.quantization = t.quant.to_flatbuffer()
             tensors.append(tt)
 
         codes: dict[tuple[str, int], int] = {}

@@ -33,6 +33,8 @@ class TnnTarget(Target):
     ops_module = "converter.targets.tnn.emit"
     hardware = HARDWARE
     default_hw = "arm"
+    #: --quantize modes written natively (besides fp16): Quantized* layers, see quantized.py.
+    quantized_modes = ("int8",)
 
     def export(self, model: onnx.ModelProto, out_dir: Path, hw: str, options: ExportOptions | None = None) -> Artifact:
         from .context import sanitize
@@ -45,6 +47,11 @@ class TnnTarget(Target):
         self.check_hw(hw)
         stem = sanitize(str(options.extra.get("name") or "model"))
         net, blob_names = build_net(model, fp16_weights=options.fp16_weights)
+        int8 = None
+        if options.extra.get("quantization") is not None:
+            from .quantized import quantize_net
+
+            int8 = quantize_net(net, blob_names, options.extra["quantization"]["params"])
         proto, weights = proto_text(net), model_bytes(net)
         out_dir = Path(out_dir)
         files = [out_dir / f"{stem}.tnnproto", out_dir / f"{stem}.tnnmodel"]
@@ -62,6 +69,7 @@ class TnnTarget(Target):
             "layer_types": dict(sorted(Counter(layer.type for layer in net.layers).items())),
             "layer_count": len(net.layers),
             "fp16_weights": bool(options.fp16_weights),
+            "int8": int8,
             # which ONNX tensor each blob holds, for per-layer verification
             "blob_map": blob_map(model, net, blob_names),
         }

@@ -52,7 +52,11 @@ def intermediates(artifact: Artifact, inputs: dict[str, np.ndarray]) -> Intermed
 
     proto, weights = (Path(f) for f in artifact.files[:2])
     net = read(proto, weights)
+    from .reader_int8 import dequantize_int8, quantize_blobs  # noqa: PLC0415
+
+    scales = dequantize_int8(net)  # an int8 network: float weights, Q/DQ on its int8 blobs
     model = to_onnx(net)
+    model = quantize_blobs(model, scales) if scales else model
     exposed, _ = expose_intermediates(model)
     values = run_session(session(exposed), feeds(model, artifact, inputs))
     mapping = artifact.meta.get("blob_map", {})

@@ -104,6 +104,15 @@ LAYER_TYPE = {
     "GridSample": 323,
     "Equal": 324,
     "Where": 325,
+    # int8 layers (the "Quantized" prefix marks a layer int8, model_interpreter.cc) and the blob
+    # scale resource (LAYER_BLOB_SCALE, layer_type.h; model_packer.cc FindLayerInfo "BlobScale").
+    "QuantizedConvolution": 1,
+    "QuantizedInnerProduct": 19,
+    "QuantizedAdd": 38,
+    "QuantizedConcat": 8,
+    "QuantizedReLU": 5,
+    "QuantizedPooling": 4,
+    "BlobScale": 600,
 }
 
 #: LayerType values that have a layer interpreter (REGISTER_*_LAYER_INTERPRETER).
@@ -113,7 +122,8 @@ HAS_INTERPRETER = frozenset(
      185, 186, 187, 188, 189, 190, 191, 192, 193, 194, 195, 148, 199, 304, 306, 307, 316, 320, 326, 330,
      # lrn, shape, cast, reorg, scatter_nd, constantofshape, range, size, bitshift, gathernd, roialign,
      # einsum, gridsample _layer_interpreter.cc.  Equal (324), Where (325) and NonZero (309) have none.
-     12, 72, 103, 131, 305, 308, 311, 312, 313, 315, 317, 321, 323}
+     12, 72, 103, 131, 305, 308, 311, 312, 313, 315, 317, 321, 323,
+     600}  # blob_scale_layer_interpreter.cc
 )
 
 #: DataType enum (include/tnn/core/common.h:34-48).

@@ -209,18 +209,55 @@ def gemm(ctx: ExportContext, node: gs.Node) -> None:
 @OPS.register("MatMul")
 def matmul(ctx: ExportContext, node: gs.Node) -> None:
     """``weight_position`` (mat_mul_layer_interpreter.cc): -1 both blobs, else which operand is the
-    constant held as ``Raw weight`` in the .tnnmodel (float, as onnx2tnn writes it)."""
+    constant held as ``Raw weight`` in the .tnnmodel (float, as onnx2tnn writes it).
+
+    Batch broadcasting: TNN's kernels index an operand's flattened batch as ``bc < batch ? bc : 0``
+    (x86_mat_mul_layer_acc.cc:98-100) or ``bc % batch`` (cpu_mat_mul_layer_acc.cc:99-100), which
+    is ONNX broadcasting only when that batch is 1 or the output's.  Any other operand (a
+    [2, 4, n, k] @ [4, k, m] pair, or [2, 1] against [1, 4] batches) is first expanded to the
+    output's batch dims: an ``Expand`` layer for a blob, the broadcast array for a constant."""
     a, b = node.inputs
     const_a, const_b = ctx.const(a), ctx.const(b)
     out = ctx.blob(node.outputs[0])
-    if const_a is None and const_b is None:
-        ctx.emit("MatMul", [ctx.blob(a), ctx.blob(b)], [out], [-1])
-    elif const_b is not None and const_a is None:
-        ctx.emit("MatMul", [ctx.blob(a)], [out], [1], [("raw", ctx.raw(const_b))])
-    elif const_a is not None and const_b is None:
-        ctx.emit("MatMul", [ctx.blob(b)], [out], [0], [("raw", ctx.raw(const_a))])
-    else:
+    if const_a is not None and const_b is not None:
         raise ctx.unsupported("both operands are constants (fold constants first)")
+    batch = ctx.shape(node.outputs[0])[:-2] if ctx.rank(a) >= 2 and ctx.rank(b) >= 2 else ()
+    blob_a = _batched_operand(ctx, a, const_a, batch)
+    blob_b = _batched_operand(ctx, b, const_b, batch)
+    if const_b is not None:
+        const_b = _broadcast_batch(const_b, batch)
+    if const_a is not None:
+        const_a = _broadcast_batch(const_a, batch)
+    if const_a is None and const_b is None:
+        ctx.emit("MatMul", [blob_a, blob_b], [out], [-1])
+    elif const_b is not None:
+        ctx.emit("MatMul", [blob_a], [out], [1], [("raw", ctx.raw(const_b))])
+    else:
+        ctx.emit("MatMul", [blob_b], [out], [0], [("raw", ctx.raw(const_a))])
+
+
+def _needs_batch_expand(shape: tuple[int, ...], batch: tuple[int, ...]) -> bool:
+    count = int(np.prod(shape[:-2], dtype=np.int64)) if len(shape) > 2 else 1
+    return len(shape) >= 2 and count not in (1, int(np.prod(batch, dtype=np.int64)))
+
+
+def _broadcast_batch(value: np.ndarray, batch: tuple[int, ...]) -> np.ndarray:
+    if not _needs_batch_expand(value.shape, batch):
+        return value
+    return np.ascontiguousarray(np.broadcast_to(value, (*batch, *value.shape[-2:])))
+
+
+def _batched_operand(ctx: ExportContext, tensor, value, batch: tuple[int, ...]) -> str | None:
+    """The blob for a MatMul operand (None for a constant), expanded to ``batch`` if it must be."""
+    if value is not None:
+        return None
+    shape = ctx.shape(tensor)
+    if not _needs_batch_expand(shape, batch):
+        return ctx.blob(tensor)
+    full = (*batch, *shape[-2:])
+    expanded = ctx.new_blob(tensor.name + "_batch")
+    ctx.emit("Expand", [ctx.blob(tensor)], [expanded], [len(full), *full], name=ctx.layer_name("_batch"))
+    return expanded
 
 
 @OPS.register("BatchNormalization")

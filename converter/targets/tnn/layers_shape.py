@@ -140,7 +140,10 @@ def slice_(ctx: ExportContext, node: gs.Node) -> None:
     ctx.emit("StridedSliceV2", [ctx.blob(node.inputs[0])], [ctx.blob(node.outputs[0])], params)
 
 
-_PAD_MODES = {"constant": 0, "reflect": 1, "edge": 2}
+#: Pad types the exporter writes.  TNN's format has type 2 (edge), but its arm/x86 kernels refuse it
+#: at Forward (x86_pad_layer_acc.cc:153-155) and the naive one fails: legalization rewrites an edge
+#: pad as Slice + Concat (converter/rewrites/pad.py) instead.
+_PAD_MODES = {"constant": 0, "reflect": 1}
 
 
 @OPS.register("Pad")

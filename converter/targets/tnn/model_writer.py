@@ -12,6 +12,8 @@ from __future__ import annotations
 
 import struct
 
+import numpy as np
+
 from .layer_types import LAYER_TYPE, MAGIC_V2
 from .net import RawBuffer, TnnNet
 
@@ -51,12 +53,18 @@ def _item(kind: str, value) -> bytes:
 
 def model_bytes(net: TnnNet) -> bytes:
     with_resource = [layer for layer in net.layers if layer.resource is not None]
-    parts = [_uint(MAGIC_V2), _int(len(with_resource))]
+    parts = [_uint(MAGIC_V2), _int(len(with_resource) + len(net.blob_scales))]
     for layer in with_resource:
         # layer_header::serialize (model_interpreter.h): enum, type string, layer name; the
         # name keys net_resource->resource_map, so it must equal the .tnnproto layer name.
         parts += [_int(LAYER_TYPE[layer.type]), _string(layer.type), _string(layer.name)]
         parts += [_item(kind, value) for kind, value in layer.resource]
+    for blob, scale in sorted(net.blob_scales.items()):
+        # an int8 blob's scale (blob_scale_layer_interpreter.cc SaveResource): zero point (int8),
+        # scale (float), bias (int32), keyed "<blob>_scale_data_" (objseri.h BLOB_SCALE_SUFFIX)
+        parts += [_int(LAYER_TYPE["BlobScale"]), _string("BlobScale"), _string(f"{blob}_scale_data_")]
+        parts += [_raw(RawBuffer.of(np.zeros(1, np.int8))), _raw(RawBuffer.of(np.array([scale], np.float32))),
+                  _raw(RawBuffer.of(np.zeros(1, np.int32)))]
     if net.constants:
         parts += [_uint(MAGIC_V2), _int(len(net.constants))]
         for name, buffer in sorted(net.constants.items()):

@@ -71,6 +71,9 @@ class TnnNet:
     layers: list[TnnLayer]
     #: Blob name -> constant value (the optional constant map at the end of the .tnnmodel).
     constants: dict[str, RawBuffer] = field(default_factory=dict)
+    #: int8 networks: blob name -> symmetric scale, written as ``BlobScale`` resources
+    #: ``<blob>_scale_data_`` (quantized.py).
+    blob_scales: dict[str, float] = field(default_factory=dict)
 
     def blobs(self) -> list[str]:
         names = {i.name for i in self.inputs}

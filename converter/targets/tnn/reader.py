@@ -180,17 +180,35 @@ class Deserializer:
         return array, []
 
 
+def _int8_scales(d: Deserializer, res: dict) -> dict:
+    """An int8 resource's tail: ``zero_point (int8) ; scale (float)``, or the old ``scale`` only
+    (the first buffer's data type tells, conv/inner_product/blob_scale_layer_interpreter.cc)."""
+    first = d.raw()
+    if first.dtype == np.int8:
+        res["zero_point"], res["scale"] = first, d.raw()
+    else:
+        res["zero_point"], res["scale"] = np.zeros(first.shape, np.int8), first
+    return res
+
+
 def _conv_resource(d: Deserializer) -> dict:
     # conv_layer_interpreter.cc InterpretResource (Convolution and Deconvolution)
     res = {"name": d.string(), "has_bias": d.int()}
     res["filter"] = d.raw()
     if res["has_bias"]:
         res["bias"] = d.raw()
-    return res
+    return _int8_scales(d, res) if res["filter"].dtype == np.int8 else res
 
 
 def _inner_product_resource(d: Deserializer) -> dict:
-    return {"name": d.string(), "weight": d.raw(), "bias": d.raw()}  # inner_product_layer_interpreter.cc
+    res = {"name": d.string(), "weight": d.raw(), "bias": d.raw()}  # inner_product_layer_interpreter.cc
+    return _int8_scales(d, res) if res["weight"].dtype == np.int8 else res
+
+
+def _blob_scale_resource(d: Deserializer) -> dict:
+    res = _int8_scales(d, {})  # blob_scale_layer_interpreter.cc
+    res["bias"] = d.raw()
+    return res
 
 
 def _element_resource(d: Deserializer) -> dict:
@@ -238,6 +256,7 @@ _RESOURCE_READERS = {
     38: _element_resource, 108: _element_resource, 42: _element_resource, 175: _element_resource,
     137: _element_resource, 140: _element_resource, 105: _matmul_resource,
     2: _scale_bias_resource, 43: _scale_bias_resource, 35: _prelu_resource, 104: _gather_resource,
+    600: _blob_scale_resource,
 }
 
 
@@ -277,6 +296,10 @@ def read(proto_path: str | Path, model_path: str | Path) -> ParsedNet:
 
 
 def load_as_onnx(proto_path: str | Path, model_path: str | Path):
+    from .reader_int8 import dequantize_int8, quantize_blobs
     from .reader_onnx import to_onnx
 
-    return to_onnx(read(proto_path, model_path))
+    net = read(proto_path, model_path)
+    scales = dequantize_int8(net)
+    model = to_onnx(net)
+    return quantize_blobs(model, scales) if scales else model

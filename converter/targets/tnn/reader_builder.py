@@ -7,6 +7,7 @@ import onnx
 import onnx_graphsurgeon as gs
 
 from ...errors import BadInput
+from ... import light_model
 from ...graph import CANONICAL_OPSET
 from .layer_types import DATA_FLOAT, DATA_HALF, DATA_INT8, DATA_INT32, DATA_INT64, DATA_UINT32
 from ..registry import OpRegistry
@@ -69,7 +70,7 @@ class Builder:
         outs = [t for n in new for t in n.outputs]
         graph = gs.Graph(nodes=new, inputs=list(feeds.values()), outputs=outs, opset=CANONICAL_OPSET)
         model = gs.export_onnx(graph, do_type_check=False)
-        inferred = onnx.shape_inference.infer_shapes(model, strict_mode=True)
+        inferred = light_model.infer_shapes(model, strict_mode=True)
         info = {v.name: v for v in list(inferred.graph.value_info) + list(inferred.graph.output)}
         for tensor in outs:
             vi = info.get(tensor.name)

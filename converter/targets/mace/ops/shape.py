@@ -151,8 +151,10 @@ def shape(em, node):
 
 @OPS.register("ConstantOfShape")
 def constant_of_shape(em, node):
-    """ConstantOfShape -> Fill (``mace/ops/fill.cc``): input 0 int32 1-D shape (every dim > 0),
-    input 1 the value; registered for float only."""
+    """ConstantOfShape with a constant shape -> the filled tensor itself, stored as a weight and
+    read through an Identity.  (MACE's ``Fill`` takes the shape as input 0, an int32 weight, and
+    the CPU runtime's constant transposition refuses any int32 weight at input 0:
+    ``transpose_const.cc:60`` "Only support transform DT_FLOAT or DT_HALF"; measured in mace_run.)"""
     dims = const_input(node, 0, "the shape").reshape(-1)
     value = attr(node, "value")
     value = np.zeros(1, np.float32) if value is None else np.asarray(getattr(value, "values", value))
@@ -160,8 +162,9 @@ def constant_of_shape(em, node):
         raise fail(node, "MACE registers Fill for float only")
     if dims.size == 0 or (dims <= 0).any():
         raise fail(node, "Fill needs a 1-D shape with every dim > 0 (fill.cc)")
-    em.op("Fill", node.name, [em.weight(f"{node.name}_shape", dims.astype(np.int32)),
-                              em.weight(f"{node.name}_value", value.reshape(1))], [em.name_of(node.outputs[0])])
+    filled = np.full([int(d) for d in dims], value.reshape(-1)[0], np.float32)
+    em.op("Identity", node.name, [em.weight(f"{node.name}_value", filled)], [em.name_of(node.outputs[0])],
+          T=em.mace_dtype(node.outputs[0]))
 
 
 @OPS.register("DepthToSpace")

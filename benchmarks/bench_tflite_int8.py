@@ -1,0 +1,251 @@
+"""edgeconv's native int8 .tflite vs its fp32 file and vs TensorFlow's own full-integer quantization.
+
+For each zoo model (``--size full``: MobileNetV2 and ResNet at 224x224) this runs, on the same
+``--samples`` calibration inputs and ``--held-out`` evaluation inputs (seeded Gaussian, NCHW):
+
+* ``edgeconv port --to tflite --quantize int8`` (the port's quantize stage is timed: calibration
+  + QDQ + checks) and the plain fp32 port;
+* TensorFlow's ``TFLiteConverter`` with ``optimizations=[DEFAULT]`` and the same samples as its
+  ``representative_dataset`` (float32 interface, int8 inside), on a Keras model rebuilt from the
+  float ONNX with the same weights (``keras_from_onnx``: Conv/depthwise Conv, Relu/Clip, Add,
+  MaxPool, GlobalAveragePool, Flatten, Gemm — what these zoo models use), when tensorflow is
+  installed (``pip install -e .[tf]``);
+* onnx2tf ``-oiqt`` when ``bench_tflite_vs_onnx2tf.py`` has created its venv (not created here).
+
+Printed per model: file sizes and the int8/fp32 size ratio (goal <= 0.3), LiteRT latency with 1
+thread (median of ``--runs``, files interleaved) and the fp32/int8 speed-up (goal >= 2), the
+quantize time (goal < 30 s for 100 samples), and SQNR (median over held-out samples) against
+the float ONNX model in onnxruntime, side by side with TensorFlow's (edgeconv's should be >=).
+
+    python benchmarks/bench_tflite_int8.py [--models mobilenetv2,resnet] [--size full] [--samples 100]
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import statistics
+import sys
+import tempfile
+import time
+from pathlib import Path
+
+import numpy as np
+
+ROOT = Path(__file__).resolve().parents[1]
+sys.path.insert(0, str(ROOT))
+
+from converter.verify.metrics import sqnr_db  # noqa: E402
+
+
+def samples(shape, count, seed):
+    rng = np.random.default_rng(seed)
+    return rng.standard_normal((count, *shape)).astype(np.float32)
+
+
+def latency(paths: list[Path], runs: int) -> list[float]:
+    """Median 1-thread invoke time of each file, interleaved so that load hits all alike."""
+    from ai_edge_litert.interpreter import Interpreter
+
+    interps = []
+    for path in paths:
+        interp = Interpreter(model_path=str(path), num_threads=1)
+        interp.allocate_tensors()
+        for d in interp.get_input_details():
+            interp.set_tensor(d["index"], np.zeros(d["shape"], d["dtype"]))
+        for _ in range(3):
+            interp.invoke()
+        interps.append(interp)
+    times = [[] for _ in interps]
+    for _ in range(runs):
+        for k, interp in enumerate(interps):
+            t = time.perf_counter()
+            interp.invoke()
+            times[k].append(time.perf_counter() - t)
+    return [statistics.median(ts) for ts in times]
+
+
+def run_nhwc_tflite(path: Path, x_nchw: np.ndarray) -> np.ndarray:
+    """Run a TensorFlow-made file (NHWC float input, float output)."""
+    from ai_edge_litert.interpreter import Interpreter
+
+    interp = Interpreter(model_path=str(path), num_threads=1)
+    interp.allocate_tensors()
+    (d,) = interp.get_input_details()
+    interp.set_tensor(d["index"], x_nchw.transpose(0, 2, 3, 1).astype(np.float32))
+    interp.invoke()
+    return interp.get_tensor(interp.get_output_details()[0]["index"])
+
+
+def keras_from_onnx(model):
+    """A Keras (NHWC) model computing the float ONNX model, for TFLiteConverter."""
+    import tensorflow as tf
+    from onnx import numpy_helper
+
+    inits = {i.name: numpy_helper.to_array(i) for i in model.graph.initializer}
+    attrs = {n.name: {a.name: onnx_attr(a) for a in n.attribute} for n in model.graph.node}
+    (graph_input,) = [i for i in model.graph.input if i.name not in inits]
+    dims = [d.dim_value for d in graph_input.type.tensor_type.shape.dim]
+    x = tf.keras.Input(shape=(dims[2], dims[3], dims[1]), batch_size=dims[0])
+    values = {graph_input.name: x}
+    for node in model.graph.node:
+        a = attrs[node.name]
+        ins = [values.get(i) for i in node.input]
+        if node.op_type == "Conv":
+            w = inits[node.input[1]]
+            b = inits[node.input[2]] if len(node.input) > 2 else np.zeros(w.shape[0], np.float32)
+            pads, strides, group = a.get("pads", [0, 0, 0, 0]), a.get("strides", [1, 1]), a.get("group", 1)
+            h = ins[0]
+            if any(pads):
+                h = tf.keras.layers.ZeroPadding2D(((pads[0], pads[2]), (pads[1], pads[3])))(h)
+            if group == 1:
+                layer = tf.keras.layers.Conv2D(w.shape[0], w.shape[2:], strides=strides, padding="valid")
+                y = layer(h)
+                layer.set_weights([w.transpose(2, 3, 1, 0), b])
+            else:
+                layer = tf.keras.layers.DepthwiseConv2D(w.shape[2:], strides=strides, padding="valid")
+                y = layer(h)
+                layer.set_weights([w.transpose(2, 3, 0, 1), b])
+        elif node.op_type == "Relu":
+            y = tf.keras.layers.ReLU()(ins[0])
+        elif node.op_type == "Clip":
+            lo, hi = (float(inits[n]) for n in node.input[1:3])
+            assert lo == 0.0, "Clip with a non-zero floor"
+            y = tf.keras.layers.ReLU(max_value=hi)(ins[0])
+        elif node.op_type == "Add":
+            y = tf.keras.layers.Add()(ins)
+        elif node.op_type == "MaxPool":
+            pads = a.get("pads", [0, 0, 0, 0])
+            h = ins[0]
+            if any(pads):  # inputs are Relu outputs (>= 0): zero padding acts as -inf padding
+                h = tf.keras.layers.ZeroPadding2D(((pads[0], pads[2]), (pads[1], pads[3])))(h)
+            y = tf.keras.layers.MaxPool2D(a["kernel_shape"], a.get("strides", [1, 1]), padding="valid")(h)
+        elif node.op_type == "GlobalAveragePool":
+            y = tf.keras.layers.GlobalAveragePooling2D(keepdims=True)(ins[0])
+        elif node.op_type == "Flatten":
+            y = tf.keras.layers.Flatten()(ins[0])
+        elif node.op_type == "Gemm":
+            w, b = inits[node.input[1]], inits[node.input[2]]
+            w = w.T if a.get("transB", 0) else w
+            layer = tf.keras.layers.Dense(w.shape[1])
+            y = layer(ins[0])
+            layer.set_weights([w, b])
+        else:
+            raise NotImplementedError(f"keras_from_onnx: {node.op_type}")
+        values[node.output[0]] = y
+    return tf.keras.Model(x, values[model.graph.output[0].name])
+
+
+def onnx_attr(a):
+    from onnx import helper
+
+    return helper.get_attribute_value(a)
+
+
+def tensorflow_int8(model, calib: np.ndarray, out: Path) -> tuple[Path, Path, float]:
+    """(fp32 file, int8 file, seconds of the int8 conversion) made by TensorFlow's converter."""
+    import tensorflow as tf
+
+    keras_model = keras_from_onnx(model)
+    fp32 = out / "tf_fp32.tflite"
+    fp32.write_bytes(tf.lite.TFLiteConverter.from_keras_model(keras_model).convert())
+
+    def representative():
+        for x in calib:
+            yield [x.transpose(0, 2, 3, 1)]
+
+    converter = tf.lite.TFLiteConverter.from_keras_model(keras_model)
+    converter.optimizations = [tf.lite.Optimize.DEFAULT]
+    converter.representative_dataset = representative
+    converter.target_spec.supported_ops = [tf.lite.OpsSet.TFLITE_BUILTINS_INT8]
+    start = time.perf_counter()
+    data = converter.convert()
+    seconds = time.perf_counter() - start
+    int8 = out / "tf_int8.tflite"
+    int8.write_bytes(data)
+    return fp32, int8, seconds
+
+
+def main() -> None:
+    import onnx
+
+    from converter import zoo
+    from converter.pipeline import PortOptions, port
+    from converter.targets import get as get_target
+    from converter.targets.base import Artifact
+    from converter.verify.runtime import onnx_runner
+
+    ap = argparse.ArgumentParser()
+    ap.add_argument("--models", default="mobilenetv2,resnet")
+    ap.add_argument("--size", default="full")
+    ap.add_argument("--samples", type=int, default=100)
+    ap.add_argument("--held-out", type=int, default=16)
+    ap.add_argument("--runs", type=int, default=30)
+    args = ap.parse_args()
+    try:
+        import tensorflow  # noqa: F401
+
+        have_tf = True
+    except ImportError:
+        have_tf = False
+    target = get_target("tflite")
+    rows = []
+    with tempfile.TemporaryDirectory(prefix="bench-int8-") as tmp:
+        tmp = Path(tmp)
+        for name in args.models.split(","):
+            shape = zoo.input_shapes(name, args.size)["input"]
+            onnx_path = zoo.export_onnx(name, tmp / f"{name}.onnx", size=args.size)
+            calib, held = samples(shape, args.samples, 0), samples(shape, args.held_out, 1)
+            np.savez(tmp / "calib.npz", input=calib)
+            np.savez(tmp / "held.npz", input=held)
+            port(str(onnx_path), PortOptions(target="tflite", hw="cpu", out_dir=tmp / f"{name}_fp32", verify=False))
+            start = time.perf_counter()
+            int8 = port(str(onnx_path), PortOptions(target="tflite", hw="cpu", out_dir=tmp / f"{name}_int8",
+                                                    quantize="int8", calibration=str(tmp / "calib.npz"),
+                                                    inputs_npz=str(tmp / "held.npz")))
+            port_seconds = time.perf_counter() - start
+            assert int8.status == "ok", int8.reason
+            (fp32_file,), (int8_file,) = (list((tmp / f"{name}_{k}").glob("*.tflite")) for k in ("fp32", "int8"))
+            float_model = onnx.load(str(tmp / f"{name}_int8" / "float.onnx"))
+            run_float = onnx_runner(float_model)
+            refs = [run_float({"input": x})["output"] for x in held]
+            artifact = Artifact("tflite", "cpu", [int8_file], int8_file.parent, int8.report["artifact"]["meta"], "litert")
+            ours = [sqnr_db(r, target.run(artifact, {"input": x})["output"]) for r, x in zip(refs, held)]
+            row = {"model": name, "size": args.size, "fp32_bytes": fp32_file.stat().st_size,
+                   "int8_bytes": int8_file.stat().st_size, "quantize_s": int8.timings["quantize"],
+                   "port_s": port_seconds, "sqnr_db": statistics.median(ours)}
+            files = [fp32_file, int8_file]
+            if have_tf:
+                tf_fp32, tf_int8, tf_seconds = tensorflow_int8(float_model, calib, tmp)
+                theirs = [sqnr_db(r, run_nhwc_tflite(tf_int8, x).reshape(r.shape)) for r, x in zip(refs, held)]
+                tf_float = [sqnr_db(r, run_nhwc_tflite(tf_fp32, x).reshape(r.shape)) for r, x in zip(refs, held)]
+                row.update(tf_int8_bytes=tf_int8.stat().st_size, tf_convert_s=tf_seconds,
+                           tf_sqnr_db=statistics.median(theirs), tf_fp32_sqnr_db=statistics.median(tf_float))
+                files += [tf_int8]
+            times = latency(files, args.runs)
+            row.update(fp32_ms=times[0] * 1e3, int8_ms=times[1] * 1e3)
+            if have_tf:
+                row["tf_int8_ms"] = times[2] * 1e3
+            rows.append(row)
+    print_table(rows, have_tf)
+    print(json.dumps(rows, indent=1))
+
+
+def print_table(rows, have_tf: bool) -> None:
+    print(f"{'model':12} {'fp32 KB':>8} {'int8 KB':>8} {'size x':>7} {'fp32 ms':>8} {'int8 ms':>8} {'speed-up':>8} "
+          f"{'quant s':>7} {'SQNR dB':>8}" + (f" {'TF SQNR':>8} {'ours-TF':>8} {'TF KB':>7} {'TF ms':>7}" if have_tf
+                                             else ""))
+    for r in rows:
+        line = (f"{r['model']:12} {r['fp32_bytes'] / 1024:8.0f} {r['int8_bytes'] / 1024:8.0f} "
+                f"{r['int8_bytes'] / r['fp32_bytes']:7.3f} {r['fp32_ms']:8.2f} {r['int8_ms']:8.2f} "
+                f"{r['fp32_ms'] / r['int8_ms']:8.2f} {r['quantize_s']:7.1f} {r['sqnr_db']:8.1f}")
+        if have_tf:
+            line += (f" {r['tf_sqnr_db']:8.1f} {r['sqnr_db'] - r['tf_sqnr_db']:+8.1f} {r['tf_int8_bytes'] / 1024:7.0f}"
+                     f" {r['tf_int8_ms']:7.2f}")
+        print(line)
+    if not have_tf:
+        print("tensorflow not installed: no TFLiteConverter comparison (pip install -e .[tf])")
+
+
+if __name__ == "__main__":
+    main()

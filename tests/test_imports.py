@@ -1,0 +1,65 @@
+"""Import laziness: a command imports only the heavy libraries its inputs and target need.
+
+Each case runs ``edgeconv`` in a fresh interpreter (``converter.cli.main``, as the console script
+does) and lists the heavy top-level packages left in ``sys.modules``.  Not a timing test: it
+asserts *which* modules load, the cause of most of a cold port's seconds (TensorFlow ~2 s,
+torch ~1.5 s, coremltools' frontends ~4 s on the shared CI machine).
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+ROOT = Path(__file__).resolve().parents[1]
+HEAVY = ("tensorflow", "torch", "coremltools", "onnxruntime", "onnx", "numpy", "ai_edge_litert", "tf2onnx",
+         "sympy", "keras")
+
+_DRIVER = """
+import contextlib, io, json, sys
+from converter.cli import main
+with contextlib.redirect_stdout(io.StringIO()):
+    try:
+        code = main(sys.argv[2:])
+    except SystemExit as exit:
+        code = exit.code
+heavy = sorted({m.split('.')[0] for m in sys.modules} & set(sys.argv[1].split(',')))
+print(json.dumps({"code": code, "heavy": heavy}))
+"""
+
+
+def _imports(*argv: str) -> tuple[int, set[str]]:
+    env = {**os.environ, "PYTHONPATH": str(ROOT)}
+    done = subprocess.run([sys.executable, "-c", _DRIVER, ",".join(HEAVY), *argv], capture_output=True,
+                          text=True, env=env, timeout=300, cwd=ROOT)
+    assert done.returncode == 0, done.stderr[-2000:]
+    result = json.loads(done.stdout.strip().splitlines()[-1])
+    return result["code"], set(result["heavy"])
+
+
+def test_help_imports_no_heavy_library():
+    code, heavy = _imports("--help")
+    assert code == 0 and heavy == set()
+
+
+def test_port_onnx_to_tflite_imports_neither_torch_tensorflow_nor_coremltools(zoo_onnx_path, tmp_path):
+    code, heavy = _imports("port", str(zoo_onnx_path("resnet")), "--to", "tflite", "--hw", "cpu",
+                           "-o", str(tmp_path / "out"), "--json")
+    assert code == 0
+    assert heavy & {"torch", "tensorflow", "coremltools", "tf2onnx", "keras"} == set()
+    # What it does need: onnx, onnxruntime (reference) and LiteRT (the file's own runtime).
+    assert {"onnx", "onnxruntime", "ai_edge_litert"} <= heavy
+
+
+def test_port_onnx_to_coreml_imports_no_frontend(zoo_onnx_path, tmp_path):
+    pytest.importorskip("coremltools")
+    code, heavy = _imports("port", str(zoo_onnx_path("resnet")), "--to", "coreml", "--hw", "cpu",
+                           "-o", str(tmp_path / "out"), "--json")
+    assert code == 0
+    # coremltools' _deps would import both to probe its TF and torch frontends.
+    assert "coremltools" in heavy and heavy & {"torch", "tensorflow", "keras"} == set()
