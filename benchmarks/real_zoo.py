@@ -203,6 +203,7 @@ def _yolo_head():
 
 def _timm(name, **kw):
     def build():
+        import_torchvision()  # timm imports torchvision: the same CPU-build accommodation first
         import timm
 
         return timm.create_model(name, pretrained=False, **kw)
