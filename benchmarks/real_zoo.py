@@ -444,19 +444,19 @@ def port_model(entry: ZooEntry, targets, work: Path, progress=print) -> list[Cel
 
 
 def parse_targets(text: str):
-    if text == "cpu":
-        return list(CPU_TARGETS)
-    if text in ("accel", "accelerator"):
-        return list(ACCEL_TARGETS)
-    if text == "all":
-        return list(CPU_TARGETS) + list(ACCEL_TARGETS)
+    """``cpu``, ``accel``, ``all``, a framework (its CPU and accelerator) or ``fw:hw``, comma-separated."""
+    groups = {"cpu": list(CPU_TARGETS), "accel": list(ACCEL_TARGETS), "accelerator": list(ACCEL_TARGETS),
+              "all": list(CPU_TARGETS + ACCEL_TARGETS)}
     out = []
     for item in text.split(","):
         fw, _, hw = item.partition(":")
-        if not hw:
-            out += [t for t in CPU_TARGETS + ACCEL_TARGETS if t[0] == fw]
+        if item in groups:
+            picked = groups[item]
+        elif not hw:
+            picked = [t for t in CPU_TARGETS + ACCEL_TARGETS if t[0] == fw]
         else:
-            out.append((fw, hw))
+            picked = [(fw, hw)]
+        out += [t for t in picked if t not in out]
     return out
 
 
