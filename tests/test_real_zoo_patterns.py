@@ -370,3 +370,37 @@ def test_mace_concat_with_a_constant_operand(tmp_path):
     got = mace_run(art, {"x": xv}, tmp_path / "run")["y"]
     ref = np.concatenate([numpy_helper.to_array(token), xv], 1)
     assert float(np.abs(got.reshape(ref.shape) - ref).max()) == 0.0
+
+
+def test_mace_average_pool_counting_the_padding(tmp_path):
+    """MaxViT's downsampling AvgPool2d(3, 2, padding=1) counts the padding (count_include_pad=1);
+    MACE's pooling averages valid elements only and the exporter refused it.  Now a zero Pad op
+    and an unpadded pool, checked by edgeconv's reader and by mace_run."""
+    import sys
+    from pathlib import Path
+
+    from converter import targets
+    from converter.targets.base import ExportOptions
+
+    x = helper.make_tensor_value_info("x", TensorProto.FLOAT, [1, 3, 7, 8])
+    y = helper.make_tensor_value_info("y", TensorProto.FLOAT, [1, 3, 4, 4])
+    node = helper.make_node("AveragePool", ["x"], ["y"], kernel_shape=[3, 3], strides=[2, 2], pads=[1, 1, 1, 1],
+                            count_include_pad=1)
+    model = onnx.shape_inference.infer_shapes(helper.make_model(
+        helper.make_graph([node], "g", [x], [y]), opset_imports=[helper.make_opsetid("", 17)], ir_version=8))
+    path = tmp_path / "pool.onnx"
+    onnx.save(model, path)
+    result = port(str(path), PortOptions("mace", "cpu", tmp_path / "out"))
+    assert result.status == "ok", result.reason
+    assert target_stage(result).outputs[0].metrics.max_abs < 1e-6
+
+    sys.path.insert(0, str(Path(__file__).parent))
+    from rank_runtimes import MACE_RUN, mace_run
+
+    if not MACE_RUN.exists():
+        return
+    art = targets.get("mace").export(model, tmp_path / "m", "cpu", ExportOptions(extra={"name": "pool"}))
+    xv = np.random.default_rng(3).standard_normal((1, 3, 7, 8)).astype(np.float32)
+    ref = ort.InferenceSession(model.SerializeToString()).run(None, {"x": xv})[0]
+    got = mace_run(art, {"x": xv}, tmp_path / "run")["y"]
+    assert float(np.abs(got.reshape(ref.shape) - ref).max()) < 1e-5
