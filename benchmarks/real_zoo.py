@@ -379,13 +379,15 @@ class Cell:
 
 def classify(result) -> tuple[str, str, str]:
     report = result.report
-    oracle = (report.get("artifact") or {}).get("runtime", "")
+    oracle = getattr(result, "oracle", "") or report.get("oracle") or (report.get("artifact") or {}).get("runtime", "")
     custom = sorted(report.get("custom_layers") or {}) if isinstance(report.get("custom_layers"), dict) else \
         [c.get("node", "?") if isinstance(c, dict) else str(c) for c in report.get("custom_layers") or []]
     if custom:
         ops = sorted({e.get("op", "?") for e in report.get("plan", {}).get("entries", [])
                       if e.get("remedy") == "custom"})
         return "custom", f"{len(custom)} custom layer(s): {', '.join(ops) or ', '.join(custom[:4])}", oracle
+    if result.status == "needs_custom":
+        return "custom", result.reason[:160], oracle
     if result.status == "ok":
         verification = report.get("verification") or {}
         if verification.get("ok") is True:
@@ -483,6 +485,11 @@ def table(cells: list[Cell], targets) -> str:
                       ("pass", "wrong", "refused", "custom", "unverified", "error")}
             summary.append(f"{label}: {counts['pass']}/{len(group)} pass ({100 * counts['pass'] / len(group):.0f}%); "
                            + ", ".join(f"{k} {v}" for k, v in counts.items() if k != "pass" and v))
+    oracles: dict[str, int] = {}
+    for c in cells:
+        if c.verdict in ("pass", "wrong"):
+            oracles[c.oracle or "?"] = oracles.get(c.oracle or "?", 0) + 1
+    summary.append("judged by: " + ", ".join(f"{k} {v}" for k, v in sorted(oracles.items())))
     notes = [f"- {c.model} on {c.target}:{c.hw}: {c.verdict}: {c.detail}" for c in cells
              if c.verdict != "pass" and c.detail]
     return "\n".join(lines + [""] + summary + ([""] + notes if notes else []))
