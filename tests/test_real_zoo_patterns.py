@@ -404,3 +404,23 @@ def test_mace_average_pool_counting_the_padding(tmp_path):
     ref = ort.InferenceSession(model.SerializeToString()).run(None, {"x": xv})[0]
     got = mace_run(art, {"x": xv}, tmp_path / "run")["y"]
     assert float(np.abs(got.reshape(ref.shape) - ref).max()) < 1e-5
+
+
+def test_reshape_allowzero_without_zeros_is_normalized_away():
+    """The dynamo exporter (the TorchScript loader's second route, .pt2 files) writes Reshape
+    allowzero=1 everywhere; MACE refused it.  With a constant target without 0 it means the same
+    as the default and normalization drops it; with a 0 in the target it stays."""
+    from converter.normalize import normalize
+
+    x = helper.make_tensor_value_info("x", TensorProto.FLOAT, [2, 3, 4])
+    y = helper.make_tensor_value_info("y", TensorProto.FLOAT, None)
+    z = helper.make_tensor_value_info("z", TensorProto.FLOAT, None)
+    inits = [numpy_helper.from_array(np.array([6, 4], np.int64), "s1"),
+             numpy_helper.from_array(np.array([0, 12], np.int64), "s2")]
+    nodes = [helper.make_node("Reshape", ["x", "s1"], ["y"], allowzero=1),
+             helper.make_node("Reshape", ["x", "s2"], ["z"], allowzero=1)]
+    model = helper.make_model(helper.make_graph(nodes, "g", [x], [y, z], inits),
+                              opset_imports=[helper.make_opsetid("", 17)], ir_version=8)
+    out = normalize(model)
+    allowzero = {n.output[0]: [a.i for a in n.attribute if a.name == "allowzero"] for n in out.graph.node}
+    assert allowzero == {"y": [], "z": [1]}
