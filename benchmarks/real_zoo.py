@@ -300,6 +300,14 @@ def build(entry: ZooEntry, seed: int = SEED):
 
     torch.manual_seed(seed)
     model = entry.build().eval()
+    with torch.no_grad():
+        # Heads some architectures zero-initialize (torchvision's ViT, timm's classifiers with
+        # zero_init_last): an all-zero output would make every port "pass".
+        g = torch.Generator().manual_seed(seed + 1)
+        for m in model.modules():
+            w = getattr(m, "weight", None)
+            if isinstance(m, (torch.nn.Linear, torch.nn.modules.conv._ConvNd)) and w is not None and not w.any():
+                w.copy_(torch.randn(w.shape, generator=g) / max(1, w[0].numel()) ** 0.5)
     randomize_batchnorm(model, entry.shape, seed)
     return model
 
