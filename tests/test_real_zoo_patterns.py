@@ -424,3 +424,19 @@ def test_reshape_allowzero_without_zeros_is_normalized_away():
     out = normalize(model)
     allowzero = {n.output[0]: [a.i for a in n.attribute if a.name == "allowzero"] for n in out.graph.node}
     assert allowzero == {"y": [], "z": [1]}
+
+
+def test_tflite_division_by_a_scalar_constant(tmp_path):
+    """Attention's q / sqrt(d) with a 0-d divisor (the dynamo route's ViT-B/16): the TFLite
+    lowering to MUL by the reciprocal built a Constant from a numpy scalar and raised."""
+    x = helper.make_tensor_value_info("x", TensorProto.FLOAT, [1, 4, 6])
+    y = helper.make_tensor_value_info("y", TensorProto.FLOAT, [1, 4, 6])
+    scale = numpy_helper.from_array(np.array(1.4142135, np.float32), "scale")
+    model = onnx.shape_inference.infer_shapes(helper.make_model(
+        helper.make_graph([helper.make_node("Div", ["x", "scale"], ["y"])], "g", [x], [y], [scale]),
+        opset_imports=[helper.make_opsetid("", 17)], ir_version=8))
+    path = tmp_path / "div.onnx"
+    onnx.save(model, path)
+    result = port(str(path), PortOptions("tflite", "cpu", tmp_path / "out"))
+    assert result.status == "ok", result.reason
+    assert target_stage(result).outputs[0].metrics.max_abs < 1e-6
