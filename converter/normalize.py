@@ -95,6 +95,7 @@ def _normalize(model: onnx.ModelProto, input_shapes, check: bool = True) -> onnx
     graph, unfolded = _fold_to_fixpoint(graph)
     _inline_constant_nodes(graph)
     _remove_passthrough(graph)
+    _drop_needless_allowzero(graph)
     graph.cleanup(remove_unused_graph_inputs=False).toposort()
     _rename(graph)
     if unfolded:
@@ -311,6 +312,18 @@ def _fix_input_shapes(graph: gs.Graph, shapes: dict[str, tuple[int, ...]]) -> No
     for tensor in graph.tensors().values():
         if isinstance(tensor, gs.Variable) and tensor not in graph.inputs and tensor not in graph.outputs:
             tensor.shape = None
+
+
+def _drop_needless_allowzero(graph: gs.Graph) -> None:
+    """Reshape ``allowzero=1`` (the dynamo exporter writes it on every Reshape) means a 0 in the
+    target shape is a real zero-size dim instead of "copy the input's"; with a constant target
+    that has no 0 the two readings agree, and the edge converters know only the default."""
+    for node in graph.nodes:
+        if node.op != "Reshape" or not int(node.attrs.get("allowzero", 0)):
+            continue
+        target = node.inputs[1] if len(node.inputs) > 1 else None
+        if isinstance(target, gs.Constant) and not np.any(np.asarray(target.values) == 0):
+            del node.attrs["allowzero"]
 
 
 def _remove_passthrough(graph: gs.Graph) -> None:
