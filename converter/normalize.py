@@ -246,7 +246,8 @@ def _upgrade_ir_version(model: onnx.ModelProto) -> onnx.ModelProto:
 
 def _infer(model: onnx.ModelProto) -> onnx.ModelProto:
     try:
-        return light_model.infer_shapes(model, check_type=False, strict_mode=False, data_prop=True)
+        # in place: every caller passes a model it just exported and drops afterwards
+        return light_model.infer_shapes(model, in_place=True, check_type=False, strict_mode=False, data_prop=True)
     except Exception:  # very large models: fall back to the uninferred graph
         return model
 

@@ -475,3 +475,13 @@ def test_zoo_detector_on_mace_cpu_in_mace_run(tmp_path, zoo_onnx_path):
                                                                runtimes={"mace": str(MACE_RUN)}))
     assert result.oracle == "MACE CPU runtime (mace_run)"
     assert result.status == "ok", result.reason
+
+
+def test_port_judged_by_tnn_own_tnntest(tmp_path):
+    """TNN's own TNNTest as the runtime (the tool a TNN user has): text I/O, six decimals."""
+    need(TNN_TEST)
+    path = save(conv_model(), tmp_path / "m.onnx")
+    result = port(path, PortOptions(target="tnn", hw="arm", out_dir=tmp_path / "o", runtimes={"tnn": str(TNN_TEST)}))
+    assert (result.status, result.oracle) == ("ok", "TNN x86 runtime (TNNTest, 6-decimal text output)")
+    stage = result.report["verification"]["stages"][-1]
+    assert 0 < stage["outputs"][0]["metrics"]["max_abs"] <= 1e-5  # the six printed decimals

@@ -121,6 +121,7 @@ def _binary_cases():
               # a constant divisor becomes a multiplication by its reciprocal (faster in XNNPACK)
               one("Div", {"x": f32(1, 3, 4, 5)}, inits={"s": f32(3, 1, 1, low=0.2, high=0.3)}, id="Div-const",
                   expect=["MUL"]),
+              one("Div", {"x": f32(2, 7)}, inits={"s": np.float32(1.4142135)}, id="Div-scalar-const", expect=["MUL"]),
               one("Add", {"a": i64(1, -2, 3).reshape(3, 1), "b": i64(10, 20)}, id="Add-int64", expect=["ADD"]),
               one("Sum", {"a": f32(2, 3), "b": f32(2, 3), "c": f32(2, 3)}, id="Sum-same-shape", expect=["ADD_N"]),
               one("Sum", {"a": f32(2, 3), "b": f32(3)}, id="Sum-broadcast", expect=["ADD"]),

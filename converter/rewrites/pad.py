@@ -51,13 +51,19 @@ def edge_pad_to_slice_concat(rw, node):
     pairs = _edge_pads(node)
     padded = [i for i, (b, e) in enumerate(pairs) if b or e]
     x = node.inputs[0]
+    dtype = x.dtype  # data movement: any dtype (the rule's default would be float)
+
+    def border(start, stop, axis):
+        return rw.emit("Slice", [x, rw.ints("starts", [start]), rw.ints("ends", [stop]), rw.ints("axes", [axis])],
+                       dtype=dtype)
+
     for k, axis in enumerate(padded):
         begin, end = pairs[axis]
         parts = []
         if begin:
-            parts += [rw.slice(x, [0], [1], [axis])] * begin
+            parts += [border(0, 1, axis)] * begin
         parts.append(x)
         if end:
-            parts += [rw.slice(x, [-1], [2**62], [axis])] * end
+            parts += [border(-1, 2**62, axis)] * end
         last = k == len(padded) - 1
-        x = rw.out("Concat", parts, {"axis": axis}) if last else rw.emit("Concat", parts, {"axis": axis})
+        x = rw.out("Concat", parts, {"axis": axis}) if last else rw.emit("Concat", parts, {"axis": axis}, dtype=dtype)

@@ -473,8 +473,8 @@ def lower_div(Lw, node):
     if divisor is not None and Lw.const(node.inputs[0]) is None:
         divisor = np.asarray(divisor)
         if divisor.dtype.kind == "f" and np.all(np.isfinite(divisor)) and np.all(divisor != 0):
-            # np.asarray: 1 / a 0-d array is a numpy scalar, which gs.Constant refuses.
-            reciprocal = gs.Constant(f"{node.name}/reciprocal", np.asarray(1 / divisor).astype(divisor.dtype))
+            # np.asarray: 1 / a 0-d array is a numpy scalar, which graphsurgeon refuses
+            reciprocal = gs.Constant(f"{node.name}/reciprocal", np.asarray(1 / divisor, dtype=divisor.dtype))
             out_t = node.outputs[0]
             rank = Lw.rank(out_t)
             perm = layout_of(Lw, node.inputs[:2], rank)
