@@ -146,7 +146,7 @@ def without_weight_bytes(model: onnx.ModelProto, min_bytes: int = MIN_IN_MEMORY_
 
     onnxruntime's ``SessionOptions.add_external_initializers`` supplies the arrays for the stubs,
     so a session never needs the 45 MB of a ResNet-18 serialized into one more bytes object."""
-    import numpy as np  # noqa: PLC0415
+    import numpy as np
 
     shell = onnx.ModelProto()
     _copy_fields(model, shell, skip=("graph",))

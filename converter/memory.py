@@ -47,8 +47,8 @@ def format_size(n: float) -> str:
 
 def _tensor_bytes(value_info) -> tuple[int, int] | None:
     """(elements, bytes) of a value_info with a fully known shape."""
-    import numpy as np  # noqa: PLC0415
-    import onnx  # noqa: PLC0415
+    import numpy as np
+    import onnx
 
     t = value_info.type.tensor_type
     if not t.elem_type or not t.HasField("shape"):

@@ -56,7 +56,7 @@ def _stash_large_weights(model: onnx.ModelProto) -> list[bytes]:
 
 def _light_copy(model: onnx.ModelProto) -> bytes:
     """``model`` serialized with each big initializer replaced by a numbered stash reference."""
-    from .load import external_references  # noqa: PLC0415
+    from .load import external_references
 
     stash_ref = lambda index, _raw: {"location": _STASH_LOCATION, "offset": index}  # noqa: E731
     with external_references(model, stash_ref, _STASH_MIN_BYTES):
@@ -462,9 +462,9 @@ def check_equivalent(original: onnx.ModelProto, normalized: onnx.ModelProto,
 
     Returns the max abs error, or None when the inputs are not static (nothing to run).
     """
-    import onnxruntime as ort  # noqa: PLC0415
+    import onnxruntime as ort
 
-    from .errors import EdgeconvError  # noqa: PLC0415
+    from .errors import EdgeconvError
 
     feeds = seeded_inputs(normalized, seed, int_high=4)
     if feeds is None:
@@ -476,7 +476,7 @@ def check_equivalent(original: onnx.ModelProto, normalized: onnx.ModelProto,
     def session(m, tmp):
         if not is_large(m):
             return ort.InferenceSession(m.SerializeToString(), opts, providers=["CPUExecutionProvider"])
-        from .load import write_with_external_weights  # noqa: PLC0415
+        from .load import write_with_external_weights
 
         path = write_with_external_weights(m, Path(tmp) / f"model{len(os.listdir(tmp))}.onnx")
         return ort.InferenceSession(str(path), opts, providers=["CPUExecutionProvider"])
@@ -488,7 +488,7 @@ def check_equivalent(original: onnx.ModelProto, normalized: onnx.ModelProto,
         except Exception as err:
             raise BadInput(f"onnxruntime cannot run the model: {str(err).strip().splitlines()[0][:300]}") from None
         names = [o.name for o in sess.get_outputs()]
-        from .isolate import guarded_run  # noqa: PLC0415  (time limit, Ctrl-C)
+        from .isolate import guarded_run  #  (time limit, Ctrl-C)
 
         # Normalization renames interface names the edge formats cannot carry ("[/x]" -> "__x_"):
         # graph inputs are matched by position.

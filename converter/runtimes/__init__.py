@@ -27,9 +27,9 @@ from __future__ import annotations
 
 import os
 from dataclasses import dataclass
-from functools import lru_cache
+from functools import cache
 from pathlib import Path
-from typing import Iterable
+from collections.abc import Iterable
 
 import numpy as np
 
@@ -63,9 +63,9 @@ class RuntimeRefused(EdgeconvError):
 # ----------------------------------------------------------------------------------- oracles
 
 
-@lru_cache(maxsize=None)
+@cache
 def _version(dist: str) -> str:
-    from importlib.metadata import PackageNotFoundError, version  # noqa: PLC0415
+    from importlib.metadata import PackageNotFoundError, version
 
     try:
         return version(dist)
@@ -140,11 +140,11 @@ def chosen_path(framework: str, given: dict[str, str] | None = None) -> str | No
 def load_runtime(framework: str, path: str | os.PathLike) -> RealRuntime:
     """The adapter for ``path`` (BadInput when it is not a usable tool)."""
     if framework == "tnn":
-        from .tnn import tnn_runtime  # noqa: PLC0415
+        from .tnn import tnn_runtime
 
         return tnn_runtime(Path(path))
     if framework == "mace":
-        from .mace import mace_runtime  # noqa: PLC0415
+        from .mace import mace_runtime
 
         return mace_runtime(Path(path))
     raise BadInput(f"no pluggable runtime for '{framework}'; choose one of: {', '.join(ENV)}")

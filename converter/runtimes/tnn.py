@@ -119,8 +119,8 @@ class TnnRun(RealRuntime):
 
     def intermediates(self, artifact, inputs):
         """Every mapped blob as TNN computes it: the proto copied with all of them as outputs."""
-        from ..targets.base import Intermediates  # noqa: PLC0415
-        from ..targets.tnn.reader import read  # noqa: PLC0415
+        from ..targets.base import Intermediates
+        from ..targets.tnn.reader import read
 
         proto, weights = Path(artifact.files[0]), Path(artifact.files[1])
         mapping = artifact.meta.get("blob_map", {})
