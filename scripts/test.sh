@@ -1,6 +1,6 @@
 #!/usr/bin/env bash
-# The test command: install everything (ruff comes with the dev extra) (Python env; g++ and flexbuffers.h to compile generated
-# C++; flatc to check the generated TFLite bindings; headless Chromium for the report-page test),
+# The test command: install everything (Python env, ruff among the dev extras; g++ and flexbuffers.h
+# to compile generated C++; flatc to check the generated TFLite bindings; headless Chromium for the report-page test),
 # then run the whole suite.
 set -euo pipefail
 cd "$(dirname "$0")/.."
