@@ -85,8 +85,8 @@ def is_large(model: onnx.ModelProto) -> bool:
 
 def _normalize(model: onnx.ModelProto, input_shapes, check: bool = True) -> onnx.ModelProto:
     heavy = weight_bytes(model) >= RELEASE_MIN_BYTES
-    model = _to_canonical_opset(model)
-    graph = to_graph(model)
+    graph = to_graph(_to_canonical_opset(model))
+    model = None  # the caller's model stays; the converted copy lives only as long as ``graph``
     _check_acyclic(graph)
     _drop_attributes_newer_than_opset(graph)
     if input_shapes:
