@@ -10,6 +10,7 @@ their names: they are the model's interface.
 
 from __future__ import annotations
 
+
 import os
 import tempfile
 from collections import Counter
@@ -22,6 +23,7 @@ import onnx_graphsurgeon as gs
 from .errors import BadInput
 from .graph import CANONICAL_OPSET, model_opset, to_graph, to_model, unique_name
 from . import light_model
+from .memory import RELEASE_MIN_BYTES, release, weight_bytes
 
 # Characters the edge formats cannot carry in a name (TNN splits on ',', '"', ' ' and ':').
 _UNSAFE = str.maketrans({c: "_" for c in ' ,":;/\\()[]{}<>\'#'})
@@ -82,8 +84,9 @@ def is_large(model: onnx.ModelProto) -> bool:
 
 
 def _normalize(model: onnx.ModelProto, input_shapes, check: bool = True) -> onnx.ModelProto:
-    model = _to_canonical_opset(model)
-    graph = to_graph(model)
+    heavy = weight_bytes(model) >= RELEASE_MIN_BYTES
+    graph = to_graph(_to_canonical_opset(model))
+    model = None  # the caller's model stays; the converted copy lives only as long as ``graph``
     _check_acyclic(graph)
     _drop_attributes_newer_than_opset(graph)
     if input_shapes:
@@ -92,12 +95,13 @@ def _normalize(model: onnx.ModelProto, input_shapes, check: bool = True) -> onnx
     graph.cleanup(remove_unused_graph_inputs=False).toposort()
     # gs folding evaluates constant subgraphs with onnxruntime and turns Constant nodes into
     # initializers; shapes must be inferred first so shape-only subgraphs fold too.
-    graph, unfolded = _fold_to_fixpoint(graph)
+    graph, unfolded = _fold_to_fixpoint(graph, heavy)
     _inline_constant_nodes(graph)
     _remove_passthrough(graph)
     _drop_needless_allowzero(graph)
     graph.cleanup(remove_unused_graph_inputs=False).toposort()
     _rename(graph)
+    release(heavy)  # graphsurgeon graphs are cyclic: free the ones above (and their weights) now
     if unfolded:
         graph.__dict__.setdefault("metadata", {})[UNFOLDED_NOTE_KEY] = unfolded_note(unfolded)
     model = _infer(to_model(graph, CANONICAL_OPSET))
@@ -185,7 +189,7 @@ _SHAPE_OPS = frozenset({"Shape", "Size", "ConstantOfShape"})
 _MAX_FOLD_ROUNDS = 8
 
 
-def _fold_to_fixpoint(graph: gs.Graph) -> tuple[gs.Graph, list[str]]:
+def _fold_to_fixpoint(graph: gs.Graph, heavy: bool = False) -> tuple[gs.Graph, list[str]]:
     """Infer shapes and fold constants, again and again, until the graph stops shrinking; returns
     the graph and the constants left unfolded (:func:`_fold_constants`).
 
@@ -199,6 +203,7 @@ def _fold_to_fixpoint(graph: gs.Graph) -> tuple[gs.Graph, list[str]]:
     unfolded: list[str] = []
     for _ in range(_MAX_FOLD_ROUNDS):
         graph = to_graph(_infer(to_model(graph)))
+        release(heavy)  # the previous round's graph (cyclic) and the weights it still held
         unfolded = _fold_constants(graph)  # the last round's list: what stays unfolded
         if len(graph.nodes) == size or not _has_shape_work(graph):
             break

@@ -31,6 +31,7 @@ from . import __version__
 from .errors import (EXIT_NEEDS_CUSTOM, EXIT_OK, EXIT_UNSUPPORTED, EXIT_UNVERIFIED, EXIT_VERIFY_FAILED, BadInput,
                      Unsupported)
 from .fsutil import atomic_write_text, replace_output_dir, sha256_file
+from .memory import RELEASE_MIN_BYTES, release, weight_bytes
 
 STATUS_EXIT = {"ok": EXIT_OK, "unsupported": EXIT_UNSUPPORTED, "verify_failed": EXIT_VERIFY_FAILED,
                "needs_custom": EXIT_NEEDS_CUSTOM, "unverified": EXIT_UNVERIFIED}
@@ -95,6 +96,7 @@ class _Timer:
     def __init__(self, progress=None):
         self.timings: dict[str, float] = {}
         self.progress = progress
+        self.heavy = False  # weights >= memory.RELEASE_MIN_BYTES: free dropped copies per stage
 
     @contextmanager
     def stage(self, name: str):
@@ -104,6 +106,9 @@ class _Timer:
         try:
             yield
         finally:
+            # graphsurgeon graphs are cyclic: what a stage dropped (whole copies of the weights)
+            # is freed only by the cycle collector -- now, not during the next stage's peak.
+            release(self.heavy)
             self.timings[name] = round(time.perf_counter() - start, 4)
 
 
@@ -162,10 +167,12 @@ def port(model_path: str, opts: PortOptions, progress=None, preloaded=None, shar
     with replace_output_dir(out_dir) as tmp:
         if preloaded:  # loaded once for several targets; the caller may pass the time it took
             original, model = preloaded[:2]
+            timer.heavy = weight_bytes(model) >= RELEASE_MIN_BYTES
             timer.timings["load+normalize"] = preloaded[2] if len(preloaded) > 2 else 0.0
         else:
             with timer.stage("load+normalize"):
                 original, model = load_stage(model_path, opts)
+                timer.heavy = weight_bytes(model) >= RELEASE_MIN_BYTES
         report["ops_before"] = _histogram(model)
         with timer.stage("check"):
             checked = check_model(model, opts.target, hw, matrix)

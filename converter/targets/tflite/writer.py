@@ -287,7 +287,10 @@ class AlignedBuffer:
         if n:
             builder.StartVector(1, n, 16)
             builder.head = builder.head - n
-            builder.Bytes[builder.head : builder.head + n] = self.data
+            # through a memoryview: ``bytearray[a:b] = view`` first copies the view into a
+            # temporary bytearray (one more copy of the weight)
+            with memoryview(builder.Bytes) as target:
+                target[builder.head : builder.head + n] = self.data
             vector = builder.EndVector()
         fb.BufferStart(builder)
         if vector is not None:
