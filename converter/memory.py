@@ -112,6 +112,6 @@ def release(heavy: bool) -> None:
     """Free what graphsurgeon graphs (cyclic: only the cycle collector frees them) and the weight
     copies they hold left behind, when ``heavy`` (the model's weights >= RELEASE_MIN_BYTES)."""
     if heavy:
-        import gc  # noqa: PLC0415
+        import gc
 
         gc.collect()
