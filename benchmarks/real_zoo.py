@@ -108,14 +108,16 @@ def _tv_seg(name):
     return build
 
 
-def _ssdlite_head():
+def _detection_head(detector: str, doc: str):
+    """A torchvision detector's backbone + head: class logits and box regressions per anchor
+    (no anchor decoding, no NMS)."""
     import torch
 
     tv = import_torchvision()
-    det = tv.models.detection.ssdlite320_mobilenet_v3_large(weights=None, weights_backbone=None, num_classes=91)
+    det = getattr(tv.models.detection, detector)(weights=None, weights_backbone=None, num_classes=91)
 
-    class SSDLiteHead(torch.nn.Module):
-        """Backbone + SSDLite head: class logits and box regressions per anchor (no NMS)."""
+    class DetectionHead(torch.nn.Module):
+        __doc__ = doc
 
         def __init__(self):
             super().__init__()
@@ -126,28 +128,15 @@ def _ssdlite_head():
             out = self.head(feats)
             return out["cls_logits"], out["bbox_regression"]
 
-    return SSDLiteHead()
+    return DetectionHead()
+
+
+def _ssdlite_head():
+    return _detection_head("ssdlite320_mobilenet_v3_large", "MobileNetV3 backbone + SSDLite head")
 
 
 def _retinanet_head():
-    import torch
-
-    tv = import_torchvision()
-    det = tv.models.detection.retinanet_resnet50_fpn(weights=None, weights_backbone=None, num_classes=91)
-
-    class RetinaNetHead(torch.nn.Module):
-        """ResNet-50 + FPN + RetinaNet head (no anchors decoding, no NMS)."""
-
-        def __init__(self):
-            super().__init__()
-            self.backbone, self.head = det.backbone, det.head
-
-        def forward(self, x):
-            feats = list(self.backbone(x).values())
-            out = self.head(feats)
-            return out["cls_logits"], out["bbox_regression"]
-
-    return RetinaNetHead()
+    return _detection_head("retinanet_resnet50_fpn", "ResNet-50 + FPN + RetinaNet head")
 
 
 def _fasterrcnn_rpn():
