@@ -205,3 +205,18 @@ def oracle_of(target, artifact) -> Oracle:
     if isinstance(target, BoundTarget):
         return Oracle(target.runtime.oracle_name(getattr(artifact, "hw", "")), RUNTIME)
     return builtin_oracle(getattr(artifact, "runtime", "") or "")
+
+
+def locate_binary(fw: str, path: Path, names: tuple[str, ...], what: str) -> Path:
+    """The executable ``--runtime fw=path`` names: the file itself, or the first of ``names``
+    (relative paths) inside the directory; BadInput saying what is wrong otherwise."""
+    if path.is_dir():
+        found = next((path / rel for rel in names if (path / rel).is_file()), None)
+        if found is None:
+            raise BadInput(f"--runtime {fw}={path}: no {what} in this directory (or its bin/)")
+        path = found
+    if not path.is_file():
+        raise BadInput(f"--runtime {fw}={path}: no such file")
+    if not os.access(path, os.X_OK):
+        raise BadInput(f"--runtime {fw}={path}: not executable")
+    return path
