@@ -54,8 +54,8 @@ def main() -> None:
     ap.add_argument("--size", default="test", choices=["test", "full"])
     ap.add_argument("--jobs", type=int, default=2)
     args = ap.parse_args()
-    from converter.commands.port_run import combinations  # noqa: PLC0415
-    from converter.pipeline import PortOptions  # noqa: PLC0415
+    from converter.commands.port_run import combinations
+    from converter.pipeline import PortOptions
 
     with tempfile.TemporaryDirectory() as tmp:
         tmp = Path(tmp)

@@ -80,7 +80,7 @@ def main() -> None:
     ap.add_argument("--model", default="resnet", choices=zoo.NAMES)
     ap.add_argument("--size", default="full", choices=["test", "full"])
     args = ap.parse_args()
-    import torch  # noqa: PLC0415
+    import torch
 
     shape = zoo.input_shapes(args.model, args.size)["input"]
     dims = "x".join(map(str, shape))

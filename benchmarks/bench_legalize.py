@@ -135,10 +135,10 @@ def growth_exponent(rows) -> float:
 
 def plot(series: dict, path: Path) -> None:
     try:
-        import matplotlib  # noqa: PLC0415
+        import matplotlib
 
         matplotlib.use("Agg")
-        import matplotlib.pyplot as plt  # noqa: PLC0415
+        import matplotlib.pyplot as plt
     except ImportError:
         print(f"(no plot: matplotlib is not installed; {path} not written)")
         return
@@ -158,7 +158,7 @@ def plot(series: dict, path: Path) -> None:
 
 
 def real_models(matrix, repeat, work) -> None:
-    print("torch-exported stacks (median of %d)" % repeat)
+    print(f"torch-exported stacks (median of {repeat})")
     print(f"{'model':10} {'target':10} {'nodes':>6} {'rewrites':>8} {'cpu s':>8} {'wall s':>8} {'trials':>6} "
           f"{'whole-inf':>9}")
     for name, build in (("convnext", models.convnext_model), ("swin", models.swin_model)):

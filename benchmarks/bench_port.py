@@ -75,7 +75,7 @@ def cold_port(model: Path, target: str, out: Path, extra=()) -> dict:
 
 def resnet18_files(tmp: Path) -> dict[str, tuple[Path, tuple[str, ...]]]:
     """ResNet-18 as TorchScript and as ONNX: {label: (path, extra port flags)}."""
-    import torch  # noqa: PLC0415
+    import torch
 
     model = zoo.build("resnet", "full")
     shape = zoo.input_shapes("resnet", "full")["input"]

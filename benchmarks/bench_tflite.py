@@ -79,13 +79,13 @@ def timed(argv: list[str], cwd=None) -> tuple[float, float, subprocess.Completed
 def litert_torch_python() -> tuple[Path | None, str]:
     """This interpreter when it has litert-torch (``pip install edgeconv[bench]``), else the
     overlay venv's python (created on first use), or (None, why not)."""
-    import importlib.util  # noqa: PLC0415
+    import importlib.util
 
     if importlib.util.find_spec("litert_torch") is not None:
         return Path(sys.executable), ""
     python = LITERT_TORCH_VENV / "bin" / "python"
     if not python.exists():
-        import site  # noqa: PLC0415
+        import site
 
         subprocess.run([sys.executable, "-m", "venv", str(LITERT_TORCH_VENV)], check=True)
         pth = next((LITERT_TORCH_VENV / "lib").glob("python3*/site-packages")) / "edgeconv-shared.pth"
@@ -98,7 +98,7 @@ def litert_torch_python() -> tuple[Path | None, str]:
 
 
 def onnx2tf_python() -> tuple[Path | None, str]:
-    import bench_tflite_vs_onnx2tf as o2t  # noqa: PLC0415
+    import bench_tflite_vs_onnx2tf as o2t
 
     try:
         return o2t.onnx2tf_python(), ""
@@ -108,7 +108,7 @@ def onnx2tf_python() -> tuple[Path | None, str]:
 
 def latency(files: dict[str, Path], runs: int) -> dict[str, float]:
     """Median single-thread invoke time per file (seconds), interleaved run by run."""
-    from ai_edge_litert.interpreter import Interpreter  # noqa: PLC0415
+    from ai_edge_litert.interpreter import Interpreter
 
     rng = np.random.default_rng(0)
     interps = {}
@@ -137,7 +137,7 @@ def main() -> None:
     ap.add_argument("--keep", default=None, help="keep the produced files in this directory")
     args = ap.parse_args()
     assert args.runs >= 20, "latency is a median of at least 20 runs"
-    import torch  # noqa: PLC0415
+    import torch
 
     o2t, o2t_why = onnx2tf_python()
     lt, lt_why = litert_torch_python()
@@ -167,7 +167,7 @@ def main() -> None:
         else:
             notes.append(f"edgeconv .pt failed: {done.stderr.strip()[-120:]}")
         if o2t is not None:
-            import bench_tflite_vs_onnx2tf as o2t_mod  # noqa: PLC0415
+            import bench_tflite_vs_onnx2tf as o2t_mod
 
             try:
                 before = resource.getrusage(resource.RUSAGE_CHILDREN)

@@ -177,7 +177,7 @@ def subpixel_file(model, work: Path, feeds, ref, row) -> Path | None:
     """superres with its ConvTranspose rewritten to Conv + DepthToSpace (the legalization rule
     ``convtranspose_to_depth_to_space``), exported by us: is it faster than TRANSPOSE_CONV?"""
     try:
-        from converter.rewrites.base import apply_rule  # noqa: PLC0415
+        from converter.rewrites.base import apply_rule
     except ImportError:
         return None
     from converter.targets.base import ExportOptions

@@ -100,7 +100,7 @@ def blocks_for(nodes: int) -> int:
 
 
 def _export(module, shape, seed) -> onnx.ModelProto:
-    import torch  # noqa: PLC0415
+    import torch
 
     buf = io.BytesIO()
     with warnings.catch_warnings():
@@ -112,8 +112,8 @@ def _export(module, shape, seed) -> onnx.ModelProto:
 
 def convnext_model(seed: int = 0, dims=(16, 24, 32, 48), depths=(3, 3, 9, 3)) -> onnx.ModelProto:
     """ConvNeXt-Tiny's layout (3, 3, 9, 3 blocks) with narrow channels, on a 1x3x64x64 input."""
-    import torch  # noqa: PLC0415
-    from torch import nn  # noqa: PLC0415
+    import torch
+    from torch import nn
 
     class Block(nn.Module):
         def __init__(self, c):
@@ -158,8 +158,8 @@ def convnext_model(seed: int = 0, dims=(16, 24, 32, 48), depths=(3, 3, 9, 3)) ->
 def swin_model(seed: int = 0, dims=(16, 32, 64, 128), depths=(2, 2, 6, 2), heads=(1, 2, 4, 8),
                window: int = 4) -> onnx.ModelProto:
     """Swin-T's layout (2, 2, 6, 2 blocks, shifted windows, patch merging), narrow, 1x3x128x128."""
-    import torch  # noqa: PLC0415
-    from torch import nn  # noqa: PLC0415
+    import torch
+    from torch import nn
 
     def partition(x, w):  # (B, H, W, C) -> (B*nW, w*w, C)
         b, h, wd, c = x.shape

@@ -108,14 +108,16 @@ def _tv_seg(name):
     return build
 
 
-def _ssdlite_head():
+def _detection_head(detector: str, doc: str):
+    """A torchvision detector's backbone + head: class logits and box regressions per anchor
+    (no anchor decoding, no NMS)."""
     import torch
 
     tv = import_torchvision()
-    det = tv.models.detection.ssdlite320_mobilenet_v3_large(weights=None, weights_backbone=None, num_classes=91)
+    det = getattr(tv.models.detection, detector)(weights=None, weights_backbone=None, num_classes=91)
 
-    class SSDLiteHead(torch.nn.Module):
-        """Backbone + SSDLite head: class logits and box regressions per anchor (no NMS)."""
+    class DetectionHead(torch.nn.Module):
+        __doc__ = doc
 
         def __init__(self):
             super().__init__()
@@ -126,28 +128,15 @@ def _ssdlite_head():
             out = self.head(feats)
             return out["cls_logits"], out["bbox_regression"]
 
-    return SSDLiteHead()
+    return DetectionHead()
+
+
+def _ssdlite_head():
+    return _detection_head("ssdlite320_mobilenet_v3_large", "MobileNetV3 backbone + SSDLite head")
 
 
 def _retinanet_head():
-    import torch
-
-    tv = import_torchvision()
-    det = tv.models.detection.retinanet_resnet50_fpn(weights=None, weights_backbone=None, num_classes=91)
-
-    class RetinaNetHead(torch.nn.Module):
-        """ResNet-50 + FPN + RetinaNet head (no anchors decoding, no NMS)."""
-
-        def __init__(self):
-            super().__init__()
-            self.backbone, self.head = det.backbone, det.head
-
-        def forward(self, x):
-            feats = list(self.backbone(x).values())
-            out = self.head(feats)
-            return out["cls_logits"], out["bbox_regression"]
-
-    return RetinaNetHead()
+    return _detection_head("retinanet_resnet50_fpn", "ResNet-50 + FPN + RetinaNet head")
 
 
 def _fasterrcnn_rpn():
@@ -203,6 +192,7 @@ def _yolo_head():
 
 def _timm(name, **kw):
     def build():
+        import_torchvision()  # timm imports torchvision: the same CPU-build accommodation first
         import timm
 
         return timm.create_model(name, pretrained=False, **kw)
@@ -299,6 +289,14 @@ def build(entry: ZooEntry, seed: int = SEED):
 
     torch.manual_seed(seed)
     model = entry.build().eval()
+    with torch.no_grad():
+        # Heads some architectures zero-initialize (torchvision's ViT, timm's classifiers with
+        # zero_init_last): an all-zero output would make every port "pass".
+        g = torch.Generator().manual_seed(seed + 1)
+        for m in model.modules():
+            w = getattr(m, "weight", None)
+            if isinstance(m, (torch.nn.Linear, torch.nn.modules.conv._ConvNd)) and w is not None and not w.any():
+                w.copy_(torch.randn(w.shape, generator=g) / max(1, w[0].numel()) ** 0.5)
     randomize_batchnorm(model, entry.shape, seed)
     return model
 
@@ -378,13 +376,15 @@ class Cell:
 
 def classify(result) -> tuple[str, str, str]:
     report = result.report
-    oracle = (report.get("artifact") or {}).get("runtime", "")
+    oracle = getattr(result, "oracle", "") or report.get("oracle") or (report.get("artifact") or {}).get("runtime", "")
     custom = sorted(report.get("custom_layers") or {}) if isinstance(report.get("custom_layers"), dict) else \
         [c.get("node", "?") if isinstance(c, dict) else str(c) for c in report.get("custom_layers") or []]
     if custom:
         ops = sorted({e.get("op", "?") for e in report.get("plan", {}).get("entries", [])
                       if e.get("remedy") == "custom"})
         return "custom", f"{len(custom)} custom layer(s): {', '.join(ops) or ', '.join(custom[:4])}", oracle
+    if result.status == "needs_custom":
+        return "custom", result.reason[:160], oracle
     if result.status == "ok":
         verification = report.get("verification") or {}
         if verification.get("ok") is True:
@@ -443,19 +443,19 @@ def port_model(entry: ZooEntry, targets, work: Path, progress=print) -> list[Cel
 
 
 def parse_targets(text: str):
-    if text == "cpu":
-        return list(CPU_TARGETS)
-    if text in ("accel", "accelerator"):
-        return list(ACCEL_TARGETS)
-    if text == "all":
-        return list(CPU_TARGETS) + list(ACCEL_TARGETS)
+    """``cpu``, ``accel``, ``all``, a framework (its CPU and accelerator) or ``fw:hw``, comma-separated."""
+    groups = {"cpu": list(CPU_TARGETS), "accel": list(ACCEL_TARGETS), "accelerator": list(ACCEL_TARGETS),
+              "all": list(CPU_TARGETS + ACCEL_TARGETS)}
     out = []
     for item in text.split(","):
         fw, _, hw = item.partition(":")
-        if not hw:
-            out += [t for t in CPU_TARGETS + ACCEL_TARGETS if t[0] == fw]
+        if item in groups:
+            picked = groups[item]
+        elif not hw:
+            picked = [t for t in CPU_TARGETS + ACCEL_TARGETS if t[0] == fw]
         else:
-            out.append((fw, hw))
+            picked = [(fw, hw)]
+        out += [t for t in picked if t not in out]
     return out
 
 
@@ -482,6 +482,11 @@ def table(cells: list[Cell], targets) -> str:
                       ("pass", "wrong", "refused", "custom", "unverified", "error")}
             summary.append(f"{label}: {counts['pass']}/{len(group)} pass ({100 * counts['pass'] / len(group):.0f}%); "
                            + ", ".join(f"{k} {v}" for k, v in counts.items() if k != "pass" and v))
+    oracles: dict[str, int] = {}
+    for c in cells:
+        if c.verdict in ("pass", "wrong"):
+            oracles[c.oracle or "?"] = oracles.get(c.oracle or "?", 0) + 1
+    summary.append("judged by: " + ", ".join(f"{k} {v}" for k, v in sorted(oracles.items())))
     notes = [f"- {c.model} on {c.target}:{c.hw}: {c.verdict}: {c.detail}" for c in cells
              if c.verdict != "pass" and c.detail]
     return "\n".join(lines + [""] + summary + ([""] + notes if notes else []))

@@ -37,7 +37,7 @@ full as pinned by the matrix's ``upstreams:``, the first and last cited line, an
 from __future__ import annotations
 
 from dataclasses import dataclass, field
-from typing import Iterable
+from collections.abc import Iterable
 
 from .matrix import Matrix, NodeVerdict, load_matrix
 

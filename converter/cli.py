@@ -76,7 +76,7 @@ class _Signals:
         self.received: int | None = None
         self._previous: dict[int, object] = {}
 
-    def __enter__(self) -> "_Signals":
+    def __enter__(self) -> _Signals:
         for signum in (signal.SIGINT, signal.SIGTERM):
             try:
                 self._previous[signum] = signal.signal(signum, self._handle)

@@ -14,7 +14,7 @@ import shutil
 import sys
 import tempfile
 from pathlib import Path
-from typing import Iterator
+from collections.abc import Iterator
 
 from .errors import BadInput
 
@@ -163,7 +163,7 @@ def _remove(entry: Path) -> None:
 def _exchange(a: Path, b: Path) -> bool:
     """Swap two directories atomically (Linux renameat2 RENAME_EXCHANGE); False if unavailable."""
     try:
-        import ctypes  # noqa: PLC0415
+        import ctypes
 
         libc = ctypes.CDLL(None, use_errno=True)
         renameat2 = libc.renameat2
@@ -179,7 +179,7 @@ def _lock_path(path: Path) -> Path:
 
 @contextlib.contextmanager
 def _locked(path: Path) -> Iterator[None]:
-    import fcntl  # noqa: PLC0415
+    import fcntl
 
     lock = _lock_path(path)
     while True:
@@ -228,7 +228,7 @@ def _remove_stale_siblings(path: Path) -> None:
 
 
 def glob_escape(text: str) -> str:
-    import glob  # noqa: PLC0415
+    import glob
 
     return glob.escape(text)
 

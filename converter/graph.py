@@ -11,7 +11,8 @@ from __future__ import annotations
 
 import json
 from dataclasses import dataclass, field
-from typing import Any, Iterable
+from typing import Any
+from collections.abc import Iterable
 
 import numpy as np
 import onnx
@@ -57,7 +58,7 @@ class Provenance:
         )
 
     @classmethod
-    def from_json(cls, text: str) -> "Provenance":
+    def from_json(cls, text: str) -> Provenance:
         data = json.loads(text)
         return cls(dict(data.get("tensor_origin", {})), dict(data.get("node_origin", {})))
 

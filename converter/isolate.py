@@ -22,7 +22,7 @@ import signal
 import tempfile
 import time
 from pathlib import Path
-from typing import Callable
+from collections.abc import Callable
 
 from .errors import EXIT_INTERNAL, BadInput, EdgeconvError, TimedOut
 
@@ -56,9 +56,9 @@ def guarded_run(sess, names, feeds: dict, what: str = "onnxruntime inference"):
     Python, so neither a timer nor a signal handler could stop it.  The run happens in a worker
     thread; this thread waits in Python and, when the time is up or a signal arrived, sets
     ``RunOptions.terminate``, which onnxruntime checks between nodes (Loop bodies included)."""
-    import threading  # noqa: PLC0415
+    import threading
 
-    import onnxruntime as ort  # noqa: PLC0415
+    import onnxruntime as ort
 
     options = ort.RunOptions()
     options.log_severity_level = 4  # the terminate flag is ours: no native error line for it
@@ -104,7 +104,7 @@ def run_models(fn: Callable, args: tuple, timeout: float | None, what: str) -> l
     threads (onnxruntime's or torch's pools after earlier work, a test runner) must not fork: a
     lock held by another thread at fork time stays locked forever in the child.  It starts a
     fresh interpreter instead, which reads ``fn`` and ``args`` (our own values) from a pickle."""
-    import onnx  # noqa: PLC0415
+    import onnx
 
     if not timeout:
         result = fn(*args)
@@ -159,9 +159,9 @@ def _run_forked(fn, args, tmp: Path, timeout: float, what: str) -> None:
 
 
 def _run_spawned(fn, args, tmp: Path, timeout: float, what: str) -> None:
-    import pickle  # noqa: PLC0415
-    import subprocess  # noqa: PLC0415
-    import sys  # noqa: PLC0415
+    import pickle
+    import subprocess
+    import sys
 
     (tmp / "call.pickle").write_bytes(pickle.dumps((fn.__module__, fn.__qualname__, args)))
     env = {**_CHILD_ENV, **os.environ}
@@ -190,8 +190,8 @@ def _run_spawned(fn, args, tmp: Path, timeout: float, what: str) -> None:
 
 def _spawned_main(tmp: str) -> None:
     """Entry point of a spawned child: compute, write status.json, exit."""
-    import importlib  # noqa: PLC0415
-    import pickle  # noqa: PLC0415
+    import importlib
+    import pickle
 
     signal.signal(signal.SIGINT, signal.SIG_DFL)
     module, qualname, args = pickle.loads((Path(tmp) / "call.pickle").read_bytes())
@@ -206,7 +206,7 @@ def _compute(fn, args, tmp: Path) -> int:
     # directory the parent removes: a child killed mid-export leaves nothing in TMPDIR.
     tempfile.tempdir = str(tmp)
     try:
-        from .load import save_onnx  # noqa: PLC0415
+        from .load import save_onnx
 
         result = fn(*args)
         models = list(result) if isinstance(result, (list, tuple)) else [result]
@@ -264,7 +264,7 @@ def _read_status(tmp: Path) -> dict:
 
 
 def _error(status: dict) -> EdgeconvError:
-    from . import errors  # noqa: PLC0415
+    from . import errors
 
     cls = getattr(errors, status.get("kind", ""), None)
     if isinstance(cls, type) and issubclass(cls, EdgeconvError) and cls.__init__ is EdgeconvError.__init__:

@@ -15,7 +15,7 @@ layer) unless ``retrain_hook`` is given: ``retrain_hook(model) -> model`` on the
 from __future__ import annotations
 
 from dataclasses import dataclass, field
-from typing import Callable
+from collections.abc import Callable
 
 import numpy as np
 import onnx
@@ -70,12 +70,12 @@ def legalize(model: onnx.ModelProto, framework: str, hw: str, matrix=None,
     the ``retrain`` replacement blocks (``.teachers``: the original layers) and returning it
     fine-tuned; None: the default layer-wise distillation.
     """
-    from .matrix import load_matrix  # noqa: PLC0415
+    from .matrix import load_matrix
 
     matrix = matrix or load_matrix()
     hw = matrix.resolve_hw(framework, hw) if hasattr(matrix, "resolve_hw") else hw
     if isinstance(retrain_hook, str):
-        from .rewrites.retrain import load_hook  # noqa: PLC0415
+        from .rewrites.retrain import load_hook
 
         retrain_hook = load_hook(retrain_hook)  # a bad spec fails before any work
     # One import and one search for planning and rewriting: the plan only reads the graph, and
@@ -205,9 +205,9 @@ def _export_inferred(graph: gs.Graph, clean: bool = False) -> onnx.ModelProto:
 def _fit_retrain_rewrites(original: onnx.ModelProto, current: onnx.ModelProto, applied, hook=None):
     """Fit each Resize+Conv that replaced a ConvTranspose: by default layer-wise distillation
     against the original layer; with ``hook``, the user's function fine-tunes the blocks."""
-    from .rewrites.base import const_input, present  # noqa: PLC0415
-    from .rewrites.convtranspose import geometry  # noqa: PLC0415
-    from .rewrites import retrain  # noqa: PLC0415
+    from .rewrites.base import const_input, present
+    from .rewrites.convtranspose import geometry
+    from .rewrites import retrain
 
     by_name = {n.name: n for n in to_graph(original).nodes}
     graph = to_graph(current)
@@ -258,14 +258,14 @@ def _unresolved(graph, matrix, framework, hw, keep) -> list[str]:
 
 
 def run_onnx(model: onnx.ModelProto, feeds: dict[str, np.ndarray]) -> dict[str, np.ndarray]:
-    import onnxruntime as ort  # noqa: PLC0415
+    import onnxruntime as ort
 
     opts = ort.SessionOptions()
     opts.graph_optimization_level = ort.GraphOptimizationLevel.ORT_DISABLE_ALL
     opts.log_severity_level = 3
     sess = ort.InferenceSession(model.SerializeToString(), opts, providers=["CPUExecutionProvider"])
     names = [o.name for o in sess.get_outputs()]
-    from .isolate import guarded_run  # noqa: PLC0415  (--timeout and Ctrl-C stop a model that never ends)
+    from .isolate import guarded_run  #  (--timeout and Ctrl-C stop a model that never ends)
 
     return dict(zip(names, guarded_run(sess, names, feeds)))
 

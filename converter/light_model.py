@@ -69,13 +69,20 @@ def _repeated(descriptor) -> bool:
     return descriptor.label == descriptor.LABEL_REPEATED
 
 
-def infer_shapes(model: onnx.ModelProto, **kwargs) -> onnx.ModelProto:
+def infer_shapes(model: onnx.ModelProto, *, in_place: bool = False, **kwargs) -> onnx.ModelProto:
     """``onnx.shape_inference.infer_shapes(model, **kwargs)``, serializing no weights: a new
-    model equal to what onnx returns (the original's inputs and initializers, in their order)."""
+    model equal to what onnx returns (the original's inputs and initializers, in their order).
+
+    ``in_place=True`` (for a model the caller drops afterwards) puts the inferred graph into
+    ``model`` itself and returns it: the weights are never copied (they would be, once, into a
+    new model -- a second copy of every weight while both exist)."""
     light, added = light_copy(model)
     inferred = onnx.shape_inference.infer_shapes(light, **kwargs)
     if len(light.graph.initializer) == len(model.graph.initializer):
         return inferred
+    if in_place:
+        _adopt(inferred, model, set(added))
+        return model
     result = onnx.ModelProto()
     _copy_fields(inferred, result, skip=("graph",))
     _copy_fields(inferred.graph, result.graph, skip=("initializer", "input", "value_info"))
@@ -84,6 +91,20 @@ def infer_shapes(model: onnx.ModelProto, **kwargs) -> onnx.ModelProto:
     added_names = set(added)
     result.graph.value_info.extend(v for v in inferred.graph.value_info if v.name not in added_names)
     return result
+
+
+def _adopt(inferred: onnx.ModelProto, model: onnx.ModelProto, added_names: set[str]) -> None:
+    """Make ``model`` equal to the model :func:`infer_shapes` builds, keeping its own inputs and
+    initializers (every other field replaced by ``inferred``'s)."""
+    for descriptor, _ in model.ListFields():
+        if descriptor.name != "graph":
+            model.ClearField(descriptor.name)
+    _copy_fields(inferred, model, skip=("graph",))
+    for descriptor, _ in model.graph.ListFields():
+        if descriptor.name not in ("initializer", "input"):
+            model.graph.ClearField(descriptor.name)
+    _copy_fields(inferred.graph, model.graph, skip=("initializer", "input", "value_info"))
+    model.graph.value_info.extend(v for v in inferred.graph.value_info if v.name not in added_names)
 
 
 def on_light_copy(model: onnx.ModelProto, transform) -> onnx.ModelProto:
@@ -125,7 +146,7 @@ def without_weight_bytes(model: onnx.ModelProto, min_bytes: int = MIN_IN_MEMORY_
 
     onnxruntime's ``SessionOptions.add_external_initializers`` supplies the arrays for the stubs,
     so a session never needs the 45 MB of a ResNet-18 serialized into one more bytes object."""
-    import numpy as np  # noqa: PLC0415
+    import numpy as np
 
     shell = onnx.ModelProto()
     _copy_fields(model, shell, skip=("graph",))

@@ -75,7 +75,7 @@ def load_model(
     if suffix in ONNX_SUFFIXES:
         return load_onnx(path)
     if suffix in TORCHSCRIPT_SUFFIXES | EXPORTED_PROGRAM_SUFFIXES:
-        from .isolate import DEFAULT_TIMEOUT, run_models  # noqa: PLC0415
+        from .isolate import DEFAULT_TIMEOUT, run_models
 
         if not zipfile.is_zipfile(path):
             kind = "an ExportedProgram archive" if suffix in EXPORTED_PROGRAM_SUFFIXES else \
@@ -207,7 +207,7 @@ def write_with_external_weights(model: onnx.ModelProto, path: Path) -> Path:
 def _torch():
     if importlib.util.find_spec("torch") is None:
         raise MissingExtra("torch", "loading PyTorch files")
-    import torch  # noqa: PLC0415
+    import torch
 
     return torch
 
@@ -225,7 +225,7 @@ _PICKLED_MODULE = ("{path}: a pickled Python object (torch.save of a module); lo
 def _pickles_code(path: Path) -> bool:
     """A torch.save file whose pickle names callables beyond tensors: refused without starting
     torch (the same answer ``torch.load(weights_only=True)`` gives, but before any child runs)."""
-    from .pickle_guard import unsafe_pickles  # noqa: PLC0415
+    from .pickle_guard import unsafe_pickles
 
     try:
         return any(" calls " in problem for problem in unsafe_pickles(path))
@@ -309,7 +309,7 @@ def _export_torchscript_as_program(torch, module, args, arg_names, path) -> onnx
         with warnings.catch_warnings(), contextlib.redirect_stdout(sink), contextlib.redirect_stderr(sink), \
                 _quiet_logging():
             warnings.simplefilter("ignore")
-            from torch._export.converter import TS2EPConverter  # noqa: PLC0415
+            from torch._export.converter import TS2EPConverter
 
             program = TS2EPConverter(module, args).convert()
             program = program.run_decompositions(_fused_op_decompositions(torch))
@@ -488,7 +488,7 @@ def _quiet_logging():
 def load_tf(path: Path, input_shapes=None, trust_pickle: bool = False) -> onnx.ModelProto:
     if importlib.util.find_spec("tf2onnx") is None or importlib.util.find_spec("tensorflow") is None:
         raise MissingExtra("tf", f"{path.name}: converting TensorFlow models")
-    from .load_tf import convert_tf  # noqa: PLC0415
+    from .load_tf import convert_tf
 
     return convert_tf(path, input_shapes or {}, trust_pickle)
 

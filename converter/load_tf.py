@@ -27,8 +27,8 @@ def convert_tf(path: Path, input_shapes: dict[str, tuple[int, ...]], trust_pickl
     sink = io.StringIO()
     # TensorFlow writes from C++ straight to fd 2: Python-level redirection alone misses it.
     with contextlib.redirect_stdout(sink), contextlib.redirect_stderr(sink), quiet_native_stderr():
-        import tensorflow as tf  # noqa: PLC0415
-        import tf2onnx  # noqa: PLC0415
+        import tensorflow as tf
+        import tf2onnx
 
         tf.get_logger().setLevel("ERROR")
         suffix = path.suffix.lower()
@@ -67,7 +67,7 @@ def _keras(tf, tf2onnx, path: Path, input_shapes, safe_mode: bool = True):
 
 
 def _saved_model(tf2onnx, path: Path):
-    from tf2onnx import tf_loader  # noqa: PLC0415
+    from tf2onnx import tf_loader
 
     graph_def, inputs, outputs = tf_loader.from_saved_model(str(path), None, None, tag=None, signatures=None)
     model, _ = tf2onnx.convert.from_graph_def(graph_def, input_names=inputs, output_names=outputs, opset=_OPSET)
@@ -104,7 +104,7 @@ CODE_OPS = {"PyFunc", "PyFuncStateless", "EagerPyFunc", "WriteFile", "DeleteFile
 
 
 def _saved_model_graphs(path: Path) -> list:
-    from tensorflow.core.protobuf import saved_model_pb2  # noqa: PLC0415  (protobuf classes only)
+    from tensorflow.core.protobuf import saved_model_pb2  #  (protobuf classes only)
 
     proto = saved_model_pb2.SavedModel()
     pb = path / "saved_model.pb"
@@ -131,8 +131,8 @@ def refuse_code_ops(path: Path, graphs: list) -> None:
 def refuse_keras_code(path: Path) -> None:
     """Keras files carry code two ways: Lambda layers (marshalled Python bytecode) and layer
     configs naming any importable module.  Both are refused before Keras reads the file."""
-    import json  # noqa: PLC0415
-    import zipfile  # noqa: PLC0415
+    import json
+    import zipfile
 
     config = None
     try:
@@ -141,7 +141,7 @@ def refuse_keras_code(path: Path) -> None:
                 if "config.json" in zf.namelist():
                     config = json.loads(zf.read("config.json"))
         else:
-            import h5py  # noqa: PLC0415
+            import h5py
 
             with h5py.File(path, "r") as f:
                 raw = f.attrs.get("model_config")
@@ -168,7 +168,7 @@ def _keras_code(node, depth: int = 0) -> str | None:
         if node.get("class_name") in ("Lambda", "__lambda__") and "config" in node:
             return f"a {node['class_name']} layer"
         module = node.get("module")
-        if isinstance(module, str) and module and not module.split(".")[0] in _KERAS_MODULES:
+        if isinstance(module, str) and module and module.split(".")[0] not in _KERAS_MODULES:
             return f"a layer configuration naming the Python module '{module}'"
         for value in node.values():
             found = _keras_code(value, depth + 1)

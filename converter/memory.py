@@ -47,8 +47,8 @@ def format_size(n: float) -> str:
 
 def _tensor_bytes(value_info) -> tuple[int, int] | None:
     """(elements, bytes) of a value_info with a fully known shape."""
-    import numpy as np  # noqa: PLC0415
-    import onnx  # noqa: PLC0415
+    import numpy as np
+    import onnx
 
     t = value_info.type.tensor_type
     if not t.elem_type or not t.HasField("shape"):
@@ -96,3 +96,22 @@ def check_memory(model, limit: int | None, what: str = "reference inference") ->
                        f"more than --max-memory {format_size(limit)}; give smaller --input-shape values or "
                        "raise --max-memory")
     return needed
+
+
+#: Weights at least this big make a stage free the copies it dropped right away (a full cycle
+#: collection costs tens of milliseconds in a big process: not worth it for small models).
+RELEASE_MIN_BYTES = 64 << 20
+
+
+def weight_bytes(model) -> int:
+    """Bytes of the model's initializers held in memory."""
+    return sum(len(t.raw_data) for t in model.graph.initializer)
+
+
+def release(heavy: bool) -> None:
+    """Free what graphsurgeon graphs (cyclic: only the cycle collector frees them) and the weight
+    copies they hold left behind, when ``heavy`` (the model's weights >= RELEASE_MIN_BYTES)."""
+    if heavy:
+        import gc
+
+        gc.collect()

@@ -10,6 +10,7 @@ their names: they are the model's interface.
 
 from __future__ import annotations
 
+
 import os
 import tempfile
 from collections import Counter
@@ -22,6 +23,7 @@ import onnx_graphsurgeon as gs
 from .errors import BadInput
 from .graph import CANONICAL_OPSET, model_opset, to_graph, to_model, unique_name
 from . import light_model
+from .memory import RELEASE_MIN_BYTES, release, weight_bytes
 
 # Characters the edge formats cannot carry in a name (TNN splits on ',', '"', ' ' and ':').
 _UNSAFE = str.maketrans({c: "_" for c in ' ,":;/\\()[]{}<>\'#'})
@@ -56,7 +58,7 @@ def _stash_large_weights(model: onnx.ModelProto) -> list[bytes]:
 
 def _light_copy(model: onnx.ModelProto) -> bytes:
     """``model`` serialized with each big initializer replaced by a numbered stash reference."""
-    from .load import external_references  # noqa: PLC0415
+    from .load import external_references
 
     stash_ref = lambda index, _raw: {"location": _STASH_LOCATION, "offset": index}  # noqa: E731
     with external_references(model, stash_ref, _STASH_MIN_BYTES):
@@ -82,8 +84,9 @@ def is_large(model: onnx.ModelProto) -> bool:
 
 
 def _normalize(model: onnx.ModelProto, input_shapes, check: bool = True) -> onnx.ModelProto:
-    model = _to_canonical_opset(model)
-    graph = to_graph(model)
+    heavy = weight_bytes(model) >= RELEASE_MIN_BYTES
+    graph = to_graph(_to_canonical_opset(model))
+    model = None  # the caller's model stays; the converted copy lives only as long as ``graph``
     _check_acyclic(graph)
     _drop_attributes_newer_than_opset(graph)
     if input_shapes:
@@ -92,11 +95,13 @@ def _normalize(model: onnx.ModelProto, input_shapes, check: bool = True) -> onnx
     graph.cleanup(remove_unused_graph_inputs=False).toposort()
     # gs folding evaluates constant subgraphs with onnxruntime and turns Constant nodes into
     # initializers; shapes must be inferred first so shape-only subgraphs fold too.
-    graph, unfolded = _fold_to_fixpoint(graph)
+    graph, unfolded = _fold_to_fixpoint(graph, heavy)
     _inline_constant_nodes(graph)
     _remove_passthrough(graph)
+    _drop_needless_allowzero(graph)
     graph.cleanup(remove_unused_graph_inputs=False).toposort()
     _rename(graph)
+    release(heavy)  # graphsurgeon graphs are cyclic: free the ones above (and their weights) now
     if unfolded:
         graph.__dict__.setdefault("metadata", {})[UNFOLDED_NOTE_KEY] = unfolded_note(unfolded)
     model = _infer(to_model(graph, CANONICAL_OPSET))
@@ -184,7 +189,7 @@ _SHAPE_OPS = frozenset({"Shape", "Size", "ConstantOfShape"})
 _MAX_FOLD_ROUNDS = 8
 
 
-def _fold_to_fixpoint(graph: gs.Graph) -> tuple[gs.Graph, list[str]]:
+def _fold_to_fixpoint(graph: gs.Graph, heavy: bool = False) -> tuple[gs.Graph, list[str]]:
     """Infer shapes and fold constants, again and again, until the graph stops shrinking; returns
     the graph and the constants left unfolded (:func:`_fold_constants`).
 
@@ -198,6 +203,7 @@ def _fold_to_fixpoint(graph: gs.Graph) -> tuple[gs.Graph, list[str]]:
     unfolded: list[str] = []
     for _ in range(_MAX_FOLD_ROUNDS):
         graph = to_graph(_infer(to_model(graph)))
+        release(heavy)  # the previous round's graph (cyclic) and the weights it still held
         unfolded = _fold_constants(graph)  # the last round's list: what stays unfolded
         if len(graph.nodes) == size or not _has_shape_work(graph):
             break
@@ -245,7 +251,8 @@ def _upgrade_ir_version(model: onnx.ModelProto) -> onnx.ModelProto:
 
 def _infer(model: onnx.ModelProto) -> onnx.ModelProto:
     try:
-        return light_model.infer_shapes(model, check_type=False, strict_mode=False, data_prop=True)
+        # in place: every caller passes a model it just exported and drops afterwards
+        return light_model.infer_shapes(model, in_place=True, check_type=False, strict_mode=False, data_prop=True)
     except Exception:  # very large models: fall back to the uninferred graph
         return model
 
@@ -311,6 +318,18 @@ def _fix_input_shapes(graph: gs.Graph, shapes: dict[str, tuple[int, ...]]) -> No
     for tensor in graph.tensors().values():
         if isinstance(tensor, gs.Variable) and tensor not in graph.inputs and tensor not in graph.outputs:
             tensor.shape = None
+
+
+def _drop_needless_allowzero(graph: gs.Graph) -> None:
+    """Reshape ``allowzero=1`` (the dynamo exporter writes it on every Reshape) means a 0 in the
+    target shape is a real zero-size dim instead of "copy the input's"; with a constant target
+    that has no 0 the two readings agree, and the edge converters know only the default."""
+    for node in graph.nodes:
+        if node.op != "Reshape" or not int(node.attrs.get("allowzero", 0)):
+            continue
+        target = node.inputs[1] if len(node.inputs) > 1 else None
+        if isinstance(target, gs.Constant) and not np.any(np.asarray(target.values) == 0):
+            del node.attrs["allowzero"]
 
 
 def _remove_passthrough(graph: gs.Graph) -> None:
@@ -448,9 +467,9 @@ def check_equivalent(original: onnx.ModelProto, normalized: onnx.ModelProto,
 
     Returns the max abs error, or None when the inputs are not static (nothing to run).
     """
-    import onnxruntime as ort  # noqa: PLC0415
+    import onnxruntime as ort
 
-    from .errors import EdgeconvError  # noqa: PLC0415
+    from .errors import EdgeconvError
 
     feeds = seeded_inputs(normalized, seed, int_high=4)
     if feeds is None:
@@ -462,7 +481,7 @@ def check_equivalent(original: onnx.ModelProto, normalized: onnx.ModelProto,
     def session(m, tmp):
         if not is_large(m):
             return ort.InferenceSession(m.SerializeToString(), opts, providers=["CPUExecutionProvider"])
-        from .load import write_with_external_weights  # noqa: PLC0415
+        from .load import write_with_external_weights
 
         path = write_with_external_weights(m, Path(tmp) / f"model{len(os.listdir(tmp))}.onnx")
         return ort.InferenceSession(str(path), opts, providers=["CPUExecutionProvider"])
@@ -474,7 +493,7 @@ def check_equivalent(original: onnx.ModelProto, normalized: onnx.ModelProto,
         except Exception as err:
             raise BadInput(f"onnxruntime cannot run the model: {str(err).strip().splitlines()[0][:300]}") from None
         names = [o.name for o in sess.get_outputs()]
-        from .isolate import guarded_run  # noqa: PLC0415  (time limit, Ctrl-C)
+        from .isolate import guarded_run  #  (time limit, Ctrl-C)
 
         # Normalization renames interface names the edge formats cannot carry ("[/x]" -> "__x_"):
         # graph inputs are matched by position.

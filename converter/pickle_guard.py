@@ -113,8 +113,8 @@ def unsafe_pickles(path: Path, torchscript: bool = False) -> list[str]:
 
 def _pickled_members(zf: zipfile.ZipFile) -> set[str]:
     """Members the archive's payload configs (``data/*/model_*_config.json``) mark as pickled."""
-    import json  # noqa: PLC0415
-    import posixpath  # noqa: PLC0415
+    import json
+    import posixpath
 
     marked = set()
     for name in zf.namelist():

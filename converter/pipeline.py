@@ -31,6 +31,7 @@ from . import __version__
 from .errors import (EXIT_NEEDS_CUSTOM, EXIT_OK, EXIT_UNSUPPORTED, EXIT_UNVERIFIED, EXIT_VERIFY_FAILED, BadInput,
                      Unsupported)
 from .fsutil import atomic_write_text, replace_output_dir, sha256_file
+from .memory import RELEASE_MIN_BYTES, release, weight_bytes
 
 STATUS_EXIT = {"ok": EXIT_OK, "unsupported": EXIT_UNSUPPORTED, "verify_failed": EXIT_VERIFY_FAILED,
                "needs_custom": EXIT_NEEDS_CUSTOM, "unverified": EXIT_UNVERIFIED}
@@ -95,6 +96,7 @@ class _Timer:
     def __init__(self, progress=None):
         self.timings: dict[str, float] = {}
         self.progress = progress
+        self.heavy = False  # weights >= memory.RELEASE_MIN_BYTES: free dropped copies per stage
 
     @contextmanager
     def stage(self, name: str):
@@ -104,13 +106,16 @@ class _Timer:
         try:
             yield
         finally:
+            # graphsurgeon graphs are cyclic: what a stage dropped (whole copies of the weights)
+            # is freed only by the cycle collector -- now, not during the next stage's peak.
+            release(self.heavy)
             self.timings[name] = round(time.perf_counter() - start, 4)
 
 
 def load_stage(model_path: str, opts: PortOptions):
     """Load and normalize; returns (original ONNX, normalized ONNX)."""
-    from .load import load_model  # noqa: PLC0415
-    from .normalize import dynamic_inputs, normalize  # noqa: PLC0415
+    from .load import load_model
+    from .normalize import dynamic_inputs, normalize
 
     shapes = dict(opts.input_shapes)
     original = load_model(model_path, shapes, opts.trust_pickle, opts.timeout)
@@ -121,7 +126,7 @@ def load_stage(model_path: str, opts: PortOptions):
     if problems:
         raise BadInput(problems[0])
     if opts.verify or opts.quantize:
-        from .memory import check_memory  # noqa: PLC0415
+        from .memory import check_memory
 
         check_memory(normalized, opts.max_memory)
     return original, normalized
@@ -133,15 +138,15 @@ def port(model_path: str, opts: PortOptions, progress=None, preloaded=None, shar
     ``preloaded`` = (original, normalized[, seconds it took]) skips loading; ``shared`` (a
     :class:`~converter.shared_work.SharedWork` of those models) shares the reference outputs
     between the ports of one model to several targets."""
-    from . import targets  # noqa: PLC0415
-    from .check import check_model  # noqa: PLC0415
-    from .legalize import legalize  # noqa: PLC0415
-    from .load import save_onnx  # noqa: PLC0415
-    from .matrix import load_matrix  # noqa: PLC0415
-    from .quantize.port import plan_for_port  # noqa: PLC0415
-    from .targets.base import ExportOptions, Target  # noqa: PLC0415
+    from . import targets
+    from .check import check_model
+    from .legalize import legalize
+    from .load import save_onnx
+    from .matrix import load_matrix
+    from .quantize.port import plan_for_port
+    from .targets.base import ExportOptions, Target
 
-    from .runtimes import resolve  # noqa: PLC0415
+    from .runtimes import resolve
 
     timer = _Timer(progress)
     matrix = load_matrix(opts.matrix, opts.matrix_overlays)
@@ -162,10 +167,12 @@ def port(model_path: str, opts: PortOptions, progress=None, preloaded=None, shar
     with replace_output_dir(out_dir) as tmp:
         if preloaded:  # loaded once for several targets; the caller may pass the time it took
             original, model = preloaded[:2]
+            timer.heavy = weight_bytes(model) >= RELEASE_MIN_BYTES
             timer.timings["load+normalize"] = preloaded[2] if len(preloaded) > 2 else 0.0
         else:
             with timer.stage("load+normalize"):
                 original, model = load_stage(model_path, opts)
+                timer.heavy = weight_bytes(model) >= RELEASE_MIN_BYTES
         report["ops_before"] = _histogram(model)
         with timer.stage("check"):
             checked = check_model(model, opts.target, hw, matrix)
@@ -178,7 +185,7 @@ def port(model_path: str, opts: PortOptions, progress=None, preloaded=None, shar
         final, postprocess = legal.model, None
         status, reason = "ok", ""
         if legal.custom_nodes:
-            from .rewrites.custom import write_custom_layers  # noqa: PLC0415
+            from .rewrites.custom import write_custom_layers
 
             with timer.stage("custom"):
                 report["custom_layers"] = write_custom_layers(
@@ -192,7 +199,7 @@ def port(model_path: str, opts: PortOptions, progress=None, preloaded=None, shar
             reason = (f"{opts.target} has no custom layers for ML Programs; nodes needing one: "
                       f"{', '.join(sorted(legal.custom_nodes))} (see custom/ for the composite-op path)")
         if status == "ok" and legal.postprocess_nodes:
-            from .postproc import split  # noqa: PLC0415
+            from .postproc import split
 
             with timer.stage("split"):
                 max_outputs = matrix.properties(opts.target, hw).get("max_outputs")
@@ -203,7 +210,7 @@ def port(model_path: str, opts: PortOptions, progress=None, preloaded=None, shar
         save_onnx(final, tmp / "legalized.onnx")
         report["ops_after"] = _histogram(final)
         if quant_plan is not None and status == "ok":
-            from .quantize.port import quantize_for_port  # noqa: PLC0415
+            from .quantize.port import quantize_for_port
 
             with timer.stage("quantize"):
                 quant = quantize_for_port(final, opts, quant_plan, target, tmp, warn=_warn,
@@ -246,7 +253,7 @@ def port(model_path: str, opts: PortOptions, progress=None, preloaded=None, shar
                     # the files are written, and the report says they are not verified.
                     verdict, reason = None, f"not verified: {err}"
             if verdict is not None:
-                from .verify.report import to_json  # noqa: PLC0415
+                from .verify.report import to_json
 
                 report["verification"] = to_json(verdict)
                 if not verdict.ok:
@@ -277,7 +284,7 @@ def port(model_path: str, opts: PortOptions, progress=None, preloaded=None, shar
         report["status"], report["reason"] = status, reason
         report["timings"] = timer.timings
         atomic_write_text(tmp / "report.json", json.dumps(report, indent=2, sort_keys=True, default=str))
-        from .report.port_page import write_port_page  # noqa: PLC0415
+        from .report.port_page import write_port_page
 
         write_port_page(report, model, matrix, tmp / "report.html", verdict)
         files = sorted(str(p.relative_to(tmp)) for p in tmp.rglob("*") if p.is_file())
@@ -288,8 +295,8 @@ def _judge_integer_file(quant, target, runtime, artifact) -> tuple[str, str] | N
     """Run the exported integer file (the real runtime when the user has one) and judge it
     against the float model (``quant.file_verification``); a runtime that refuses the file fails
     it, a reader that cannot run it leaves it unverified: (status, reason), or None."""
-    from .errors import RuntimeUnavailable  # noqa: PLC0415
-    from .runtimes import ReaderCannotRun, RuntimeRefused, bind, oracle_of  # noqa: PLC0415
+    from .errors import RuntimeUnavailable
+    from .runtimes import ReaderCannotRun, RuntimeRefused, bind, oracle_of
 
     judge = bind(target, runtime)
     oracle = oracle_of(judge, artifact).name
@@ -308,13 +315,13 @@ def _oracle_name(target, artifact, runtime, verdict, hw: str = "") -> str:
     """What judged (or would judge) the target stage, for the summary and report.json."""
     if verdict is not None and verdict.target_oracle:
         return verdict.target_oracle
-    from .runtimes import bind, builtin_oracle, oracle_of  # noqa: PLC0415
+    from .runtimes import bind, builtin_oracle, oracle_of
 
     if artifact is None:  # nothing exported (unsupported): what would have judged it
         if runtime is not None:
             return runtime.oracle_name(hw)
         if target.name == "coreml":
-            from .targets.coreml import _runtime_name  # noqa: PLC0415
+            from .targets.coreml import _runtime_name
 
             return builtin_oracle(_runtime_name()).name
         return builtin_oracle(_BUILTIN_RUNTIME[target.name]).name if target.name in _BUILTIN_RUNTIME else ""
@@ -331,9 +338,9 @@ def _verify(original, normalized, final, postprocess, target, artifact, opts: Po
 
     A file carrying custom layers cannot run until the app registers their kernels, so its
     target stage is reported as skipped (the custom/ harnesses prove each kernel instead)."""
-    from .verify.pipeline import choose_inputs, verify_port  # noqa: PLC0415
-    from .verify.metrics import Tolerance  # noqa: PLC0415
-    from .verify.stages import Tolerances, load_tolerances  # noqa: PLC0415
+    from .verify.pipeline import choose_inputs, verify_port
+    from .verify.metrics import Tolerance
+    from .verify.stages import Tolerances, load_tolerances
 
     tolerances = load_tolerances(opts.tolerances, opts.atol, opts.rtol)
     target_tolerances = None
@@ -346,7 +353,7 @@ def _verify(original, normalized, final, postprocess, target, artifact, opts: Po
                               rtol=max(suggested["rtol"], tolerances.default.rtol)),
             layer_rmse=tolerances.layer_rmse, noise_multiple=tolerances.noise_multiple)
     inputs = choose_inputs(normalized, opts.inputs_npz)[0] if opts.inputs_npz else None
-    from .runtimes import bind  # noqa: PLC0415
+    from .runtimes import bind
 
     target = bind(target, runtime)
     if custom_nodes:
@@ -369,7 +376,7 @@ def _verify(original, normalized, final, postprocess, target, artifact, opts: Po
 def shared_work(preloaded):
     """The :class:`~converter.shared_work.SharedWork` of a preloaded (original, normalized) pair:
     pass it to every :func:`port` of that model."""
-    from .shared_work import SharedWork  # noqa: PLC0415
+    from .shared_work import SharedWork
 
     original, normalized = preloaded[:2]
     return SharedWork(_inputs_named_like(original, normalized), normalized)
@@ -378,7 +385,7 @@ def shared_work(preloaded):
 def _inputs_named_like(original, normalized):
     """The original model with its graph inputs renamed as normalization renamed them (names the
     edge formats cannot carry, like TF's ``image:0``), so one set of feeds runs every stage."""
-    from .graph import to_graph, to_model  # noqa: PLC0415
+    from .graph import to_graph, to_model
 
     inits = {i.name for i in normalized.graph.initializer}
     new = [i.name for i in normalized.graph.input if i.name not in inits]
@@ -400,14 +407,14 @@ class _NeedsCustomKernels:
         self.name, self.nodes, self.target = target.name, nodes, target
 
     def run(self, artifact, inputs):
-        from .errors import RuntimeUnavailable  # noqa: PLC0415
+        from .errors import RuntimeUnavailable
 
         raise RuntimeUnavailable(f"the file carries custom layer(s) {', '.join(self.nodes)}: register their "
                                  "kernels (see custom/) to run it; each harness checks its kernel")
 
 
 def _remove(path: Path) -> None:
-    import shutil  # noqa: PLC0415
+    import shutil
 
     if path.is_dir():
         shutil.rmtree(path, ignore_errors=True)
@@ -416,20 +423,20 @@ def _remove(path: Path) -> None:
 
 
 def _warn(line: str) -> None:
-    import sys  # noqa: PLC0415
+    import sys
 
     print(f"edgeconv: warning: {line}", file=sys.stderr)
 
 
 def _model_name(model_path: str) -> str:
-    import re  # noqa: PLC0415
+    import re
 
     stem = Path(model_path).name.split(".")[0] or "model"
     return re.sub(r"[^A-Za-z0-9_]", "_", stem)
 
 
 def _histogram(model) -> dict[str, int]:
-    from .graph import op_histogram  # noqa: PLC0415
+    from .graph import op_histogram
 
     return op_histogram(model)
 

@@ -213,7 +213,7 @@ def plan_model(model: onnx.ModelProto, framework: str, hw: str, matrix=None, *, 
     own, so the trials run here are not run again); ``graph``: ``to_graph(model)`` when the
     caller has it already (only read here).
     """
-    from .matrix import load_matrix  # noqa: PLC0415
+    from .matrix import load_matrix
 
     matrix = matrix or load_matrix()
     hw = matrix.resolve_hw(framework, hw) if hasattr(matrix, "resolve_hw") else hw
@@ -257,7 +257,7 @@ def _assign_postprocess(graph, stuck: list[PlanEntry]) -> None:
     if not stuck:
         return
     try:
-        from .postproc.cut import find_cut, trailing_region  # noqa: PLC0415
+        from .postproc.cut import find_cut, trailing_region
     except ImportError:  # the post-processing split is optional; then everything is custom
         for e in stuck:
             e.reason += "; post-processing split unavailable"

@@ -12,7 +12,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Callable
+from collections.abc import Callable
 
 import numpy as np
 
@@ -30,14 +30,14 @@ NAMES = (
 @dataclass(frozen=True)
 class ZooEntry:
     name: str
-    build: Callable[[str], "object"]  # size -> torch.nn.Module (eval mode, seeded)
+    build: Callable[[str], object]  # size -> torch.nn.Module (eval mode, seeded)
     input_shapes: Callable[[str], dict[str, tuple[int, ...]]]
     output_names: tuple[str, ...]
     description: str
 
 
 def _torch():
-    import torch  # noqa: PLC0415  (lazy: the CLI must start without torch)
+    import torch  #  (lazy: the CLI must start without torch)
 
     return torch
 

@@ -1,6 +1,6 @@
 #!/usr/bin/env bash
-# The test command: install everything (Python env; g++ and flexbuffers.h to compile generated
-# C++; flatc to check the generated TFLite bindings; headless Chromium for the report-page test),
+# The test command: install everything (Python env, ruff among the dev extras; g++ and flexbuffers.h
+# to compile generated C++; flatc to check the generated TFLite bindings; headless Chromium for the report-page test),
 # then run the whole suite.
 set -euo pipefail
 cd "$(dirname "$0")/.."
@@ -11,6 +11,8 @@ if ! command -v chromium >/dev/null 2>&1 || ! command -v chromedriver >/dev/null
   $SUDO apt-get update -qq
   DEBIAN_FRONTEND=noninteractive $SUDO apt-get install -y -qq chromium chromium-driver g++ libflatbuffers-dev flatbuffers-compiler >/dev/null
 fi
+# Lint first (configured in pyproject.toml): a lint error fails the run like a failing test.
+.venv/bin/ruff check converter tests benchmarks scripts
 set +e
 .venv/bin/python -m pytest -q -p no:cacheprovider "$@"
 rc=$?

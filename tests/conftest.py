@@ -25,7 +25,7 @@ def zoo_dir(tmp_path_factory) -> Path:
 def zoo_onnx_path(zoo_dir):
     """``zoo_onnx_path(name) -> Path`` of the raw torch export (not normalized)."""
 
-    @functools.lru_cache(maxsize=None)
+    @functools.cache
     def get(name: str) -> Path:
         return zoo.export_onnx(name, zoo_dir / f"{name}.onnx")
 
@@ -37,7 +37,7 @@ def zoo_model(zoo_onnx_path):
     """``zoo_model(name) -> onnx.ModelProto``: the normalized zoo model (a fresh copy each call)."""
     from converter.normalize import normalize
 
-    @functools.lru_cache(maxsize=None)
+    @functools.cache
     def cached(name: str) -> bytes:
         return normalize(onnx.load(zoo_onnx_path(name))).SerializeToString()
 

@@ -167,3 +167,15 @@ def real_runtime_fixture(framework: str, reader_only: dict[str, str] | None = No
         monkeypatch.setattr(type(target), "run", both)
         yield
     return _also_in_real_runtime
+
+
+def runtime_mismatch(got: np.ndarray, want: np.ndarray) -> str:
+    """Why a real runtime's output differs from onnxruntime's ("" when it matches: float within
+    1e-5 absolute, integers equal)."""
+    if got.size != want.size:
+        return f"shape {list(got.shape)}, expected {list(want.shape)}"
+    got = got.reshape(want.shape)
+    if want.dtype.kind == "f":
+        err = float(np.max(np.abs(got.astype(np.float64) - want), initial=0.0))
+        return "" if err <= 1e-5 else f"max abs error {err:.3g}"
+    return "" if np.array_equal(got.astype(np.int64), want.astype(np.int64)) else "integer values differ"

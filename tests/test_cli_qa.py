@@ -17,7 +17,6 @@ import textwrap
 import time
 from pathlib import Path
 
-import onnx
 import pytest
 from onnx import TensorProto, helper
 
@@ -294,7 +293,7 @@ def test_shared_options_are_spelled_the_same_everywhere():
 
     root = typer.main.get_command(app)
     spelled: dict[str, set[tuple[str, ...]]] = {}
-    for name, command in root.commands.items():
+    for _name, command in root.commands.items():
         for param in command.params:
             if param.param_type_name == "option":
                 spelled.setdefault(param.name, set()).add(tuple(sorted(param.opts)))

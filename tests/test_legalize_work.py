@@ -85,7 +85,7 @@ def _legalize_counted(n, monkeypatch):
 
 def test_work_does_not_grow_with_the_number_of_alike_rewrites(monkeypatch):
     runs = {n: _legalize_counted(n, monkeypatch) for n in (6, 24)}
-    for n, (result, counts, whole, small) in runs.items():
+    for n, (result, counts, whole, _small) in runs.items():
         assert [r for r, _ in result.applied] == ["erf_polynomial"] * n
         assert result.unresolved == []
         assert result.max_abs_error is not None and result.max_abs_error < 1e-5

@@ -21,7 +21,7 @@ from converter.matrix import load_matrix
 from converter.targets.base import ExportOptions
 from converter.targets.mace import TARGET
 from converter.targets.mace._generated import mace_pb2
-from rank_runtimes import MACE_RUN, mace_runtime, need, prove_in_runtime
+from rank_runtimes import MACE_RUN, mace_runtime, need, prove_in_runtime, runtime_mismatch
 
 F, I32, I64, BOOL = TensorProto.FLOAT, TensorProto.INT32, TensorProto.INT64, TensorProto.BOOL
 
@@ -289,25 +289,15 @@ ISOLATED: dict[str, str] = {}
 PROVED = 64
 
 
-def _runtime_compare(got: np.ndarray, want: np.ndarray) -> str:
-    if got.size != want.size:
-        return f"shape {list(got.shape)}, expected {list(want.shape)}"
-    got = got.reshape(want.shape)
-    if want.dtype.kind == "f":
-        err = float(np.max(np.abs(got.astype(np.float64) - want), initial=0.0))
-        return "" if err <= 1e-5 else f"max abs error {err:.3g}"
-    return "" if np.array_equal(got.astype(np.int64), want.astype(np.int64)) else "integer values differ"
-
-
 def test_matrix_ops_run_in_mace_runtime(tmp_path):
     need(MACE_RUN)
     ops = [op for op in sorted(CASES) if op not in HOST_BUILD_LACKS and op not in ISOLATED]
     failures = prove_in_runtime([CASES[op] for op in ops], lambda model, path: _export(model, path),
-                                mace_runtime().run, _runtime_compare, tmp_path)
+                                mace_runtime().run, runtime_mismatch, tmp_path)
     assert not failures, {ops[i]: why for i, why in failures.items()}
     for op in ISOLATED:
         alone = prove_in_runtime([CASES[op]], lambda model, path: _export(model, path), mace_runtime().run,
-                                 _runtime_compare, tmp_path / op)
+                                 runtime_mismatch, tmp_path / op)
         assert not alone, (op, alone)
     proved = set(ops) | set(ISOLATED)
     assert len(proved) == PROVED and proved | set(HOST_BUILD_LACKS) == set(_matrix_ops())

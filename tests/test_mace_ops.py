@@ -219,9 +219,15 @@ def test_average_pool_counts_valid_elements(tmp_path):
     net = _roundtrip(_model("AveragePool", [[1, 2, 5, 5]], [1, 2, 3, 3], kernel_shape=[3, 3], strides=[2, 2],
                             pads=[1, 1, 1, 1]), tmp_path)
     assert _args(net.op[0])["padding_values"] == [2, 2] and _args(net.op[0])["pooling_type"] == 1
+    # count_include_pad=1: an explicit zero Pad, then a pool without padding (numbers in
+    # tests/test_real_zoo_patterns.py, against mace_run); with ceil_mode it stays refused.
+    net = _roundtrip(_model("AveragePool", [[1, 2, 5, 5]], [1, 2, 3, 3], kernel_shape=[3, 3], strides=[2, 2],
+                            pads=[1, 1, 1, 1], count_include_pad=1), tmp_path / "y")
+    assert [op.type for op in net.op] == ["Pad", "Pooling"]
+    assert _args(net.op[1])["padding_values"] == [0, 0] and _args(net.op[0])["constant_value"] == 0.0
     with pytest.raises(Unsupported, match="count_include_pad"):
         TARGET.export(_model("AveragePool", [[1, 2, 5, 5]], [1, 2, 3, 3], kernel_shape=[3, 3], strides=[2, 2],
-                             pads=[1, 1, 1, 1], count_include_pad=1), tmp_path / "x", "cpu")
+                             pads=[1, 1, 1, 1], count_include_pad=1, ceil_mode=1), tmp_path / "x", "cpu")
 
 
 @pytest.mark.parametrize("op,attrs,kind,extra", [

@@ -306,3 +306,137 @@ def test_nodes_after_a_post_processing_cut_are_not_rewritten(tmp_path):
     assert result.status == "ok", result.reason
     stage = next(s for s in result.verification.stages if s.name.startswith("target:"))
     assert stage.outputs[0].metrics.max_abs < 1e-6
+
+
+def test_coreml_channel_shuffle_runs_as_an_interleaved_concat(tmp_path):
+    """ShuffleNetV2's channel shuffle (concat, reshape to [B, 2, C, H, W], transpose, reshape back)
+    becomes one ``concat(interleave=True)`` in coremltools' pass pipeline; the MIL executor ran
+    it as a plain concat (coremltools' value inference ignores ``interleave``), so every
+    ShuffleNet port to CoreML reported wrong numbers (max abs 55)."""
+    pytest.importorskip("coremltools")
+    a = helper.make_tensor_value_info("a", TensorProto.FLOAT, [1, 4, 3, 3])
+    b = helper.make_tensor_value_info("b", TensorProto.FLOAT, [1, 4, 3, 3])
+    y = helper.make_tensor_value_info("y", TensorProto.FLOAT, [1, 8, 3, 3])
+    inits = [numpy_helper.from_array(np.array([1, 2, 4, 3, 3], np.int64), "split_shape"),
+             numpy_helper.from_array(np.array([1, 8, 3, 3], np.int64), "merged")]
+    nodes = [helper.make_node("Concat", ["a", "b"], ["c"], axis=1),
+             helper.make_node("Reshape", ["c", "split_shape"], ["r"]),
+             helper.make_node("Transpose", ["r"], ["t"], perm=[0, 2, 1, 3, 4]),
+             helper.make_node("Reshape", ["t", "merged"], ["y"])]
+    model = onnx.shape_inference.infer_shapes(helper.make_model(
+        helper.make_graph(nodes, "g", [a, b], [y], inits), opset_imports=[helper.make_opsetid("", 17)], ir_version=8))
+    path = tmp_path / "shuffle.onnx"
+    onnx.save(model, path)
+    result = port(str(path), PortOptions("coreml", "cpu", tmp_path / "out"))
+    assert result.status == "ok", result.reason
+    assert target_stage(result).outputs[0].metrics.max_abs == 0.0
+
+    from converter.targets.coreml.mil_executor import load_program
+
+    package = next(p for p in (tmp_path / "out").iterdir() if p.suffix == ".mlpackage")
+    ops = [(op.op_type, op.inputs.get("interleave")) for op in load_program(package).functions["main"].operations]
+    assert any(t == "concat" and i is not None and bool(i.val) for t, i in ops), ops
+
+
+def test_mace_concat_with_a_constant_operand(tmp_path):
+    """A ViT's class token: Concat(constant [1, 1, C], tokens [1, N, C]) on axis 1, refused by the
+    MACE exporter before ("constant Concat operand"); edgeconv's reader and mace_run agree."""
+    import sys
+    from pathlib import Path
+
+    from converter import targets
+    from converter.targets.base import ExportOptions
+
+    rng = np.random.default_rng(2)
+    x = helper.make_tensor_value_info("x", TensorProto.FLOAT, [1, 4, 6])
+    y = helper.make_tensor_value_info("y", TensorProto.FLOAT, [1, 5, 6])
+    token = numpy_helper.from_array(rng.standard_normal((1, 1, 6)).astype(np.float32), "token")
+    nodes = [helper.make_node("Concat", ["token", "x"], ["y"], axis=1)]
+    model = onnx.shape_inference.infer_shapes(helper.make_model(
+        helper.make_graph(nodes, "g", [x], [y], [token]), opset_imports=[helper.make_opsetid("", 17)], ir_version=8))
+    path = tmp_path / "cls.onnx"
+    onnx.save(model, path)
+    result = port(str(path), PortOptions("mace", "cpu", tmp_path / "out"))
+    assert result.status == "ok", result.reason
+    assert target_stage(result).outputs[0].metrics.max_abs == 0.0
+
+    sys.path.insert(0, str(Path(__file__).parent))
+    from rank_runtimes import MACE_RUN, mace_run
+
+    if not MACE_RUN.exists():
+        return
+    art = targets.get("mace").export(model, tmp_path / "m", "cpu", ExportOptions(extra={"name": "cls"}))
+    xv = rng.standard_normal((1, 4, 6)).astype(np.float32)
+    got = mace_run(art, {"x": xv}, tmp_path / "run")["y"]
+    ref = np.concatenate([numpy_helper.to_array(token), xv], 1)
+    assert float(np.abs(got.reshape(ref.shape) - ref).max()) == 0.0
+
+
+def test_mace_average_pool_counting_the_padding(tmp_path):
+    """MaxViT's downsampling AvgPool2d(3, 2, padding=1) counts the padding (count_include_pad=1);
+    MACE's pooling averages valid elements only and the exporter refused it.  Now a zero Pad op
+    and an unpadded pool, checked by edgeconv's reader and by mace_run."""
+    import sys
+    from pathlib import Path
+
+    from converter import targets
+    from converter.targets.base import ExportOptions
+
+    x = helper.make_tensor_value_info("x", TensorProto.FLOAT, [1, 3, 7, 8])
+    y = helper.make_tensor_value_info("y", TensorProto.FLOAT, [1, 3, 4, 4])
+    node = helper.make_node("AveragePool", ["x"], ["y"], kernel_shape=[3, 3], strides=[2, 2], pads=[1, 1, 1, 1],
+                            count_include_pad=1)
+    model = onnx.shape_inference.infer_shapes(helper.make_model(
+        helper.make_graph([node], "g", [x], [y]), opset_imports=[helper.make_opsetid("", 17)], ir_version=8))
+    path = tmp_path / "pool.onnx"
+    onnx.save(model, path)
+    result = port(str(path), PortOptions("mace", "cpu", tmp_path / "out"))
+    assert result.status == "ok", result.reason
+    assert target_stage(result).outputs[0].metrics.max_abs < 1e-6
+
+    sys.path.insert(0, str(Path(__file__).parent))
+    from rank_runtimes import MACE_RUN, mace_run
+
+    if not MACE_RUN.exists():
+        return
+    art = targets.get("mace").export(model, tmp_path / "m", "cpu", ExportOptions(extra={"name": "pool"}))
+    xv = np.random.default_rng(3).standard_normal((1, 3, 7, 8)).astype(np.float32)
+    ref = ort.InferenceSession(model.SerializeToString()).run(None, {"x": xv})[0]
+    got = mace_run(art, {"x": xv}, tmp_path / "run")["y"]
+    assert float(np.abs(got.reshape(ref.shape) - ref).max()) < 1e-5
+
+
+def test_reshape_allowzero_without_zeros_is_normalized_away():
+    """The dynamo exporter (the TorchScript loader's second route, .pt2 files) writes Reshape
+    allowzero=1 everywhere; MACE refused it.  With a constant target without 0 it means the same
+    as the default and normalization drops it; with a 0 in the target it stays."""
+    from converter.normalize import normalize
+
+    x = helper.make_tensor_value_info("x", TensorProto.FLOAT, [2, 3, 4])
+    y = helper.make_tensor_value_info("y", TensorProto.FLOAT, None)
+    z = helper.make_tensor_value_info("z", TensorProto.FLOAT, None)
+    inits = [numpy_helper.from_array(np.array([6, 4], np.int64), "s1"),
+             numpy_helper.from_array(np.array([0, 12], np.int64), "s2")]
+    nodes = [helper.make_node("Reshape", ["x", "s1"], ["y"], allowzero=1),
+             helper.make_node("Reshape", ["x", "s2"], ["z"], allowzero=1)]
+    model = helper.make_model(helper.make_graph(nodes, "g", [x], [y, z], inits),
+                              opset_imports=[helper.make_opsetid("", 17)], ir_version=8)
+    out = normalize(model)
+    allowzero = {n.output[0]: [a.i for a in n.attribute if a.name == "allowzero"] for n in out.graph.node}
+    assert allowzero == {"y": [], "z": [1]}
+
+
+def test_tflite_division_by_a_scalar_constant(tmp_path):
+    """Attention's q / sqrt(d) with a 0-d divisor (the dynamo route's ViT-B/16): the TFLite
+    lowering to MUL by the reciprocal built a Constant from a numpy scalar and raised."""
+    x = helper.make_tensor_value_info("x", TensorProto.FLOAT, [1, 4, 6])
+    y = helper.make_tensor_value_info("y", TensorProto.FLOAT, [1, 4, 6])
+    scale = numpy_helper.from_array(np.array(1.4142135, np.float32), "scale")
+    model = onnx.shape_inference.infer_shapes(helper.make_model(
+        helper.make_graph([helper.make_node("Div", ["x", "scale"], ["y"])], "g", [x], [y], [scale]),
+        opset_imports=[helper.make_opsetid("", 17)], ir_version=8))
+    path = tmp_path / "div.onnx"
+    onnx.save(model, path)
+    result = port(str(path), PortOptions("tflite", "cpu", tmp_path / "out"))
+    assert result.status == "ok", result.reason
+    assert target_stage(result).outputs[0].metrics.max_abs < 1e-6

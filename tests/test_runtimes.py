@@ -21,7 +21,7 @@ from onnx import TensorProto, helper, numpy_helper
 
 from converter.errors import BadInput, Unsupported
 from converter.pipeline import PortOptions, port
-from converter.runtimes import (ENV, READER, RUNTIME, ReaderCannotRun, RuntimeRefused, bind, builtin_oracle,
+from converter.runtimes import (ENV, READER, RUNTIME, RuntimeRefused, bind, builtin_oracle,
                                 oracle_of, parse_runtime_flags, resolve)
 from rank_runtimes import MACE_RUN, TNN_RUN, TNN_TEST, need
 
@@ -300,7 +300,7 @@ def test_port_to_all_shows_the_oracle_for_every_row(tmp_path):
 
 
 def test_batch_junit_marks_needs_custom_as_failing_and_names_oracles(tmp_path):
-    path = save(conv_model(), tmp_path / "m.onnx")
+    save(conv_model(), tmp_path / "m.onnx")
     overlay = tmp_path / "no-relu.yaml"
     overlay.write_text("frameworks:\n  tflite:\n    ops:\n      Relu:\n        supported: []\n")
     manifest = tmp_path / "release.yaml"

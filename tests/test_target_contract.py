@@ -157,7 +157,7 @@ def test_export_is_deterministic_and_runs_like_onnxruntime(name, tmp_path):
     target, model = targets.get(name), conv_relu_add()
     options = ExportOptions(extra={"name": "contract"})
     first = target.export(model, tmp_path / "a", target.default_hw, options)
-    second = target.export(model, tmp_path / "b", target.default_hw, options)
+    target.export(model, tmp_path / "b", target.default_hw, options)
     assert first.files and all(Path(f).exists() for f in first.files)
     files = _files(tmp_path / "a")
     assert files and files == _files(tmp_path / "b")  # byte-identical, same names

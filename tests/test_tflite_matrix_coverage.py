@@ -440,7 +440,6 @@ def test_op_on_nhwc_data(tmp_path, tail):
 
 
 def test_lstm_with_a_runtime_bias_is_refused_not_zeroed(tmp_path):
-    import onnx
     import pytest
     from onnx import TensorProto, helper, numpy_helper
 

@@ -27,7 +27,7 @@ from onnx import TensorProto, helper, numpy_helper
 from converter.errors import Unsupported
 from converter.matrix import load_matrix
 from converter.targets.tnn import TARGET
-from rank_runtimes import TNN_RUN, need, prove_in_runtime, tnn_runtime
+from rank_runtimes import TNN_RUN, need, prove_in_runtime, runtime_mismatch, tnn_runtime
 from test_tnn_helpers import Bytes, layer_params, layer_tokens
 
 RNG = np.random.default_rng(11)
@@ -385,16 +385,6 @@ def _runtime_cases(hw: str) -> list[Case]:
     return picked
 
 
-def _runtime_compare(got: np.ndarray, want: np.ndarray) -> str:
-    if got.size != want.size:
-        return f"shape {list(got.shape)}, expected {list(want.shape)}"
-    got = got.reshape(want.shape)
-    if want.dtype.kind == "f":
-        err = float(np.max(np.abs(got.astype(np.float64) - want), initial=0.0))
-        return "" if err <= 1e-5 else f"max abs error {err:.3g}"
-    return "" if np.array_equal(got.astype(np.int64), want.astype(np.int64)) else "integer values differ"
-
-
 @pytest.fixture(scope="module")
 def proved(tmp_path_factory):
     """{hw: (cases run, failures)} for x86 and naive, one tnn_run invocation each."""
@@ -404,7 +394,7 @@ def proved(tmp_path_factory):
         cases = _runtime_cases(hw)
         failures = prove_in_runtime([(c.model, c.feeds) for c in cases],
                                     lambda model, path, hw=hw: TARGET.export(model, path, hw),
-                                    tnn_runtime(device).run, _runtime_compare, tmp_path_factory.mktemp(hw))
+                                    tnn_runtime(device).run, runtime_mismatch, tmp_path_factory.mktemp(hw))
         out[hw] = (cases, failures)
     return out
 

@@ -13,7 +13,6 @@ import time
 from pathlib import Path
 
 import numpy as np
-import onnx
 import onnx_graphsurgeon as gs
 import pytest
 

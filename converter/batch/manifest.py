@@ -126,7 +126,7 @@ def load_manifest(path: str | Path) -> Manifest:
             if key in entry and (not isinstance(entry[key], (int, float)) or entry[key] < 0):
                 fail(at + (key,), "must be a non-negative number")
         if "max_memory" in entry:
-            from ..memory import parse_size  # noqa: PLC0415
+            from ..memory import parse_size
 
             try:
                 entry["max_memory"] = parse_size(str(entry["max_memory"]))
@@ -164,8 +164,8 @@ def load_manifest(path: str | Path) -> Manifest:
 
 def _check_quantization(entry: dict, base: Path, at: tuple, fail) -> None:
     """The quantization keys, as ``port``'s flags check them (paths resolved against the manifest)."""
-    from ..quantize.modes import MODES  # noqa: PLC0415
-    from ..quantize.ranges import METHODS  # noqa: PLC0415
+    from ..quantize.modes import MODES
+    from ..quantize.ranges import METHODS
 
     if "calibration" in entry:
         if not isinstance(entry["calibration"], str) or not (base / entry["calibration"]).exists():
@@ -185,7 +185,7 @@ def _check_quantization(entry: dict, base: Path, at: tuple, fail) -> None:
             if not (base / spec).is_file():
                 fail(at + ("preprocess",), f"{spec}: no such file")
             entry["preprocess"] = spec = str((base / spec).resolve())
-        from ..quantize.preprocess import parse_spec  # noqa: PLC0415
+        from ..quantize.preprocess import parse_spec
 
         try:
             parse_spec(spec)
@@ -195,7 +195,7 @@ def _check_quantization(entry: dict, base: Path, at: tuple, fail) -> None:
 
 def _check_runtimes(value, at: tuple, base: Path, fail) -> dict[str, str]:
     """``runtimes: {tnn: PATH, mace: PATH}`` with paths resolved against the manifest."""
-    from ..runtimes import ENV  # noqa: PLC0415
+    from ..runtimes import ENV
 
     if value is None:
         return {}
@@ -223,8 +223,8 @@ def _check_shapes(shapes, at, fail) -> None:
 
 def _validate_targets(jobs: list[Job], fail) -> None:
     """Resolve hardware words now, so a typo fails the manifest rather than one job later."""
-    from .. import targets as target_registry  # noqa: PLC0415
-    from ..matrix import load_matrix  # noqa: PLC0415
+    from .. import targets as target_registry
+    from ..matrix import load_matrix
 
     matrix = load_matrix()
     resolved = []

@@ -8,7 +8,7 @@ system every node sees (on a single machine, or a shared mount on a cluster).
 from __future__ import annotations
 
 import importlib.util
-from typing import Iterator
+from collections.abc import Iterator
 
 from ..errors import BadInput, MissingExtra
 
@@ -16,9 +16,9 @@ from ..errors import BadInput, MissingExtra
 def run_on_ray(todo, out_dir: str, address: str | None) -> Iterator[dict]:
     if importlib.util.find_spec("ray") is None:
         raise MissingExtra("ray", "--executor ray")
-    import ray  # noqa: PLC0415
+    import ray
 
-    from .runner import run_job  # noqa: PLC0415
+    from .runner import run_job
 
     started_here = False
     if not ray.is_initialized():

@@ -115,8 +115,8 @@ def _cached_result(job: Job, key: str, out_dir: Path) -> JobResult | None:
 
 def run_job(job: Job, out_dir: str, key: str) -> dict[str, Any]:
     """Port one job into a temp directory, then move it into place.  Runs in a worker."""
-    from ..errors import EdgeconvError  # noqa: PLC0415
-    from ..pipeline import PortOptions, port  # noqa: PLC0415
+    from ..errors import EdgeconvError
+    from ..pipeline import PortOptions, port
 
     out = Path(out_dir)
     partial = out / f".partial-{os.getpid()}-{uuid.uuid4().hex[:8]}-{job.id}"
@@ -133,7 +133,7 @@ def run_job(job: Job, out_dir: str, key: str) -> dict[str, Any]:
         preprocess=e.get("preprocess"), runtimes=dict(e.get("runtimes") or {}),
         timeout=e.get("timeout"), max_memory=e.get("max_memory"),
     )
-    from ..isolate import set_time_limit  # noqa: PLC0415
+    from ..isolate import set_time_limit
 
     set_time_limit(e.get("timeout"))  # this worker's onnxruntime runs too
     start = time.perf_counter()
@@ -175,8 +175,8 @@ def run_batch(manifest_path: str | Path, out_dir: str | Path | None = None, jobs
               runtimes: dict[str, str] | None = None) -> BatchResult:
     """``runtimes``: ``--runtime`` flags (framework -> path), over the manifest's ``runtimes:``
     and the EDGECONV_*_RUNTIME variables; the chosen paths are part of each job's cache key."""
-    from ..matrix import DEFAULT_MATRIX  # noqa: PLC0415
-    from ..runtimes import ENV, chosen_path, validate  # noqa: PLC0415
+    from ..matrix import DEFAULT_MATRIX
+    from ..runtimes import ENV, chosen_path, validate
 
     manifest = load_manifest(manifest_path)
     for job in manifest.jobs:
@@ -204,7 +204,7 @@ def run_batch(manifest_path: str | Path, out_dir: str | Path | None = None, jobs
     interrupted = False
     try:
         if executor == "ray":
-            from .ray_executor import run_on_ray  # noqa: PLC0415
+            from .ray_executor import run_on_ray
 
             for data in run_on_ray(todo, str(out), address):
                 results[data["id"]] = r = JobResult(**data)
@@ -274,9 +274,9 @@ def _ignore_sigint() -> None:
     # workers), so workers must not die printing tracebacks of their own.  A parent killed with
     # kill -9 cannot stop them: the kernel does (PR_SET_PDEATHSIG), so no orphan finishes jobs
     # behind a rerun's back.
-    import signal  # noqa: PLC0415
+    import signal
 
-    from ..isolate import die_with_parent  # noqa: PLC0415
+    from ..isolate import die_with_parent
 
     signal.signal(signal.SIGINT, signal.SIG_IGN)
     die_with_parent()

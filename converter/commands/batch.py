@@ -2,11 +2,9 @@
 
 from __future__ import annotations
 
-from typing import Optional
 
 import typer
 
-from typing import List
 
 from .options import Json, Runtime, out_dir
 
@@ -16,22 +14,22 @@ def register(app: typer.Typer) -> None:
     def batch_cmd(
         manifest: str = typer.Argument(..., metavar="MANIFEST", help="Batch manifest (YAML): models × targets × hardware."),
         jobs: int = typer.Option(1, "-j", "--jobs", min=1, metavar="N", help="Parallel worker processes."),
-        out: Optional[str] = out_dir(None, "Output directory (default: the manifest's 'output')."),
+        out: str | None = out_dir(None, "Output directory (default: the manifest's 'output')."),
         force: bool = typer.Option(False, "--force", help="Redo jobs even when their inputs are unchanged."),
         executor: str = typer.Option("process", "--executor", metavar="process|ray", help="Where jobs run: local worker processes or a Ray cluster."),
-        address: Optional[str] = typer.Option(None, "--address", metavar="ADDR", help="Ray cluster address (with --executor ray)."),
-        runtime: Optional[List[str]] = Runtime,
+        address: str | None = typer.Option(None, "--address", metavar="ADDR", help="Ray cluster address (with --executor ray)."),
+        runtime: list[str] | None = Runtime,
         json_out: bool = Json,
     ) -> int:
         """Run a release manifest; writes batch-summary.json, junit.xml and index.html."""
-        import json  # noqa: PLC0415
-        import sys  # noqa: PLC0415
+        import json
+        import sys
 
-        from rich.console import Console  # noqa: PLC0415
-        from rich.markup import escape  # noqa: PLC0415  (job ids and reasons are user text)
+        from rich.console import Console
+        from rich.markup import escape  #  (job ids and reasons are user text)
 
-        from ..batch import run_batch  # noqa: PLC0415
-        from ..errors import BadInput, Interrupted  # noqa: PLC0415
+        from ..batch import run_batch
+        from ..errors import BadInput, Interrupted
 
         if executor not in ("process", "ray"):
             raise BadInput(f"--executor must be 'process' or 'ray', not '{executor}'")
@@ -42,7 +40,7 @@ def register(app: typer.Typer) -> None:
             note = " (cached)" if r.cached else ""
             err.print(f"[{style}]{r.status:>13}[/] {escape(f'{r.id}{note} {r.reason}')}")
 
-        from ..runtimes import parse_runtime_flags  # noqa: PLC0415
+        from ..runtimes import parse_runtime_flags
 
         result = run_batch(manifest, out, jobs=jobs, force=force, executor=executor, address=address,
                            progress=progress, runtimes=parse_runtime_flags(runtime))

@@ -7,7 +7,6 @@ Exit codes: 0 when every node (and the model) is supported on every requested ta
 
 from __future__ import annotations
 
-from typing import Optional
 
 import typer
 
@@ -24,14 +23,14 @@ def register(app: typer.Typer) -> None:
     @matrix_options()
     def check_cmd(
         to: str = Framework,
-        hw: Optional[str] = HardwareOrAll,
+        hw: str | None = HardwareOrAll,
         source: ModelSource = None,  # MODEL, -s, --trust-pickle (see options.model_options)
         matrix: MatrixSource = None,  # --matrix, --matrix-overlay
         json_out: bool = Json,
     ) -> None:
         """Check every node against the op support matrix (exit 3 when something is unsupported)."""
-        from ..check import add_fallback, check_targets, results_to_json  # noqa: PLC0415
-        from ..errors import EXIT_UNSUPPORTED  # noqa: PLC0415
+        from ..check import add_fallback, check_targets, results_to_json
+        from ..errors import EXIT_UNSUPPORTED
 
         m = matrix.load()
         pairs = m.resolve_targets(to, hw_or_default(m, to, hw))
@@ -39,7 +38,7 @@ def register(app: typer.Typer) -> None:
         results = check_targets(model, pairs, m)
         add_fallback(results, model, m)
         if json_out:
-            import json  # noqa: PLC0415
+            import json
 
             print(json.dumps(results_to_json(results, source.path), indent=2))
         elif len(results) == 1:
@@ -58,8 +57,8 @@ def _group_by_op(result) -> dict[str, list]:
 
 
 def _print_one(result, model: str) -> None:
-    from rich.markup import escape  # noqa: PLC0415  (model, op and tensor names are user text)
-    from rich.table import Table  # noqa: PLC0415
+    from rich.markup import escape  #  (model, op and tensor names are user text)
+    from rich.table import Table
 
     console = stdout_console()
     console.print(f"{escape(model)} on {result.framework}/{result.hw}", highlight=False)
@@ -94,8 +93,8 @@ def _print_fallback(console, result) -> None:
 
 
 def _print_many(results, model: str) -> None:
-    from rich.markup import escape  # noqa: PLC0415
-    from rich.table import Table  # noqa: PLC0415
+    from rich.markup import escape
+    from rich.table import Table
 
     console = stdout_console()
     console.print(f"{escape(model)}: ops x framework/hardware (ok / ? unverified / NO unsupported)", highlight=False)

@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-from typing import Optional
 
 import typer
 
@@ -17,21 +16,21 @@ def register(app: typer.Typer) -> None:
                                   help="Zoo model to build: mobilenetv2, resnet, unet, superres, detector, "
                                        "transformer or normalized_input."),
         to: str = typer.Option("tflite", "--to", "-t", metavar="FRAMEWORK", help="Framework: tflite, tnn, mace, coreml, or all."),
-        hw: Optional[str] = Hardware,
+        hw: str | None = Hardware,
     ) -> int:
         """Build a seeded zoo model (TorchScript .pt) and run `edgeconv port` on it."""
-        import importlib.util  # noqa: PLC0415
-        import inspect  # noqa: PLC0415
-        from pathlib import Path  # noqa: PLC0415
+        import importlib.util
+        import inspect
+        from pathlib import Path
 
-        from ..errors import BadInput, MissingExtra  # noqa: PLC0415
+        from ..errors import BadInput, MissingExtra
 
         if importlib.util.find_spec("torch") is None:
             raise MissingExtra("torch", "the demo (it builds its model in torch)")
-        import torch  # noqa: PLC0415
+        import torch
 
-        from .. import targets, zoo  # noqa: PLC0415
-        from ..cli import main  # noqa: PLC0415
+        from .. import targets, zoo
+        from ..cli import main
 
         if model not in zoo.NAMES:
             raise BadInput(f"unknown zoo model '{model}'; choose one of: {', '.join(zoo.NAMES)}")

@@ -9,11 +9,11 @@ from .options import Json, ModelSource, model_options, stdout_console
 
 def describe(model) -> dict:
     """A JSON-ready description of an ONNX model."""
-    import numpy as np  # noqa: PLC0415
-    import onnx  # noqa: PLC0415
-    from onnx import numpy_helper  # noqa: PLC0415
+    import numpy as np
+    import onnx
+    from onnx import numpy_helper
 
-    from ..graph import model_opset, op_histogram  # noqa: PLC0415
+    from ..graph import model_opset, op_histogram
 
     def value_info(v):
         t = v.type.tensor_type
@@ -46,12 +46,12 @@ def register(app: typer.Typer) -> None:
         onnx_model = source.normalized(require_static=False) if normalized else source.load()
         info = describe(onnx_model)
         if json_out:
-            import json  # noqa: PLC0415
+            import json
 
             print(json.dumps(info, indent=2))
             return
-        from rich.markup import escape  # noqa: PLC0415  (names and paths are user text, not markup)
-        from rich.table import Table  # noqa: PLC0415
+        from rich.markup import escape  #  (names and paths are user text, not markup)
+        from rich.table import Table
 
         console = stdout_console()
         console.print(f"{escape(str(source.path))}: opset {info['opset']}, {info['nodes']} nodes, {info['parameters']:,} parameters",

@@ -17,18 +17,18 @@ def register(app: typer.Typer) -> None:
         json_out: bool = Json,
     ) -> None:
         """Convert to canonical ONNX (opset 17, shapes, folded constants, stable names)."""
-        import json  # noqa: PLC0415
+        import json
 
-        from ..load import save_onnx  # noqa: PLC0415
-        from ..normalize import check_equivalent, normalize  # noqa: PLC0415
-        from ..graph import op_histogram  # noqa: PLC0415
+        from ..load import save_onnx
+        from ..normalize import check_equivalent, normalize
+        from ..graph import op_histogram
 
         shapes = source.shapes()
         original = source.load()
         if "" in shapes:
             shapes[original.graph.input[0].name] = shapes.pop("")
         result = normalize(original, shapes or None)
-        from ..memory import check_memory  # noqa: PLC0415
+        from ..memory import check_memory
 
         check_memory(result, source.max_memory, "the equivalence check")
         max_err = check_equivalent(original, result, shapes or None, seed=seed)

@@ -18,11 +18,11 @@ from __future__ import annotations
 import functools
 import inspect
 from dataclasses import dataclass
-from typing import Callable, List, Optional
+from collections.abc import Callable
 
 import typer
 
-ShapeList = Optional[List[str]]
+ShapeList = list[str] | None
 
 MODEL_HELP = "Model file: .onnx, .pt (TorchScript), .pt2, .pb, .tflite, .keras, .h5, or a SavedModel directory."
 
@@ -42,7 +42,7 @@ OneHardware = typer.Option(None, "--hw", metavar="HW", show_default=False, help=
 def default_hw(framework: str) -> str:
     """The hardware ``--hw`` means when omitted for one framework: its target's ``default_hw``
     (the framework's CPU), or ``cpu`` for a matrix framework without an exporter."""
-    from .. import targets  # noqa: PLC0415
+    from .. import targets
 
     return targets.default_hw(framework) if framework in targets.names() else "cpu"
 
@@ -98,22 +98,22 @@ def out_file(default: str | None, help_text: str) -> typer.models.OptionInfo:
 class ModelSource:
     """The model the user named, with the flags that say how to read it."""
 
-    path: Optional[str]
+    path: str | None
     input_shape: ShapeList
     trust_pickle: bool
     #: ``--timeout``: seconds user model code may run (torch sources); 0 = no limit.
-    timeout: Optional[float] = None
+    timeout: float | None = None
     #: ``--max-memory`` in bytes (None: half the machine's memory).
-    max_memory: Optional[int] = None
+    max_memory: int | None = None
 
     def shapes(self) -> dict[str, tuple[int, ...]]:
-        from ..load import parse_shape_flags  # noqa: PLC0415
+        from ..load import parse_shape_flags
 
         return parse_shape_flags(self.input_shape)
 
     def load(self):
         """The model as ONNX, as read (not normalized)."""
-        from ..load import load_model  # noqa: PLC0415
+        from ..load import load_model
 
         return load_model(self.path, self.shapes(), self.trust_pickle, self.timeout)
 
@@ -126,11 +126,11 @@ class ModelSource:
 class MatrixSource:
     """``--matrix`` and its overlays."""
 
-    path: Optional[str]
+    path: str | None
     overlays: tuple[str, ...]
 
     def load(self):
-        from ..matrix import load_matrix  # noqa: PLC0415
+        from ..matrix import load_matrix
 
         return load_matrix(self.path, self.overlays)
 
@@ -143,7 +143,7 @@ def model_options(as_option: bool = False) -> Callable:
     model = (typer.Option(None, "--model", metavar="MODEL", help="Also show this model. " + MODEL_HELP)
              if as_option else typer.Argument(..., metavar="MODEL", help=MODEL_HELP))
     group = [
-        _param("model", Optional[str] if as_option else str, model),
+        _param("model", (str | None) if as_option else str, model),
         _param("input_shape", ShapeList, typer.Option(
             None, "--input-shape", "-s", metavar="[NAME=]SHAPE",
             help="Fix an input shape, e.g. input=1x3x224x224 (repeatable; a bare 1x3x224x224 means the "
@@ -154,7 +154,7 @@ def model_options(as_option: bool = False) -> Callable:
         _param("timeout", float, typer.Option(
             600.0, "--timeout", metavar="SECONDS", min=0,
             help="Stop user model code (TorchScript forward, tracing, export) after this long (exit 9); 0: no limit.")),
-        _param("max_memory", Optional[str], typer.Option(
+        _param("max_memory", str | None, typer.Option(
             None, "--max-memory", metavar="SIZE",
             help="Refuse (exit 2) models whose reference inference needs more, e.g. 8G. Default: half the RAM.")),
     ]
@@ -162,18 +162,18 @@ def model_options(as_option: bool = False) -> Callable:
                    ModelSource(model, input_shape, trust_pickle, _timeout(timeout), _size(max_memory)))
 
 
-def _timeout(seconds: Optional[float]) -> Optional[float]:
+def _timeout(seconds: float | None) -> float | None:
     """--timeout applies to everything this command runs (torch loading, onnxruntime)."""
-    from ..isolate import set_time_limit  # noqa: PLC0415
+    from ..isolate import set_time_limit
 
     set_time_limit(seconds)
     return seconds
 
 
-def _size(text: Optional[str]) -> Optional[int]:
+def _size(text: str | None) -> int | None:
     if text is None:
         return None
-    from ..memory import parse_size  # noqa: PLC0415
+    from ..memory import parse_size
 
     return parse_size(text)
 
@@ -181,7 +181,7 @@ def _size(text: Optional[str]) -> Optional[int]:
 def matrix_options() -> Callable:
     """Replace the command's ``matrix`` parameter by ``--matrix`` and ``--matrix-overlay``."""
     group = [
-        _param("matrix_path", Optional[str], typer.Option(
+        _param("matrix_path", str | None, typer.Option(
             None, "--matrix", metavar="YAML", help="Use this op support matrix instead of the bundled one.")),
         _param("matrix_overlay", ShapeList, typer.Option(
             None, "--matrix-overlay", metavar="YAML",
@@ -221,10 +221,10 @@ def _splice(target: str, group: list[inspect.Parameter], build: Callable) -> Cal
 
 
 def load_normalized(path: str, input_shape: ShapeList, trust_pickle: bool, require_static: bool = True,
-                    timeout: Optional[float] = None):
+                    timeout: float | None = None):
     """Load any supported model and normalize it: the first two stages of every command."""
-    from ..load import load_model, parse_shape_flags  # noqa: PLC0415
-    from ..normalize import normalize, dynamic_inputs  # noqa: PLC0415
+    from ..load import load_model, parse_shape_flags
+    from ..normalize import normalize, dynamic_inputs
 
     shapes = parse_shape_flags(input_shape)
     model = load_model(path, shapes, trust_pickle, timeout)
@@ -232,7 +232,7 @@ def load_normalized(path: str, input_shape: ShapeList, trust_pickle: bool, requi
         shapes[model.graph.input[0].name] = shapes.pop("")
     normalized = normalize(model, shapes or None)
     if require_static:
-        from ..errors import BadInput  # noqa: PLC0415
+        from ..errors import BadInput
 
         problems = dynamic_inputs(normalized)
         if problems:
@@ -243,10 +243,10 @@ def load_normalized(path: str, input_shape: ShapeList, trust_pickle: bool, requi
 def stdout_console():
     """A rich console for results: full width on a terminal, wide when piped (CI logs, files)
     so that tables keep their columns instead of folding into 80 characters."""
-    import os  # noqa: PLC0415
-    import sys  # noqa: PLC0415
+    import os
+    import sys
 
-    from rich.console import Console  # noqa: PLC0415
+    from rich.console import Console
 
     piped = not sys.stdout.isatty() and not os.environ.get("COLUMNS")
     return Console(file=sys.stdout, width=200 if piped else None)

@@ -9,7 +9,6 @@ layer must be written).  Exit 0 when no node needs a custom layer, else 3; ``--j
 
 from __future__ import annotations
 
-from typing import Optional
 
 import typer
 
@@ -26,22 +25,22 @@ def register(app: typer.Typer) -> None:
     @matrix_options()
     def plan_cmd(
         to: str = Framework,
-        hw: Optional[str] = HardwareOrAll,
+        hw: str | None = HardwareOrAll,
         source: ModelSource = None,  # MODEL, -s, --trust-pickle (see options.model_options)
         matrix: MatrixSource = None,  # --matrix, --matrix-overlay
         all_nodes: bool = typer.Option(False, "--all-nodes", help="Also list the supported nodes."),
         json_out: bool = Json,
     ) -> None:
         """Explain, node by node, how the model will be made to run (rewrite, retrain, split, custom)."""
-        from ..errors import EXIT_UNSUPPORTED  # noqa: PLC0415
-        from ..plan import plan_model  # noqa: PLC0415
+        from ..errors import EXIT_UNSUPPORTED
+        from ..plan import plan_model
 
         m = matrix.load()
         pairs = m.resolve_targets(to, hw_or_default(m, to, hw))
         onnx_model = source.normalized(require_static=False)
         plans = [plan_model(onnx_model, fw, h, m) for fw, h in pairs]
         if json_out:
-            import json  # noqa: PLC0415
+            import json
 
             print(json.dumps({"model": source.path, "plans": [p.to_json() for p in plans]}, indent=2))
         else:
@@ -52,8 +51,8 @@ def register(app: typer.Typer) -> None:
 
 
 def _print_plan(plan, model: str, all_nodes: bool) -> None:
-    from rich.markup import escape  # noqa: PLC0415  (node/op names and reasons are user text)
-    from rich.table import Table  # noqa: PLC0415
+    from rich.markup import escape  #  (node/op names and reasons are user text)
+    from rich.table import Table
 
     console = stdout_console()
     table = Table()

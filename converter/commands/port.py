@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-from typing import List, Optional
 
 import typer
 
@@ -17,39 +16,39 @@ def register(app: typer.Typer) -> None:
     @matrix_options()
     def port_cmd(
         to: str = Framework,
-        hw: Optional[str] = Hardware,
+        hw: str | None = Hardware,
         out: str = out_dir("edgeconv-out", "Output directory (with --to/--hw all: one subdirectory per target)."),
         source: ModelSource = None,  # MODEL, -s, --trust-pickle (see options.model_options)
         matrix: MatrixSource = None,  # --matrix, --matrix-overlay
         fp16_weights: bool = typer.Option(False, "--fp16-weights", help="Store weights as float16."),
         keep_nchw_io: bool = typer.Option(False, "--keep-nchw-io", help="TFLite: keep NCHW model inputs/outputs."),
-        retrain_hook: Optional[str] = typer.Option(None, "--retrain-hook", metavar="MODULE:FUNCTION", help="pkg.module:function that fine-tunes architecture changes: called with the replacement blocks (an nn.ModuleDict) and returns them fitted."),
-        custom_op: Optional[List[str]] = typer.Option(None, "--custom-op", metavar="OP", help="Force an op type to become a custom layer (repeatable)."),
-        inputs: Optional[str] = VerifyInputs,
-        atol: Optional[float] = Atol,
-        rtol: Optional[float] = Rtol,
-        tolerances: Optional[str] = Tolerances,
+        retrain_hook: str | None = typer.Option(None, "--retrain-hook", metavar="MODULE:FUNCTION", help="pkg.module:function that fine-tunes architecture changes: called with the replacement blocks (an nn.ModuleDict) and returns them fitted."),
+        custom_op: list[str] | None = typer.Option(None, "--custom-op", metavar="OP", help="Force an op type to become a custom layer (repeatable)."),
+        inputs: str | None = VerifyInputs,
+        atol: float | None = Atol,
+        rtol: float | None = Rtol,
+        tolerances: str | None = Tolerances,
         seed: int = Seed,
         no_verify: bool = typer.Option(False, "--no-verify", help="Skip the numerical verification."),
-        runtime: Optional[List[str]] = Runtime,
-        quantize: Optional[str] = Quantize,
-        calibration: Optional[str] = Calibration,
+        runtime: list[str] | None = Runtime,
+        quantize: str | None = Quantize,
+        calibration: str | None = Calibration,
         calibration_method: str = CalibrationMethod,
         per_tensor: bool = PerTensor,
-        preprocess: Optional[str] = Preprocess,
+        preprocess: str | None = Preprocess,
         json_out: bool = Json,
         jobs: int = typer.Option(1, "-j", "--jobs", min=1, metavar="N", help="With several targets: port up to N at once (one load, shared reference outputs)."),
     ) -> int:
         """Convert a model for a framework × hardware, legalize it, export real files and verify them."""
-        import shlex  # noqa: PLC0415
-        import sys  # noqa: PLC0415
-        import time  # noqa: PLC0415
-        from pathlib import Path  # noqa: PLC0415
+        import shlex
+        import sys
+        import time
+        from pathlib import Path
 
-        from ..pipeline import PortOptions, load_stage  # noqa: PLC0415
-        from ..quantize.modes import QuantRequest  # noqa: PLC0415
-        from ..runtimes import parse_runtime_flags, validate  # noqa: PLC0415
-        from .port_run import combinations, run_ports  # noqa: PLC0415
+        from ..pipeline import PortOptions, load_stage
+        from ..quantize.modes import QuantRequest
+        from ..runtimes import parse_runtime_flags, validate
+        from .port_run import combinations, run_ports
 
         base = PortOptions(
             target=to, hw=hw, out_dir=Path(out), input_shapes=source.shapes(),

@@ -12,9 +12,9 @@ from ..errors import EXIT_OK, EXIT_UNSUPPORTED, BadInput, EdgeconvError
 def combinations(base, to: str, hw: str | None) -> list[tuple[str, str]]:
     """``--to``/``--hw`` (each possibly ``all``; ``hw`` None: each framework's CPU) ->
     [(framework, resolved hardware)]."""
-    from .. import targets  # noqa: PLC0415
-    from ..matrix import load_matrix  # noqa: PLC0415
-    from .options import default_hw  # noqa: PLC0415
+    from .. import targets
+    from ..matrix import load_matrix
+    from .options import default_hw
 
     matrix = load_matrix(base.matrix, base.matrix_overlays)
     frameworks = [fw for fw in targets.names() if fw in matrix.frameworks] if to == "all" else [to]
@@ -34,10 +34,10 @@ def run_ports(model: str, base, combos, preloaded, json_out: bool, jobs: int = 1
     """Port to every combination; with several, they share the loaded model and the reference
     outputs (``pipeline.shared_work``), and up to ``jobs`` run at once (threads: the heavy parts,
     onnxruntime, LiteRT, numpy, release the GIL)."""
-    from rich.console import Console  # noqa: PLC0415
-    from rich.markup import escape  # noqa: PLC0415
+    from rich.console import Console
+    from rich.markup import escape
 
-    from ..pipeline import port, shared_work  # noqa: PLC0415
+    from ..pipeline import port, shared_work
 
     console = Console(stderr=True)
     many = len(combos) > 1
@@ -59,7 +59,7 @@ def run_ports(model: str, base, combos, preloaded, json_out: bool, jobs: int = 1
 
     outcomes = []
     if jobs > 1 and many:
-        from concurrent.futures import ThreadPoolExecutor  # noqa: PLC0415
+        from concurrent.futures import ThreadPoolExecutor
 
         with console.status(f"[bold]{len(combos)} targets[/], {jobs} at a time") as status, \
                 ThreadPoolExecutor(max_workers=jobs, thread_name_prefix="port") as pool:
@@ -76,7 +76,7 @@ def run_ports(model: str, base, combos, preloaded, json_out: bool, jobs: int = 1
                 outcomes.append(one(fw, hw, progress))
     results = [r for r, _ in outcomes if r is not None]
     failures = [(fw, hw, err) for (fw, hw), (_, err) in zip(combos, outcomes) if err is not None]
-    from ..quantize.modes import CalibrationRequired  # noqa: PLC0415
+    from ..quantize.modes import CalibrationRequired
 
     # Hardware that needs calibration data (8-bit only) is one answer among others, not the cause.
     causes = [err for _, _, err in failures if not isinstance(err, CalibrationRequired)] or [e for _, _, e in failures]
@@ -87,8 +87,8 @@ def run_ports(model: str, base, combos, preloaded, json_out: bool, jobs: int = 1
                           "errors": [{"target": f, "hw": h, "error": str(e), "exit_code": e.exit_code}
                                      for f, h, e in failures]}, indent=2, sort_keys=True))
     else:
-        from .options import stdout_console  # noqa: PLC0415
-        from .port_summary import print_many, print_one  # noqa: PLC0415
+        from .options import stdout_console
+        from .port_summary import print_many, print_one
 
         out = stdout_console()
         if many:

@@ -11,7 +11,7 @@ _STATUS_STYLE = {"ok": "green", "unsupported": "yellow", "verify_failed": "red",
 
 
 def print_one(console, result) -> None:
-    from rich.table import Table  # noqa: PLC0415
+    from rich.table import Table
 
     rep = result.report
     console.print(escape(f"{rep['model']} → {result.target}/{result.hw}"), highlight=False)
@@ -31,7 +31,7 @@ def print_one(console, result) -> None:
     if rules:
         table.add_row("rules applied", escape(", ".join(f"{k} ×{v}" for k, v in sorted(rules.items()))))
     if rep.get("quantization"):
-        from ..quantize.report import summary_line  # noqa: PLC0415
+        from ..quantize.report import summary_line
 
         table.add_row("quantization", escape(summary_line(rep["quantization"])))
     table.add_row("files", escape("\n".join(result.files)))
@@ -42,13 +42,13 @@ def print_one(console, result) -> None:
     table.add_row("result", f"[{style}]{result.status}[/]" + (f": {escape(result.reason)}" if result.reason else ""))
     console.print(table)
     if result.verification is not None:
-        from ..verify.report import print_report  # noqa: PLC0415
+        from ..verify.report import print_report
 
         print_report(result.verification, console)
 
 
 def print_many(console, results, failures) -> None:
-    from rich.table import Table  # noqa: PLC0415
+    from rich.table import Table
 
     console.print("Where can this model run?")
     table = Table()

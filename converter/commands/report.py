@@ -21,13 +21,13 @@ def register(app: typer.Typer) -> None:
         matrix: MatrixSource = None,  # --matrix, --matrix-overlay
     ) -> None:
         """Write the op support matrix (and optionally a model's verdicts) as a self-contained HTML page."""
-        from ..fsutil import atomic_write_text  # noqa: PLC0415
-        from ..report.matrix_page import build_matrix_page  # noqa: PLC0415
+        from ..fsutil import atomic_write_text
+        from ..report.matrix_page import build_matrix_page
 
         m = matrix.load()
         checks = None
         if source.path:
-            from ..check import check_targets  # noqa: PLC0415
+            from ..check import check_targets
 
             pairs = [(fw, hw) for fw in m.frameworks for hw in m.hardware(fw)]
             checks = check_targets(source.normalized(require_static=False), pairs, m)

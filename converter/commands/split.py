@@ -8,7 +8,6 @@ refused (exit 3, one line naming the node and op that cannot move).
 from __future__ import annotations
 
 import re
-from typing import List, Optional
 
 import typer
 
@@ -25,13 +24,13 @@ def register(app: typer.Typer) -> None:
     @matrix_options()
     def split_cmd(
         to: str = OneFramework,
-        hw: Optional[str] = OneHardware,
+        hw: str | None = OneHardware,
         out: str = out_dir(..., "Output directory: model.onnx and postproc/."),
         source: ModelSource = None,  # MODEL, -s, --trust-pickle (see options.model_options)
         matrix: MatrixSource = None,  # --matrix, --matrix-overlay
-        move: Optional[List[str]] = typer.Option(None, "--move", metavar="NODE",
+        move: list[str] | None = typer.Option(None, "--move", metavar="NODE",
                                                  help="Also move this node (repeatable)."),
-        max_outputs: Optional[int] = typer.Option(
+        max_outputs: int | None = typer.Option(
             None, "--max-outputs", min=1, metavar="N",
             help="Merge the cut model's outputs beyond this many (default: the matrix's)."),
         namespace: str = typer.Option("edgeconv_postproc", "--cpp-namespace", metavar="NAME",
@@ -39,14 +38,14 @@ def register(app: typer.Typer) -> None:
         json_out: bool = Json,
     ) -> None:
         """Cut trailing unsupported ops out of the model and generate Python/C++ post-processing."""
-        import json  # noqa: PLC0415
-        from pathlib import Path  # noqa: PLC0415
+        import json
+        from pathlib import Path
 
-        from ..errors import BadInput  # noqa: PLC0415
-        from ..fsutil import replace_output_dir  # noqa: PLC0415
-        from ..graph import to_graph  # noqa: PLC0415
-        from ..load import save_onnx  # noqa: PLC0415
-        from ..postproc import split  # noqa: PLC0415
+        from ..errors import BadInput
+        from ..fsutil import replace_output_dir
+        from ..graph import to_graph
+        from ..load import save_onnx
+        from ..postproc import split
 
         if not _CPP_NAMESPACE.fullmatch(namespace):
             raise BadInput(f"--cpp-namespace '{namespace}': not a C++ namespace name (letters, digits, _ and ::)")

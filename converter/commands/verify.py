@@ -3,7 +3,6 @@ where does the converted one start to differ?"""
 
 from __future__ import annotations
 
-from typing import List, Optional
 
 import typer
 
@@ -17,40 +16,40 @@ def register(app: typer.Typer) -> None:
         converted: str = typer.Argument(..., metavar="CONVERTED", help="The converted ONNX model to check against it, "
                                         "or an exported file (.tnnproto, MACE .pb, .tflite, .mlpackage) in a port's "
                                         "output directory (its report.json says how to run it)."),
-        inputs: Optional[str] = VerifyInputs,
-        atol: Optional[float] = Atol,
-        rtol: Optional[float] = Rtol,
-        layer_tol: Optional[float] = typer.Option(None, "--layer-tol", help="Per-layer normalized rMSE above which a layer diverges (default 1e-3)."),
-        tolerances: Optional[str] = Tolerances,
+        inputs: str | None = VerifyInputs,
+        atol: float | None = Atol,
+        rtol: float | None = Rtol,
+        layer_tol: float | None = typer.Option(None, "--layer-tol", help="Per-layer normalized rMSE above which a layer diverges (default 1e-3)."),
+        tolerances: str | None = Tolerances,
         seed: int = Seed,
         samples: int = typer.Option(1, "--samples", help="Number of random input samples."),
-        value_range: Optional[List[str]] = typer.Option(None, "--range", help="Range of a float input's random values, e.g. input=0:1 (repeatable; a bare 0:1 applies to all)."),
+        value_range: list[str] | None = typer.Option(None, "--range", help="Range of a float input's random values, e.g. input=0:1 (repeatable; a bare 0:1 applies to all)."),
         input_shape: ShapeList = typer.Option(
             None, "--input-shape", "-s", metavar="[NAME=]SHAPE",
             help="Shape of a dynamic input for the random inputs, e.g. input=1x3x224x224 (repeatable)."),
-        out: Optional[str] = out_dir(None, "Write verify.json, verify.html and, on failure, the replay files here "
+        out: str | None = out_dir(None, "Write verify.json, verify.html and, on failure, the replay files here "
                                            "(default on failure: <CONVERTED>.verify/)."),
-        preprocess: Optional[str] = typer.Option(
+        preprocess: str | None = typer.Option(
             None, "--preprocess", metavar="SPEC",
             help="With --inputs: warn when the inputs do not look preprocessed as SPEC says (range, swapped "
                  "channel order); the spec format is port's."),
-        max_memory: Optional[str] = typer.Option(
+        max_memory: str | None = typer.Option(
             None, "--max-memory", metavar="SIZE",
             help="Refuse (exit 2) models whose inference needs more, e.g. 8G. Default: half the RAM."),
-        runtime: Optional[List[str]] = Runtime,
+        runtime: list[str] | None = Runtime,
         json_out: bool = Json,
     ) -> None:
         """Compare CONVERTED with ORIGINAL on seeded or given inputs; name the first diverging layer."""
-        import json  # noqa: PLC0415
-        from pathlib import Path  # noqa: PLC0415
+        import json
+        from pathlib import Path
 
-        from ..errors import VerificationFailed  # noqa: PLC0415
-        from ..load import parse_shape_flags  # noqa: PLC0415
-        from ..verify import load_tolerances, verify_files  # noqa: PLC0415
-        from ..verify.inputs import parse_range  # noqa: PLC0415
-        from ..verify.pipeline import write_outputs  # noqa: PLC0415
-        from ..verify.replay import write_replay  # noqa: PLC0415
-        from ..verify.report import print_report, to_json  # noqa: PLC0415
+        from ..errors import VerificationFailed
+        from ..load import parse_shape_flags
+        from ..verify import load_tolerances, verify_files
+        from ..verify.inputs import parse_range
+        from ..verify.pipeline import write_outputs
+        from ..verify.replay import write_replay
+        from ..verify.report import print_report, to_json
 
         tols = load_tolerances(tolerances, atol=atol, rtol=rtol, layer_rmse=layer_tol)
         if preprocess:
@@ -58,8 +57,8 @@ def register(app: typer.Typer) -> None:
         ranges = dict(parse_range(flag) for flag in value_range or [])
         shapes = parse_shape_flags(input_shape)
         _check_memory(original, shapes, max_memory)
-        from ..runtimes import parse_runtime_flags, validate  # noqa: PLC0415
-        from ..verify.pipeline import TARGET_FILES, verify_target_file  # noqa: PLC0415
+        from ..runtimes import parse_runtime_flags, validate
+        from ..verify.pipeline import TARGET_FILES, verify_target_file
 
         chosen = parse_runtime_flags(runtime)
         validate(chosen)
@@ -83,15 +82,15 @@ def register(app: typer.Typer) -> None:
 
 
 
-def _check_preprocessing(original: str, inputs: Optional[str], spec_text: str) -> None:
+def _check_preprocessing(original: str, inputs: str | None, spec_text: str) -> None:
     """One ``edgeconv: warning:`` line per way the --inputs contradict the spec."""
-    import sys  # noqa: PLC0415
+    import sys
 
-    from ..errors import BadInput  # noqa: PLC0415
-    from ..load import load_model  # noqa: PLC0415
-    from ..quantize.input_checks import check_inputs  # noqa: PLC0415
-    from ..quantize.preprocess import bind, parse_spec  # noqa: PLC0415
-    from ..verify.inputs import load_npz  # noqa: PLC0415
+    from ..errors import BadInput
+    from ..load import load_model
+    from ..quantize.input_checks import check_inputs
+    from ..quantize.preprocess import bind, parse_spec
+    from ..verify.inputs import load_npz
 
     spec = parse_spec(spec_text)
     if inputs is None:
@@ -101,12 +100,12 @@ def _check_preprocessing(original: str, inputs: Optional[str], spec_text: str) -
         print(f"edgeconv: warning: {line}", file=sys.stderr)
 
 
-def _check_memory(path: str, shapes: dict, max_memory: Optional[str]) -> None:
+def _check_memory(path: str, shapes: dict, max_memory: str | None) -> None:
     """Refuse before any allocation when running the reference would need more than
     --max-memory (``-s 1x3x99999x99999`` was an internal MemoryError)."""
-    import onnx  # noqa: PLC0415
+    import onnx
 
-    from ..memory import check_memory, parse_size  # noqa: PLC0415
+    from ..memory import check_memory, parse_size
 
     limit = parse_size(max_memory) if max_memory else None
     try:

@@ -48,14 +48,14 @@ def write_custom_layers(model: onnx.ModelProto, custom_nodes: set[str], framewor
     ``reasons`` (node -> the planner's reason) replaces the reason worked out here.  ``model``
     gains the :data:`CUSTOM_NODES_KEY` metadata entry (in place) for the exporter.
     """
-    from ..errors import BadInput  # noqa: PLC0415
-    from ..fsutil import atomic_write_bytes  # noqa: PLC0415
-    from ..graph import to_graph  # noqa: PLC0415
-    from .capture import capture  # noqa: PLC0415
-    from .frameworks import FILES, layer_name  # noqa: PLC0415
-    from .scaffold import data_files, kernel_files, node_dir, render  # noqa: PLC0415
-    from .spec import read_custom_op  # noqa: PLC0415
-    from .why import why_custom  # noqa: PLC0415
+    from ..errors import BadInput
+    from ..fsutil import atomic_write_bytes
+    from ..graph import to_graph
+    from .capture import capture
+    from .frameworks import FILES, layer_name
+    from .scaffold import data_files, kernel_files, node_dir, render
+    from .spec import read_custom_op
+    from .why import why_custom
 
     if framework not in FILES:
         raise BadInput(f"no custom-layer scaffold for framework '{framework}'; choose one of: {', '.join(FILES)}")
@@ -71,7 +71,7 @@ def write_custom_layers(model: onnx.ModelProto, custom_nodes: set[str], framewor
         groups.setdefault(op.symbol if not op.domain else f"{op.domain}.{op.symbol}", []).append(op)
     out_dir = Path(out_dir)
     results, marks = [], {}
-    for key, group in groups.items():
+    for _key, group in groups.items():
         op = group[0]
         folder = op.symbol if not op.domain else f"{op.symbol}_{op.domain.replace('.', '_')}"
         name = layer_name(framework, op)

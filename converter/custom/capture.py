@@ -26,7 +26,7 @@ class NodeData:
 
 
 def _run(model: onnx.ModelProto, feeds: dict, names: list[str]) -> dict[str, np.ndarray]:
-    import onnxruntime as ort  # noqa: PLC0415
+    import onnxruntime as ort
 
     graph = to_graph(model)
     tensors = graph.tensors()
@@ -40,19 +40,19 @@ def _run(model: onnx.ModelProto, feeds: dict, names: list[str]) -> dict[str, np.
     opts.log_severity_level = 3
     session = ort.InferenceSession(exposed.SerializeToString(), opts, providers=["CPUExecutionProvider"])
     wanted = {i.name for i in session.get_inputs()}
-    from ..isolate import guarded_run  # noqa: PLC0415  (--timeout and Ctrl-C stop a model that never ends)
+    from ..isolate import guarded_run  #  (--timeout and Ctrl-C stop a model that never ends)
 
     return dict(zip(names, guarded_run(session, names, {k: v for k, v in feeds.items() if k in wanted})))
 
 
 def capture(model: onnx.ModelProto, ops: list[CustomOp], seed: int = 0) -> dict[str, NodeData]:
-    from ..legalize import seeded_inputs  # noqa: PLC0415
+    from ..legalize import seeded_inputs
 
     feeds = seeded_inputs(model, seed) or {}
     inputs = sorted({t.name for op in ops for t in op.inputs if t.constant is None})
     outputs = sorted({t.name for op in ops for t in op.outputs})
     note = ""
-    from ..errors import TimedOut  # noqa: PLC0415
+    from ..errors import TimedOut
 
     try:
         values = _run(model, feeds, sorted(set(inputs) | set(outputs)))

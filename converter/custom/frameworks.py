@@ -20,7 +20,7 @@ def layer_name(framework: str, op: CustomOp) -> str:
 
 
 def tflite_files(ops: list[CustomOp]) -> dict[str, bytes]:
-    from ..targets.tflite.custom import custom_options  # noqa: PLC0415
+    from ..targets.tflite.custom import custom_options
 
     op = ops[0]
     files = {f"{op.slug}_tflite.cc": render("tflite_op.cc.j2", op=op, name=layer_name("tflite", op),

@@ -21,7 +21,7 @@ _SAFE = set(string.ascii_letters + string.digits + "_.-")
 
 
 def render(template: str, **context) -> str:
-    import jinja2  # noqa: PLC0415
+    import jinja2
 
     env = jinja2.Environment(loader=jinja2.FileSystemLoader(str(TEMPLATES_DIR)), keep_trailing_newline=True,
                              undefined=jinja2.StrictUndefined, autoescape=False)

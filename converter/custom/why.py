@@ -7,8 +7,8 @@ import onnx_graphsurgeon as gs
 
 
 def why_custom(graph: gs.Graph, node: gs.Node, framework: str) -> str:
-    from ..matrix import load_matrix  # noqa: PLC0415
-    from ..plan import ChainSearch  # noqa: PLC0415
+    from ..matrix import load_matrix
+    from ..plan import ChainSearch
 
     matrix = load_matrix()
     parts = []
@@ -25,7 +25,7 @@ def why_custom(graph: gs.Graph, node: gs.Node, framework: str) -> str:
     if hardware:
         parts.append(ChainSearch(matrix, framework, rejected[0] if rejected else hardware[0]).why_no_rule(node, graph))
     try:
-        from ..postproc.cut import find_cut  # noqa: PLC0415
+        from ..postproc.cut import find_cut
 
         cut = find_cut(graph, {node.name})
         parts.append("could move to post-processing, but was forced" if cut.ok

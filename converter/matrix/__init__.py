@@ -17,7 +17,7 @@ from __future__ import annotations
 import functools
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any, Iterable
+from collections.abc import Iterable
 
 from ..errors import BadInput
 from .citations import Citation, resolve_citation
@@ -357,7 +357,6 @@ def _max_rank_constraint(max_rank: int | None, source: str | None) -> Constraint
     """The hardware-wide rank limit, checked on every input and output of every node."""
     if max_rank is None:
         return None
-    text = f"rank <= {max_rank} (every tensor)"
 
     def test(node, op):
         for label, tensors in (("input", node.inputs), ("output", node.outputs)):

@@ -50,7 +50,8 @@ A ``when`` that cannot be decided (unknown shape, runtime value) applies the con
 from __future__ import annotations
 
 from dataclasses import dataclass
-from typing import Any, Callable
+from typing import Any
+from collections.abc import Callable
 
 import numpy as np
 

@@ -6,7 +6,8 @@ A value test is the part of a constraint mapping that says which values pass
 
 from __future__ import annotations
 
-from typing import Any, Callable
+from typing import Any
+from collections.abc import Callable
 
 import numpy as np
 

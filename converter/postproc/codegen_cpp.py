@@ -65,7 +65,7 @@ def scalar_literal(value, dtype: str) -> str:
         if dtype == "float64":
             text = repr(v)
             return text if any(c in text for c in ".e") else text + ".0"
-        text = "%.9g" % v
+        text = f"{v:.9g}"
         return (text if any(c in text for c in ".e") else text + ".0") + "f"
     v = int(value)
     if dtype == "int64":

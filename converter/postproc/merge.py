@@ -68,6 +68,6 @@ def merge_outputs(graph: gs.Graph, names: list[str]) -> dict:
 
 
 def _onnx_dtype(name: str) -> int:
-    from onnx import helper  # noqa: PLC0415
+    from onnx import helper
 
     return helper.np_dtype_to_tensor_dtype(np.dtype(name))

@@ -167,7 +167,7 @@ def auto_quantize(model: onnx.ModelProto, config: QuantConfig, ranges, calibrati
             tried.append((_margin(quality) - _margin(result.quality), choice, cfg, rng, candidate, quality))
         best = max(tried, key=lambda t: t[0], default=None)
         kept = best is not None and best[0] >= MIN_GAIN_DB
-        for gain, choice, cfg, rng, candidate, quality in tried:
+        for gain, choice, _cfg, _rng, _candidate, quality in tried:
             if kept and choice == best[1]:
                 result.decisions.append(Decision(
                     row.node, row.op, diagnosis, choice, True,

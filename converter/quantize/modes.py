@@ -44,7 +44,7 @@ class QuantRequest:
 
     def validate(self) -> None:
         """Every flag on its own (before any model is loaded); one BadInput line per mistake."""
-        from pathlib import Path  # noqa: PLC0415
+        from pathlib import Path
 
         if self.mode is not None and self.mode not in MODES:
             raise BadInput(f"--quantize '{self.mode}': choose one of {', '.join(MODES)}")
@@ -53,7 +53,7 @@ class QuantRequest:
         if self.calibration is not None and not Path(self.calibration).exists():
             raise BadInput(f"--calibration {self.calibration}: no such file or directory")
         if self.preprocess:
-            from .preprocess import parse_spec  # noqa: PLC0415
+            from .preprocess import parse_spec
 
             parse_spec(self.preprocess)
 

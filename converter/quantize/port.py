@@ -22,7 +22,8 @@ from __future__ import annotations
 import json
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any, Callable
+from typing import Any
+from collections.abc import Callable
 
 import numpy as np
 import onnx
@@ -105,7 +106,7 @@ class QuantResult:
 
     def to_json(self) -> dict:
         """JSON-ready (non-finite numbers as "inf"/"-inf"/"nan" strings, as in verify.json)."""
-        from ..verify.report import json_safe  # noqa: PLC0415
+        from ..verify.report import json_safe
 
         return json_safe({
             "plan": self.plan.to_dict(),
@@ -130,36 +131,36 @@ class QuantResult:
 def quantize_for_port(model: onnx.ModelProto, opts, plan: QuantPlan, target, out_dir: Path,
                       postprocess: Callable | None = None, warn: Callable[[str], None] | None = None) -> QuantResult:
     """Quantize the legalized (cut) float ``model`` as ``plan`` says; write the files into ``out_dir``."""
-    from ..load import save_onnx  # noqa: PLC0415
-    from ..verify.inputs import load_npz, random_inputs  # noqa: PLC0415
-    from ..verify.runtime import onnx_runner  # noqa: PLC0415
-    from ..verify.stages import compose, load_tolerances  # noqa: PLC0415
-    from .debug import debug_layers  # noqa: PLC0415
-    from .params import QdqView, quant_params  # noqa: PLC0415
-    from .qdq import QuantConfig, quantize_model  # noqa: PLC0415
-    from .verify import compare_quantized  # noqa: PLC0415
+    from ..load import save_onnx
+    from ..verify.inputs import load_npz, random_inputs
+    from ..verify.runtime import onnx_runner
+    from ..verify.stages import compose, load_tolerances
+    from .debug import debug_layers
+    from .params import QdqView, quant_params
+    from .qdq import QuantConfig, quantize_model
+    from .verify import compare_quantized
 
     request = request_from(opts)
     warnings: list[str] = []
     spec, preprocess_info = None, None
     if request.preprocess:
-        from .preprocess import bind, parse_spec  # noqa: PLC0415
-        from .preprocess_code import generate_preprocess_code  # noqa: PLC0415
+        from .preprocess import bind, parse_spec
+        from .preprocess_code import generate_preprocess_code
 
         spec = bind(parse_spec(request.preprocess), model)
         code = generate_preprocess_code(spec, out_dir / "preproc", title=model.graph.name or "model")
         preprocess_info = {"spec": spec.to_dict(), "files": [f"preproc/{p.name}" for p in code.paths]}
     calibration, cal_info = None, None
     if request.calibration:  # also the evaluation data of fp16 / int8-weights when no --inputs
-        from .calibration import load_calibration  # noqa: PLC0415
+        from .calibration import load_calibration
 
         calibration = load_calibration(request.calibration, model, spec)
         warnings += calibration.warnings
         cal_info = {"source": calibration.source, "samples": len(calibration.samples), "bytes": calibration.nbytes}
     held_out = load_npz(opts.inputs_npz, model) if getattr(opts, "inputs_npz", None) else None
     if spec is not None:
-        from .input_checks import check_inputs  # noqa: PLC0415
-        from .preprocess import IMAGE_SUFFIXES  # noqa: PLC0415
+        from .input_checks import check_inputs
+        from .preprocess import IMAGE_SUFFIXES
 
         images = calibration is not None and Path(request.calibration).is_dir() and any(
             p.suffix.lower() in IMAGE_SUFFIXES for p in Path(request.calibration).iterdir())
@@ -173,7 +174,7 @@ def quantize_for_port(model: onnx.ModelProto, opts, plan: QuantPlan, target, out
     config = QuantConfig(plan.mode, per_channel=plan.per_channel, method=plan.method, full_integer=plan.full_integer)
     ranges = None
     if plan.needs_calibration:
-        from .ranges import collect_ranges  # noqa: PLC0415
+        from .ranges import collect_ranges
 
         ranges = collect_ranges(model, calibration.samples, plan.method)
     run_float = onnx_runner(model)
@@ -185,7 +186,7 @@ def quantize_for_port(model: onnx.ModelProto, opts, plan: QuantPlan, target, out
 
     decisions = []
     if plan.auto and plan.needs_calibration:
-        from .auto import auto_quantize  # noqa: PLC0415
+        from .auto import auto_quantize
 
         auto = auto_quantize(model, config, ranges, calibration.samples, evaluation, tolerances,
                              plan.float_allowed, evaluate)
@@ -201,7 +202,7 @@ def quantize_for_port(model: onnx.ModelProto, opts, plan: QuantPlan, target, out
     save_onnx(model, out_dir / "float.onnx")
     result = QuantResult(plan, quantized, params, quality, table, decisions, cal_info, warnings, preprocess_info,
                          native_export(target, plan), target.name)
-    from ..verify.report import json_safe  # noqa: PLC0415
+    from ..verify.report import json_safe
 
     record = json_safe({"params": params, "layers": table.to_dict() if table else None,
                         "auto_decisions": [d.to_dict() for d in decisions]})
@@ -211,8 +212,8 @@ def quantize_for_port(model: onnx.ModelProto, opts, plan: QuantPlan, target, out
         result.file_runtime = artifact.runtime
         quality_ = compare_quantized(compose(run_float, pp), compose(lambda x: target_.run(artifact, x), pp),
                                      evaluation, tolerances, plan.mode)
-        from ..errors import EdgeconvError  # noqa: PLC0415
-        from .file_layers import file_layers  # noqa: PLC0415
+        from ..errors import EdgeconvError
+        from .file_layers import file_layers
 
         try:
             result.file_layers = file_layers(model, quantized, target_, artifact, evaluation)
@@ -235,7 +236,7 @@ def calibrated_params(ranges, params: dict, mode: str) -> dict:
     instance); on 8-bit-only hardware those run in integers too, so a full-integer exporter needs
     their parameters: onnxruntime's ``compute_scale_zp`` over the same calibrated range (0
     included), keyed like ``activations``."""
-    from onnxruntime.quantization.quant_utils import QuantType, compute_scale_zp, get_qmin_qmax_for_qType  # noqa: PLC0415
+    from onnxruntime.quantization.quant_utils import QuantType, compute_scale_zp, get_qmin_qmax_for_qType
 
     qtype = QuantType.QInt8 if mode == "int8" else QuantType.QUInt8
     qmin, qmax = get_qmin_qmax_for_qType(qtype.tensor_type)

@@ -111,7 +111,7 @@ def parse_spec(text: str) -> PreprocessSpec:
 
 
 def _read_yaml(path: Path) -> dict:
-    import yaml  # noqa: PLC0415
+    import yaml
 
     if not path.is_file():
         raise BadInput(f"--preprocess {path}: no such file")
@@ -201,7 +201,7 @@ def _range(value, where: str) -> tuple[float, float]:
 
 def image_inputs(model: onnx.ModelProto) -> list[tuple[str, tuple]]:
     """The model's float graph inputs of rank 4, with their shapes."""
-    from ..verify.inputs import input_specs  # noqa: PLC0415
+    from ..verify.inputs import input_specs
 
     return [(s.name, s.shape) for s in input_specs(model) if len(s.shape) == 4 and np.issubdtype(s.dtype, np.floating)]
 
@@ -245,7 +245,7 @@ def decode_image(path: str | Path, spec: PreprocessSpec) -> np.ndarray:
     """The image at ``path`` decoded with Pillow, converted to RGB (L for gray) and resized to the
     bound spec's size: an HxWxC uint8 array.  An undecodable file is one BadInput line."""
     try:
-        from PIL import Image, UnidentifiedImageError  # noqa: PLC0415
+        from PIL import Image, UnidentifiedImageError
     except ImportError:
         raise MissingExtra("quantize", "decoding calibration images (Pillow)") from None
     if spec.resize is None:

@@ -70,10 +70,10 @@ def quantize_model(model: onnx.ModelProto, config: QuantConfig, ranges=None) -> 
 
 
 def _check_onnxruntime():
-    from onnxruntime.quantization import quantize_static  # noqa: PLC0415
+    from onnxruntime.quantization import quantize_static
 
     if "calibration_cache_path" not in inspect.signature(quantize_static).parameters:
-        import onnxruntime  # noqa: PLC0415
+        import onnxruntime
 
         raise RuntimeUnavailable(f"quantization needs onnxruntime's calibration cache (onnxruntime >= 1.26; "
                                  f"this is {onnxruntime.__version__}): pip install -U onnxruntime")
@@ -82,8 +82,8 @@ def _check_onnxruntime():
 
 def quantize_static_qdq(model: onnx.ModelProto, ranges, config: QuantConfig) -> onnx.ModelProto:
     quantize_static = _check_onnxruntime()
-    from onnxruntime.quantization import CalibrationMethod, QuantFormat, QuantType  # noqa: PLC0415
-    from onnxruntime.quantization.calibrate import save_tensors_data  # noqa: PLC0415
+    from onnxruntime.quantization import CalibrationMethod, QuantFormat, QuantType
+    from onnxruntime.quantization.calibrate import save_tensors_data
 
     qtype = QuantType.QInt8 if config.mode == "int8" else QuantType.QUInt8
     extra = {"ForceQuantizeNoInputCheck": bool(config.full_integer)}
@@ -109,7 +109,7 @@ def _canonical(model: onnx.ModelProto) -> onnx.ModelProto:
 
 def _quantize_io_edges(model: onnx.ModelProto, ranges, qtype) -> onnx.ModelProto:
     """Add a Q/DQ pair (calibrated range) at every graph input/output onnxruntime left float."""
-    from onnxruntime.quantization.quant_utils import compute_scale_zp, get_qmin_qmax_for_qType  # noqa: PLC0415
+    from onnxruntime.quantization.quant_utils import compute_scale_zp, get_qmin_qmax_for_qType
 
     graph = to_graph(model)
     names = NameAllocator(graph)
@@ -175,7 +175,7 @@ def _channel_axis(node: gs.Node, rank: int, per_channel: bool) -> int | None:
 
 def weight_only(model: onnx.ModelProto, per_channel: bool = True, exclude=()) -> onnx.ModelProto:
     """Constant weights of Conv/ConvTranspose/Gemm/MatMul as int8 + DequantizeLinear."""
-    from onnxruntime.quantization.quant_utils import quantize_data  # noqa: PLC0415
+    from onnxruntime.quantization.quant_utils import quantize_data
 
     graph = to_graph(model)
     names = NameAllocator(graph)
@@ -213,7 +213,7 @@ def weight_only(model: onnx.ModelProto, per_channel: bool = True, exclude=()) ->
 
 
 def to_fp16(model: onnx.ModelProto, exclude=()) -> onnx.ModelProto:
-    from onnxruntime.transformers.float16 import convert_float_to_float16  # noqa: PLC0415
+    from onnxruntime.transformers.float16 import convert_float_to_float16
 
     copy = onnx.ModelProto()
     copy.CopyFrom(model)  # the converter edits its argument

@@ -78,7 +78,7 @@ class _Chunk:
 def collect_ranges(model: onnx.ModelProto, samples: list[dict[str, np.ndarray]], method: str = "minmax",
                    percentile: float = PERCENTILE):
     """onnxruntime ``TensorsData`` (method ``MinMax`` for every method, see :func:`as_minmax`)."""
-    from onnxruntime.quantization.calibrate import CalibrationMethod, create_calibrator  # noqa: PLC0415
+    from onnxruntime.quantization.calibrate import CalibrationMethod, create_calibrator
 
     if method not in METHODS:
         raise ValueError(f"unknown calibration method {method!r}")
@@ -107,7 +107,7 @@ def _optimized_session(path: str):
     """The calibrator's session with onnxruntime's graph optimizations on (it turns them off):
     every calibrated tensor is a graph output of the augmented model, so no fusion removes one,
     and the optimized kernels halve the calibration time of a MobileNetV2."""
-    import onnxruntime as ort  # noqa: PLC0415
+    import onnxruntime as ort
 
     options = ort.SessionOptions()
     options.graph_optimization_level = ort.GraphOptimizationLevel.ORT_ENABLE_ALL
@@ -118,7 +118,7 @@ def _optimized_session(path: str):
 def as_minmax(tensors_data):
     """The same ranges labelled ``MinMax``: the quantizer reads only ``lowest``/``highest`` for
     integer types, and one label lets ranges of several methods be merged (``auto``)."""
-    from onnxruntime.quantization.calibrate import CalibrationMethod, TensorData, TensorsData  # noqa: PLC0415
+    from onnxruntime.quantization.calibrate import CalibrationMethod, TensorData, TensorsData
 
     return TensorsData(CalibrationMethod.MinMax, {
         name: TensorData(lowest=np.asarray(td.range_value[0], dtype=np.float32).reshape(()),
@@ -128,7 +128,7 @@ def as_minmax(tensors_data):
 
 def merged(base, override, names) -> object:
     """``base`` with the ranges of ``names`` taken from ``override``."""
-    from onnxruntime.quantization.calibrate import CalibrationMethod, TensorsData  # noqa: PLC0415
+    from onnxruntime.quantization.calibrate import CalibrationMethod, TensorsData
 
     data = dict(base.data)
     for name in names:
@@ -159,7 +159,7 @@ def mse_range(hist: np.ndarray, edges: np.ndarray, low: float, high: float) -> t
 
 
 def _mse_ranges(histograms: dict):
-    from onnxruntime.quantization.calibrate import CalibrationMethod, TensorData, TensorsData  # noqa: PLC0415
+    from onnxruntime.quantization.calibrate import CalibrationMethod, TensorData, TensorsData
 
     data = {}
     for name, (hist, edges, low, high, *_rest) in sorted(histograms.items()):

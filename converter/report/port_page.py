@@ -28,7 +28,7 @@ def write_port_page(report: dict, model, matrix, path: Path, verification=None) 
 
 
 def _reference_oracle() -> str:
-    from ..runtimes import onnxruntime_oracle  # noqa: PLC0415
+    from ..runtimes import onnxruntime_oracle
 
     return onnxruntime_oracle().name
 
@@ -56,11 +56,11 @@ def build_port_page(report: dict, model, matrix, verification=None) -> str:
             ["node", "op", "why", "files"],
             [[c.get("node"), c.get("op"), c.get("why"), ", ".join(c.get("files", []))] for c in report["custom_layers"]]))
     if report.get("quantization"):
-        from ..quantize.report import html_section as quantization_section  # noqa: PLC0415
+        from ..quantize.report import html_section as quantization_section
 
         parts.append(quantization_section(report["quantization"]))
     if verification is not None:
-        from ..verify.report import html_section  # noqa: PLC0415
+        from ..verify.report import html_section
 
         parts.append(html_section(verification))
     parts.append(_matrix_for_model_ops(report, model, matrix))

@@ -22,7 +22,7 @@ def sub_const_to_add(rw, node):
 
 
 def _signed(node, graph):
-    from ..graph import dtype_name  # noqa: PLC0415
+    from ..graph import dtype_name
 
     name = dtype_name(node.inputs[1])
     if name is None or name.startswith("uint") or name == "bool":

@@ -38,7 +38,7 @@ after a rewrite the emitted nodes' output shapes are inferred before anything ch
 from __future__ import annotations
 
 from dataclasses import dataclass, field
-from typing import Callable, Iterable, Sequence
+from collections.abc import Callable, Iterable, Sequence
 
 import numpy as np
 import onnx
@@ -73,7 +73,7 @@ class Rule:
     emits: tuple[str, ...]
     kind: str
     doc: str
-    rewrite: Callable[["Rewrite", gs.Node], None] = field(repr=False)
+    rewrite: Callable[[Rewrite, gs.Node], None] = field(repr=False)
     #: Extra condition on the node (beyond ``node.op == op``); returns None when the rule
     #: applies, else the reason why not (shown by the planner).
     when: Callable[[gs.Node, gs.Graph], str | None] | None = field(default=None, repr=False)
@@ -104,7 +104,7 @@ def rule(op: str, emits: Sequence[str], kind: str = EXACT, *, when=None, cost: i
     if kind == APPROXIMATE and error_bound is None:
         raise ValueError("an approximate rule must state its error bound")
 
-    def register(fn: Callable[["Rewrite", gs.Node], None]) -> Rule:
+    def register(fn: Callable[[Rewrite, gs.Node], None]) -> Rule:
         # Cost: one per emitted node; retraining is a last resort, approximation nearly so.
         base = len(emits) if cost is None else cost
         penalty = {EXACT: 0, APPROXIMATE: 20, RETRAIN: 100}[kind]
@@ -325,7 +325,7 @@ def apply_rule_to_graph(graph: gs.Graph, rule_obj: Rule, node: gs.Node,
 
 def apply_rule(model: onnx.ModelProto, rule_name: str, node_name: str | None = None) -> onnx.ModelProto:
     """Apply one registered rule to one node (by default: the first node it matches)."""
-    from ..graph import to_graph, to_model  # noqa: PLC0415
+    from ..graph import to_graph, to_model
 
     graph = to_graph(model)
     r = REGISTRY[rule_name]

@@ -70,7 +70,7 @@ class _Val:
     shape: tuple[int, ...]
     dtype: np.dtype
     const: np.ndarray | None = None
-    reshaped_from: "_Val | None" = None   # set on an emitted Reshape: chains of views fold
+    reshaped_from: _Val | None = None   # set on an emitted Reshape: chains of views fold
     emitted: bool = False
 
 
@@ -578,7 +578,8 @@ def lowerable(node: gs.Node, graph: gs.Graph) -> str | None:
 
 
 def _lower(rw, node):
-    outs = (lambda n: rw.outputs if n is node else n.outputs)
+    def outs(n):
+        return (rw.outputs if n is node else n.outputs)
     nodes = component(node, rw.graph, outs)
     lw = _Lowering(rw.graph, rw, outs)
     lw.run(nodes)

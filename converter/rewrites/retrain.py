@@ -24,7 +24,8 @@ from __future__ import annotations
 
 import importlib
 from dataclasses import dataclass
-from typing import Any, Callable
+from typing import Any
+from collections.abc import Callable
 
 import numpy as np
 
@@ -34,7 +35,7 @@ from .convtranspose import (TransposeGeometry, resize_conv_geometry, resize_conv
 
 
 def _torch():
-    import torch  # noqa: PLC0415
+    import torch
 
     return torch
 

@@ -27,9 +27,9 @@ from __future__ import annotations
 
 import os
 from dataclasses import dataclass
-from functools import lru_cache
+from functools import cache
 from pathlib import Path
-from typing import Iterable
+from collections.abc import Iterable
 
 import numpy as np
 
@@ -63,9 +63,9 @@ class RuntimeRefused(EdgeconvError):
 # ----------------------------------------------------------------------------------- oracles
 
 
-@lru_cache(maxsize=None)
+@cache
 def _version(dist: str) -> str:
-    from importlib.metadata import PackageNotFoundError, version  # noqa: PLC0415
+    from importlib.metadata import PackageNotFoundError, version
 
     try:
         return version(dist)
@@ -140,11 +140,11 @@ def chosen_path(framework: str, given: dict[str, str] | None = None) -> str | No
 def load_runtime(framework: str, path: str | os.PathLike) -> RealRuntime:
     """The adapter for ``path`` (BadInput when it is not a usable tool)."""
     if framework == "tnn":
-        from .tnn import tnn_runtime  # noqa: PLC0415
+        from .tnn import tnn_runtime
 
         return tnn_runtime(Path(path))
     if framework == "mace":
-        from .mace import mace_runtime  # noqa: PLC0415
+        from .mace import mace_runtime
 
         return mace_runtime(Path(path))
     raise BadInput(f"no pluggable runtime for '{framework}'; choose one of: {', '.join(ENV)}")
@@ -205,3 +205,18 @@ def oracle_of(target, artifact) -> Oracle:
     if isinstance(target, BoundTarget):
         return Oracle(target.runtime.oracle_name(getattr(artifact, "hw", "")), RUNTIME)
     return builtin_oracle(getattr(artifact, "runtime", "") or "")
+
+
+def locate_binary(fw: str, path: Path, names: tuple[str, ...], what: str) -> Path:
+    """The executable ``--runtime fw=path`` names: the file itself, or the first of ``names``
+    (relative paths) inside the directory; BadInput saying what is wrong otherwise."""
+    if path.is_dir():
+        found = next((path / rel for rel in names if (path / rel).is_file()), None)
+        if found is None:
+            raise BadInput(f"--runtime {fw}={path}: no {what} in this directory (or its bin/)")
+        path = found
+    if not path.is_file():
+        raise BadInput(f"--runtime {fw}={path}: no such file")
+    if not os.access(path, os.X_OK):
+        raise BadInput(f"--runtime {fw}={path}: not executable")
+    return path

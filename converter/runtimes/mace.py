@@ -14,7 +14,6 @@ file names its runtime type and mace_run refuses it, so those stay with the buil
 
 from __future__ import annotations
 
-import os
 import re
 import subprocess
 import tempfile
@@ -23,23 +22,14 @@ from pathlib import Path
 import numpy as np
 
 from ..errors import BadInput
-from . import RealRuntime, RuntimeRefused
+from . import RealRuntime, RuntimeRefused, locate_binary
 
 TIMEOUT_S = 600
 _FORMAT = {0: "NONE", 1: "NHWC", 2: "NCHW"}
 
 
 def mace_runtime(path: Path) -> RealRuntime:
-    if path.is_dir():
-        for rel in ("bin/mace_run", "mace_run"):
-            if (path / rel).is_file():
-                return mace_runtime(path / rel)
-        raise BadInput(f"--runtime mace={path}: no mace_run in this directory (or its bin/)")
-    if not path.is_file():
-        raise BadInput(f"--runtime mace={path}: no such file")
-    if not os.access(path, os.X_OK):
-        raise BadInput(f"--runtime mace={path}: not executable")
-    return MaceRun(path)
+    return MaceRun(locate_binary("mace", path, ("bin/mace_run", "mace_run"), "mace_run"))
 
 
 def io_file(prefix: Path, name: str) -> Path:

@@ -25,22 +25,15 @@ from pathlib import Path
 import numpy as np
 
 from ..errors import BadInput
-from . import RealRuntime, RuntimeRefused
+from . import RealRuntime, RuntimeRefused, locate_binary
 
 TIMEOUT_S = 600
 
 
 def tnn_runtime(path: Path) -> RealRuntime:
     """The adapter for a ``tnn_run``/``TNNTest`` binary or a TNN build dir holding one."""
-    if path.is_dir():
-        for rel in ("bin/tnn_run", "tnn_run", "bin/TNNTest", "TNNTest", "test/TNNTest"):
-            if (path / rel).is_file():
-                return tnn_runtime(path / rel)
-        raise BadInput(f"--runtime tnn={path}: no tnn_run or TNNTest in this directory (or its bin/)")
-    if not path.is_file():
-        raise BadInput(f"--runtime tnn={path}: no such file")
-    if not os.access(path, os.X_OK):
-        raise BadInput(f"--runtime tnn={path}: not executable")
+    path = locate_binary("tnn", path, ("bin/tnn_run", "tnn_run", "bin/TNNTest", "TNNTest", "test/TNNTest"),
+                         "tnn_run or TNNTest")
     if path.name.lower().startswith("tnntest"):
         return TnnTest(path)
     return TnnRun(path)
@@ -119,8 +112,8 @@ class TnnRun(RealRuntime):
 
     def intermediates(self, artifact, inputs):
         """Every mapped blob as TNN computes it: the proto copied with all of them as outputs."""
-        from ..targets.base import Intermediates  # noqa: PLC0415
-        from ..targets.tnn.reader import read  # noqa: PLC0415
+        from ..targets.base import Intermediates
+        from ..targets.tnn.reader import read
 
         proto, weights = Path(artifact.files[0]), Path(artifact.files[1])
         mapping = artifact.meta.get("blob_map", {})

@@ -10,7 +10,6 @@ from __future__ import annotations
 
 import importlib
 from types import ModuleType
-from typing import Union
 
 from ..errors import BadInput
 from .base import Target
@@ -22,10 +21,10 @@ _BUILTIN = {
     "coreml": "converter.targets.coreml",
 }
 #: name -> a Target, a module exposing ``TARGET``, or the dotted path of such a module.
-_REGISTERED: dict[str, Union[Target, ModuleType, str]] = {}
+_REGISTERED: dict[str, Target | ModuleType | str] = {}
 
 
-def register(name: str, target: Union[Target, ModuleType, str], replace: bool = False) -> None:
+def register(name: str, target: Target | ModuleType | str, replace: bool = False) -> None:
     """Make ``target`` the exporter for ``--to name``: a :class:`Target`, a module exposing
     ``TARGET``, or a module's dotted path (imported on first use)."""
     if not replace and (name in _BUILTIN or name in _REGISTERED):

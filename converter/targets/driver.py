@@ -18,7 +18,8 @@ Anything else is a bug in edgeconv and surfaces as an internal error.
 
 from __future__ import annotations
 
-from typing import Any, Callable, Iterable
+from typing import Any
+from collections.abc import Callable, Iterable
 
 from ..errors import EdgeconvError, Unsupported
 from .registry import OpRegistry
@@ -65,7 +66,7 @@ def lower_nodes(ops: OpRegistry, ctx: NodeContext, nodes: Iterable, *, model=Non
     refuses such a port before exporting)."""
     marks = {}
     if custom is not None and model is not None:
-        from ..custom import custom_nodes_of  # noqa: PLC0415
+        from ..custom import custom_nodes_of
 
         marks = custom_nodes_of(model)
     for node in nodes:

@@ -21,7 +21,8 @@ The same class keys the readers' tables (TNN layer type ids, MACE op types): any
 from __future__ import annotations
 
 from collections.abc import Hashable, Iterator, Mapping
-from typing import Any, Callable
+from typing import Any
+from collections.abc import Callable
 
 Handler = Callable[[Any, Any], None]
 

@@ -6,7 +6,7 @@ from __future__ import annotations
 import json
 import os
 from pathlib import Path
-from typing import Callable
+from collections.abc import Callable
 
 import numpy as np
 import onnx
@@ -40,7 +40,7 @@ def choose_inputs(
     data = random_inputs(model, seed=seed, ranges=ranges, samples=samples, shapes=shapes)
     spans = ", ".join(f"{k or 'all'} [{lo:g}, {hi:g}]" for k, (lo, hi) in sorted((ranges or {}).items()))
     return data, (f"seeded random inputs (seed {seed}, {samples} sample{'s' if samples != 1 else ''}, "
-                  f"floats uniform {spans or '[%g, %g]' % DEFAULT_FLOAT_RANGE})")
+                  f"floats uniform {spans or '[{:g}, {:g}]'.format(*DEFAULT_FLOAT_RANGE)})")
 
 
 def _shared_tensors(reference: onnx.ModelProto, candidate: onnx.ModelProto) -> int:
@@ -60,7 +60,7 @@ def localization_reference(original: onnx.ModelProto, converted: onnx.ModelProto
     if shared >= sum(len(n.output) for n in converted.graph.node):
         return original
     try:
-        from ..normalize import normalize  # noqa: PLC0415
+        from ..normalize import normalize
 
         normalized = normalize(original)
     except Exception:  # normalization is only a better guess here; keep the original
@@ -88,8 +88,8 @@ def verify_files(
     shapes: dict[str, tuple[int, ...]] | None = None,
 ) -> VerifyReport:
     """Compare the ONNX file ``converted_path`` with ``original_path`` (localizing on failure)."""
-    from ..errors import BadInput  # noqa: PLC0415
-    from ..load import load_onnx  # noqa: PLC0415
+    from ..errors import BadInput
+    from ..load import load_onnx
 
     for path in (original_path, converted_path):
         if not Path(path).is_file():
@@ -110,9 +110,9 @@ TARGET_FILES = (".tnnproto", ".pb", ".tflite", ".mlpackage")
 def target_artifact(converted_path: str | os.PathLike):
     """(target, Artifact) for an exported file inside a port's output directory, from the
     ``report.json`` port wrote beside it (framework, hardware and the interface map)."""
-    from ..errors import BadInput  # noqa: PLC0415
-    from ..targets import get  # noqa: PLC0415
-    from ..targets.base import Artifact  # noqa: PLC0415
+    from ..errors import BadInput
+    from ..targets import get
+    from ..targets.base import Artifact
 
     path = Path(converted_path)
     report_path = path.parent / "report.json"
@@ -142,9 +142,9 @@ def verify_target_file(
 ) -> VerifyReport:
     """Compare an exported file (run by its framework's real runtime when one is chosen, else by
     the target's own executor) with the ONNX ``original_path``: the target stage of a port, alone."""
-    from ..errors import BadInput  # noqa: PLC0415
-    from ..load import load_onnx  # noqa: PLC0415
-    from ..runtimes import bind, oracle_of, resolve  # noqa: PLC0415
+    from ..errors import BadInput
+    from ..load import load_onnx
+    from ..runtimes import bind, oracle_of, resolve
 
     if not Path(original_path).is_file():
         raise BadInput(f"{original_path}: no such file")
@@ -187,7 +187,7 @@ def port_stages(
         stages.append(Stage("legalized", compose(run, postprocess) if postprocess else run,
                             model=legalized, reference=normalized))
     if target is not None and artifact is not None:
-        from ..runtimes import oracle_of  # noqa: PLC0415
+        from ..runtimes import oracle_of
 
         run = target_runner(target, artifact)
         localizer = None

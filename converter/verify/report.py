@@ -5,7 +5,7 @@ from __future__ import annotations
 
 import html
 import math
-from typing import Iterable
+from collections.abc import Iterable
 
 from .localize import LayerResult
 from .stages import FAIL, PASS, SKIPPED, StageResult, VerifyReport
@@ -45,8 +45,8 @@ def to_json(report: VerifyReport) -> dict:
 
 def table(report: VerifyReport):
     """A rich Table: one row per stage and output."""
-    from rich.markup import escape  # noqa: PLC0415
-    from rich.table import Table  # noqa: PLC0415
+    from rich.markup import escape
+    from rich.table import Table
 
     t = Table(title="verification against the original", title_justify="left")
     for col in ("stage", "output", "max abs", "max rel", "cosine", "SQNR dB", "atol/rtol", "result"):
@@ -75,8 +75,8 @@ def table(report: VerifyReport):
 
 def layer_table(stage: StageResult, around: int = 3):
     """The layers around the first diverging one (rich Table), or None without a layer report."""
-    from rich.markup import escape  # noqa: PLC0415
-    from rich.table import Table  # noqa: PLC0415
+    from rich.markup import escape
+    from rich.table import Table
 
     layers = stage.layers
     if layers is None or not layers.layers:
@@ -100,7 +100,7 @@ def layer_table(stage: StageResult, around: int = 3):
 
 
 def print_report(report: VerifyReport, console=None) -> None:
-    from rich.console import Console  # noqa: PLC0415
+    from rich.console import Console
 
     console = console or Console()
     console.print(table(report))

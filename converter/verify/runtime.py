@@ -8,7 +8,7 @@ the node that names it says.
 from __future__ import annotations
 
 import os
-from typing import Callable
+from collections.abc import Callable
 
 import numpy as np
 import onnx
@@ -25,7 +25,7 @@ def one_line(err: BaseException) -> str:
 
 
 def session(model: onnx.ModelProto | bytes | str | os.PathLike, threads: int | None = None):
-    import onnxruntime as ort  # noqa: PLC0415
+    import onnxruntime as ort
 
     opts = ort.SessionOptions()
     opts.graph_optimization_level = ort.GraphOptimizationLevel.ORT_DISABLE_ALL
@@ -38,7 +38,7 @@ def session(model: onnx.ModelProto | bytes | str | os.PathLike, threads: int | N
     weights = []
     if isinstance(model, onnx.ModelProto):
         # The weights go in as arrays (no 45 MB serialization per session); same session otherwise.
-        from ..light_model import without_weight_bytes  # noqa: PLC0415
+        from ..light_model import without_weight_bytes
 
         source, arrays = without_weight_bytes(model)
         if arrays:
@@ -60,8 +60,8 @@ def run_session(sess, inputs: dict[str, np.ndarray], output_names: list[str] | N
     if missing:
         raise BadInput(f"no value for model input(s) {', '.join(missing)}")
     names = output_names or [o.name for o in sess.get_outputs()]
-    from ..errors import EdgeconvError  # noqa: PLC0415
-    from ..isolate import guarded_run  # noqa: PLC0415
+    from ..errors import EdgeconvError
+    from ..isolate import guarded_run
 
     try:
         values = guarded_run(sess, names, {n: inputs[n] for n in wanted})  # time limit, Ctrl-C

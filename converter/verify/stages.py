@@ -33,7 +33,8 @@ import math
 import os
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any, Callable, Sequence, Union
+from typing import Any
+from collections.abc import Callable, Sequence
 
 import numpy as np
 import onnx
@@ -120,7 +121,7 @@ def load_tolerances(
     data: dict = {}
     where = "tolerances"
     if path is not None:
-        import yaml  # noqa: PLC0415
+        import yaml
 
         where = f"--tolerances {path}"
         p = Path(path)
@@ -181,7 +182,7 @@ class Stage:
     #: zero-argument function returning it (called only when the stage fails).
     reference: onnx.ModelProto | Callable[[], onnx.ModelProto] | None = None
     #: This stage's own tolerances (e.g. an fp16 target's), instead of the report-wide ones.
-    tolerances: "Tolerances | None" = None
+    tolerances: Tolerances | None = None
     #: For stages without an ONNX ``model``: ``localizer(sample, layer_tolerance) -> LayerReport``
     #: (e.g. :class:`~converter.verify.target_layers.TargetLocalizer`), called when it fails.
     localizer: Callable[[dict[str, np.ndarray], float], LayerReport] | None = None
@@ -202,7 +203,7 @@ def target_runner(target, artifact) -> Runner:
     When the oracle is a built-in *reader* and it cannot run the file, that is the reader's
     limit, not the file's: :class:`~converter.runtimes.ReaderCannotRun` makes the stage
     ``unverified`` instead of failed.  A real runtime that refuses the file fails the stage."""
-    from ..runtimes import READER, ReaderCannotRun, RuntimeRefused, oracle_of  # noqa: PLC0415
+    from ..runtimes import READER, ReaderCannotRun, RuntimeRefused, oracle_of
 
     def run(inputs):
         try:
@@ -219,7 +220,7 @@ def target_runner(target, artifact) -> Runner:
     return run
 
 
-StageLike = Union[Stage, tuple]
+StageLike = Stage | tuple
 
 
 def _as_stage(stage: StageLike) -> Stage:
@@ -326,7 +327,7 @@ class VerifyReport:
         return text
 
     def to_dict(self) -> dict:
-        from ..runtimes import onnxruntime_oracle  # noqa: PLC0415
+        from ..runtimes import onnxruntime_oracle
 
         return {
             "ok": self.ok, "summary": self.summary(), "samples": len(self.inputs),
@@ -457,8 +458,8 @@ def verify_stages(
     if unknown:
         raise BadInput(f"tolerances name output(s) {', '.join(unknown)}, but the model's outputs are: {', '.join(ref_names)}")
 
-    from ..runtimes import ReaderCannotRun, onnxruntime_oracle  # noqa: PLC0415
-    from .noise import estimate  # noqa: PLC0415
+    from ..runtimes import ReaderCannotRun, onnxruntime_oracle
+    from .noise import estimate
 
     floors: dict[str, dict] = {}
 

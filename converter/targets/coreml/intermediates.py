@@ -33,14 +33,14 @@ def mil_names(model: onnx.ModelProto, tensor_names: dict[str, str]) -> dict:
 
 
 def intermediates(artifact: Artifact, inputs: dict[str, np.ndarray]) -> Intermediates:
-    from .mil_executor import execute, load_program  # noqa: PLC0415
+    from .mil_executor import execute, load_program
 
     program = load_program(Path(artifact.out_dir) / artifact.meta["package"])
     feeds = {}
     for spec in artifact.meta["inputs"]:
         value = inputs.get(spec["onnx_name"], inputs.get(spec["name"]))
         if value is None:
-            from ...errors import BadInput  # noqa: PLC0415
+            from ...errors import BadInput
 
             raise BadInput(f"missing input '{spec['onnx_name']}'")
         feeds[spec["name"]] = np.asarray(value, dtype=np.float32)

@@ -149,7 +149,7 @@ def _pool_geometry(args, in_sizes):
 def _pool_inputs(x, kernel_sizes, strides, pads, outs, fill):
     """Pad x to cover every window; masks tell input positions and declared-padding positions."""
     widths = []
-    for size, k, s, (pb, pe), out in zip(x.shape[2:], kernel_sizes, strides, pads, outs):
+    for size, k, s, (pb, _pe), out in zip(x.shape[2:], kernel_sizes, strides, pads, outs):
         needed = (out - 1) * s + k
         widths.append((pb, max(needed - size - pb, 0)))
     padded = np.pad(x, [(0, 0), (0, 0)] + widths, constant_values=fill)

@@ -1,5 +1,5 @@
 """numpy kernels for MIL indexing and recurrent ops without a coremltools ``value_inference``:
-gather_nd, scatter_nd, one_hot, lstm.
+gather_nd, scatter_nd, one_hot, lstm; and concat, whose value inference ignores ``interleave``.
 
 Each follows the op's docstring in coremltools ``converters/mil/mil/ops/defs/iOS15/
 {scatter_gather,tensor_operation,recurrent}.py`` (``iOS16/scatter_gather.py`` for gather_nd's
@@ -111,3 +111,24 @@ def lstm(op, args):
     if not bool(np.asarray(args.get("output_sequence", False))):
         y = h[None]  # the hidden states of each direction's final step
     return y, h, np.concatenate([r[2] for r in runs], axis=-1)
+
+
+@KERNELS.register("concat")
+def concat(op, args):
+    """``concat(values, axis, interleave)`` (iOS15 tensor_operation.py).  With ``interleave`` the
+    inputs (all of one shape) alternate slice by slice along ``axis``: output index i*N + k holds
+    input k's slice i — what coremltools' ``detect_concat_interleave`` pass makes of a channel
+    shuffle (concat, reshape to [B, groups, C/groups, H, W], transpose, reshape back).
+    coremltools' own value inference concatenates and ignores ``interleave``."""
+    values = [np.asarray(v) for v in args["values"]]
+    axis = int(np.asarray(args["axis"]))
+    interleave = args.get("interleave") is not None and bool(np.asarray(args["interleave"]))
+    if values[0].ndim == 0:
+        return np.stack(values, axis=axis)
+    axis = axis % values[0].ndim
+    if not interleave:
+        return np.concatenate(values, axis=axis)
+    stacked = np.stack(values, axis=axis + 1)
+    shape = list(values[0].shape)
+    shape[axis] *= len(values)
+    return stacked.reshape(shape)

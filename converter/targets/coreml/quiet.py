@@ -22,7 +22,7 @@ import os
 import sys
 import tempfile
 import threading
-from typing import Iterator
+from collections.abc import Iterator
 
 from ...errors import MissingExtra
 
@@ -87,7 +87,7 @@ def coremltools():
             logging.getLogger("coremltools").setLevel(logging.ERROR)
             try:
                 with silenced(), without_frontends():
-                    import coremltools  # noqa: F401, PLC0415
+                    import coremltools  # noqa: F401
             except ImportError:
                 raise MissingExtra("coreml", "the CoreML target") from None
             _IMPORTED.append(True)

@@ -42,10 +42,10 @@ def feeds(artifact: Artifact, inputs: dict[str, np.ndarray]) -> dict[str, np.nda
 
 
 def intermediates(artifact: Artifact, inputs: dict[str, np.ndarray]) -> Intermediates:
-    from ...verify.localize import expose_intermediates  # noqa: PLC0415
-    from ...verify.runtime import run_session, session  # noqa: PLC0415
-    from ._generated import mace_pb2  # noqa: PLC0415
-    from .reader import read  # noqa: PLC0415
+    from ...verify.localize import expose_intermediates
+    from ...verify.runtime import run_session, session
+    from ._generated import mace_pb2
+    from .reader import read
 
     name = artifact.meta["name"]
     pb_path, data_path = artifact.out_dir / f"{name}.pb", artifact.out_dir / f"{name}.data"

@@ -145,14 +145,14 @@ class Emitter(NodeContext):
 _BUFFER_REUSING = {"Reshape", "ExpandDims", "Squeeze"}
 
 
-def _copy_aliased_outputs(em: "Emitter", output_names: list[str]) -> None:
+def _copy_aliased_outputs(em: Emitter, output_names: list[str]) -> None:
     """A graph output written by a buffer-reusing op goes through an exact copy (Eltwise PROD by
     scalar 1.0, bit-exact for every float and int32).  MACE's memory planner merges a reusing
     op's output into its input's buffer only when the output has readers; a model output has
     none, so the input buffer is released after the op and handed to a later tensor, which
     overwrites the output before it is read (allocate_opt_strategy.cc:213-216; measured in
     mace_run: the zoo detector's score branch off by 0.5)."""
-    from .ops.common import PROD  # noqa: PLC0415
+    from .ops.common import PROD
 
     wanted = set(output_names)
     for op in list(em.ops):
@@ -259,7 +259,7 @@ def build(model: onnx.ModelProto, hw: str, name: str, fp16_weights: bool = False
     multi.input_tensor.extend(i.name for i in inputs)
     multi.output_tensor.extend(o.name for o in outputs)
     pb = multi.SerializeToString(deterministic=True)
-    from .intermediates import tensor_map  # noqa: PLC0415
+    from .intermediates import tensor_map
 
     meta = {"ops": [op.type for op in em.ops], "gpu_cpu_fallback_ops": cpu_fallback,
             # which ONNX tensor each op output holds, for per-layer verification

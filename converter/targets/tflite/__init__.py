@@ -59,11 +59,11 @@ class TFLiteTarget(Target):
 
     def run(self, artifact: Artifact, inputs: dict[str, np.ndarray]) -> dict[str, np.ndarray]:
         try:
-            from ai_edge_litert.interpreter import Interpreter  # noqa: PLC0415
+            from ai_edge_litert.interpreter import Interpreter
         except ImportError:  # pragma: no cover - depends on the environment
             raise MissingExtra("tflite", "running a .tflite file") from None
         path = next(p for p in artifact.files if str(p).endswith(".tflite"))
-        from ...fsutil import quiet_native_stderr  # noqa: PLC0415
+        from ...fsutil import quiet_native_stderr
 
         with quiet_native_stderr():  # LiteRT prints "INFO: Created ... delegate" from C++
             interpreter = Interpreter(model_path=str(path), num_threads=artifact.meta.get("num_threads"))
@@ -83,7 +83,7 @@ class TFLiteTarget(Target):
     def intermediates(self, artifact: Artifact, inputs: dict[str, np.ndarray]):
         """Every tensor LiteRT computed, by legalized ONNX name (see ``intermediates.py``)."""
         try:
-            from .intermediates import intermediates  # noqa: PLC0415
+            from .intermediates import intermediates
         except ImportError:  # pragma: no cover - depends on the environment
             raise MissingExtra("tflite", "running a .tflite file") from None
         return intermediates(artifact, inputs)
@@ -118,12 +118,12 @@ def feed_inputs(interpreter, artifact: Artifact, inputs: dict[str, np.ndarray]) 
 
 def convert(model: onnx.ModelProto, options: ExportOptions) -> tuple[bytes, dict]:
     """The ``.tflite`` bytes for ``model`` and the interface description for ``run``."""
-    from ..driver import lower_nodes  # noqa: PLC0415
-    from . import fuse  # noqa: PLC0415
-    from .custom import finish_custom, lower_custom  # noqa: PLC0415
-    from .lower import Lowering  # noqa: PLC0415
-    from .ops import OPS  # noqa: PLC0415
-    from .writer import ModelWriter  # noqa: PLC0415
+    from ..driver import lower_nodes
+    from . import fuse
+    from .custom import finish_custom, lower_custom
+    from .lower import Lowering
+    from .ops import OPS
+    from .writer import ModelWriter
 
     graph = to_graph(model)
     fuse.fuse_gelu(graph)
@@ -170,12 +170,12 @@ def convert(model: onnx.ModelProto, options: ExportOptions) -> tuple[bytes, dict
     int8 = None
     quant_spec = options.extra.get("quantization")
     if quant_spec is not None and quant_spec.get("mode") == "int8-weights":
-        from .quantized import quantize_weights_only  # noqa: PLC0415
+        from .quantized import quantize_weights_only
 
         int8 = Int8Summary(weights=quantize_weights_only(writer, quant_spec["params"]))
     elif quant_spec is not None:
         # --quantize int8: the float ops rewritten as int8 ones with the QDQ model's parameters
-        from .quantized import count_int8_weights, quantize_int8  # noqa: PLC0415
+        from .quantized import count_int8_weights, quantize_int8
 
         quant = options.extra["quantization"]
         int8 = quantize_int8(writer, lowering, inputs, outputs, quant["params"], bool(quant.get("full_integer")))
@@ -189,7 +189,7 @@ def convert(model: onnx.ModelProto, options: ExportOptions) -> tuple[bytes, dict
     ops: dict[str, int] = {}
     for op in writer.ops:
         ops[op.builtin] = ops.get(op.builtin, 0) + 1
-    from .intermediates import tensor_map  # noqa: PLC0415
+    from .intermediates import tensor_map
 
     dtypes = {name: d for name, t in graph.tensors().items() if (d := dtype_name(t))}
     meta = {"inputs": in_meta, "outputs": out_meta, "ops": dict(sorted(ops.items())),

@@ -24,7 +24,7 @@ CUSTOM_OPTIONS_FLEXBUFFERS = 0  # schema.fbs CustomOptionsFormat
 
 def custom_options(attrs: dict[str, Any]) -> bytes:
     """The FlexBuffer map of the node's attributes (keys sorted, as FlexBuffers maps are)."""
-    from flatbuffers import flexbuffers  # noqa: PLC0415
+    from flatbuffers import flexbuffers
 
     return bytes(flexbuffers.Dumps(dict(sorted(attrs.items()))))
 
@@ -42,9 +42,9 @@ def finish_custom(data: bytes, customs: dict[str, tuple[str, bytes]]) -> bytes:
     """Give every CUSTOM operator of ``data`` its custom_code and custom_options."""
     if not customs:
         return data
-    from ._generated import schema_generated as fb  # noqa: PLC0415
-    from .writer import AlignedBuffer  # noqa: PLC0415  (keeps the 16-byte buffer alignment)
-    import flatbuffers  # noqa: PLC0415
+    from ._generated import schema_generated as fb
+    from .writer import AlignedBuffer  #  (keeps the 16-byte buffer alignment)
+    import flatbuffers
 
     model = fb.ModelT.InitFromObj(fb.Model.GetRootAs(data, 0))
     codes = list(model.operatorCodes)

@@ -259,7 +259,7 @@ class _Int8Pass:
         t.dtype, t.quant = np.dtype(np.int8), q
 
     def _emit(self, builtin: str, src: int, dst: int) -> None:
-        from .writer import Op  # noqa: PLC0415
+        from .writer import Op
 
         self._new_ops.append(Op(builtin, [src], [dst]))
 

@@ -26,7 +26,7 @@ def builtin_version(op, tensors) -> int:
     if any(i >= 0 and (tensors[i].dtype in (np.int8, np.uint8) or tensors[i].quant is not None)
            for i in list(op.inputs) + list(op.outputs)):
         # Integer (int8) and hybrid (float activations, int8 weights) kernels: versions_int8.py.
-        from .versions_int8 import quantized_version  # noqa: PLC0415
+        from .versions_int8 import quantized_version
 
         return quantized_version(op, tensors)
     if first is not None and first not in (np.float32, np.int32, np.int64, np.float16, np.bool_):

@@ -13,6 +13,8 @@ This is the output format's builder, not a graph IR: graph decisions are made on
 
 from __future__ import annotations
 
+import hashlib
+
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -68,7 +70,9 @@ class ModelWriter:
         self.fp16_weights = fp16_weights
         self.tensors: list[Tensor] = []
         self.ops: list[Op] = []
-        self._buffers: list[bytes] = [b""]
+        #: Constant buffers as read-only byte views of the arrays (never copies: a 1 GB weight
+        #: stays one array until the builder packs it), deduplicated by content digest.
+        self._buffers: list[memoryview | bytes] = [b""]
         self._buffer_of: dict[bytes, int] = {}
         self._constant_of: dict[tuple, int] = {}
         self._names: set[str] = set()
@@ -105,21 +109,21 @@ class ModelWriter:
         return self._stored_constant(name, value)
 
     def _stored_constant(self, name: str, value: np.ndarray) -> int:
-        data = value.tobytes()
-        key = (value.dtype.str, value.shape, data)
+        data, digest = _bytes_of(value)
+        key = (value.dtype.str, value.shape, digest)
         if key in self._constant_of:
             return self._constant_of[key]
         index = self.tensor(name, value.shape, value.dtype)
-        if data not in self._buffer_of:
+        if digest not in self._buffer_of:
             self._buffers.append(data)
-            self._buffer_of[data] = len(self._buffers) - 1
-        self.tensors[index].buffer = self._buffer_of[data]
+            self._buffer_of[digest] = len(self._buffers) - 1
+        self.tensors[index].buffer = self._buffer_of[digest]
         self._constant_of[key] = index
         self._values[index] = value
         return index
 
     def _fp16_constant(self, name: str, value: np.ndarray) -> int:
-        key = ("fp16->fp32", value.shape, value.tobytes())
+        key = ("fp16->fp32", value.shape, _bytes_of(value)[1])
         if key in self._constant_of:
             return self._constant_of[key]
         half = self._stored_constant(f"{name}/fp16", value.astype(np.float16))
@@ -133,15 +137,15 @@ class ModelWriter:
         """An integer constant with its quantization parameters (int8 weights, int32 biases);
         equal values with equal parameters share one tensor."""
         value = np.ascontiguousarray(value)
-        data = value.tobytes()
-        key = ("quantized", value.dtype.str, value.shape, data, quant)
+        data, digest = _bytes_of(value)
+        key = ("quantized", value.dtype.str, value.shape, digest, quant)
         if key in self._constant_of:
             return self._constant_of[key]
         index = self.tensor(name, value.shape, value.dtype)
-        if data not in self._buffer_of:
+        if digest not in self._buffer_of:
             self._buffers.append(data)
-            self._buffer_of[data] = len(self._buffers) - 1
-        self.tensors[index].buffer = self._buffer_of[data]
+            self._buffer_of[digest] = len(self._buffers) - 1
+        self.tensors[index].buffer = self._buffer_of[digest]
         self.tensors[index].quant = quant
         self._constant_of[key] = index
         return index
@@ -229,9 +233,21 @@ class ModelWriter:
         model.buffers = buffers
         model.signatureDefs = [signature]
 
-        builder = flatbuffers.Builder(1024 + sum(len(b.data) + 16 for b in buffers))
+        builder = flatbuffers.Builder(1024 + sum(_nbytes(b.data) + 16 for b in buffers))
         builder.Finish(model.Pack(builder), file_identifier=b"TFL3")
-        return bytes(builder.Output())
+        # The finished flatbuffer is the tail of the builder's bytearray: cut the unused head off
+        # in place (CPython moves the start pointer) instead of ``bytes(builder.Output())``, which
+        # copies the whole model twice.
+        data = builder.Bytes
+        del data[: builder.Head()]
+        return data
+
+
+def _bytes_of(value: np.ndarray) -> tuple[memoryview, bytes]:
+    """(the bytes of C-contiguous ``value`` as a read-only view, their SHA-256 digest with dtype
+    and size) -- the key equal constants share a buffer by, without copying the array."""
+    view = memoryview(value.reshape(-1).view(np.uint8)).toreadonly() if value.size else memoryview(b"")
+    return view, hashlib.sha256(view).digest() + str(view.nbytes).encode()
 
 
 def _tensor_map(name: str, index: int):
@@ -255,6 +271,10 @@ def referenced(ops: list[Op], inputs: list[int], outputs: list[int]) -> list[int
     return list(seen)
 
 
+def _nbytes(data) -> int:
+    return data.nbytes if isinstance(data, memoryview) else len(data)
+
+
 class AlignedBuffer:
     """Packs like ``fb.BufferT`` but honours the schema's ``force_align: 16`` on ``data``."""
 
@@ -263,11 +283,14 @@ class AlignedBuffer:
 
     def Pack(self, builder):  # noqa: N802 (the generated object API's method name)
         vector = None
-        if self.data:
-            n = len(self.data)
+        n = _nbytes(self.data)
+        if n:
             builder.StartVector(1, n, 16)
             builder.head = builder.head - n
-            builder.Bytes[builder.head : builder.head + n] = self.data
+            # through a memoryview: ``bytearray[a:b] = view`` first copies the view into a
+            # temporary bytearray (one more copy of the weight)
+            with memoryview(builder.Bytes) as target:
+                target[builder.head : builder.head + n] = self.data
             vector = builder.EndVector()
         fb.BufferStart(builder)
         if vector is not None:

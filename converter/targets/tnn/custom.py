@@ -13,7 +13,7 @@ from typing import Any
 
 
 def layer_params(attrs: dict[str, Any]) -> list[str]:
-    from ...custom.scaffold import number, token  # noqa: PLC0415
+    from ...custom.scaffold import number, token
 
     params: list[str] = []
     for _, value in sorted(attrs.items()):

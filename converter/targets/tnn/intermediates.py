@@ -45,14 +45,14 @@ def feeds(model: onnx.ModelProto, artifact: Artifact, inputs: dict[str, np.ndarr
 
 
 def intermediates(artifact: Artifact, inputs: dict[str, np.ndarray]) -> Intermediates:
-    from ...verify.localize import expose_intermediates  # noqa: PLC0415
-    from ...verify.runtime import run_session, session  # noqa: PLC0415
-    from .reader import read  # noqa: PLC0415
-    from .reader_onnx import to_onnx  # noqa: PLC0415
+    from ...verify.localize import expose_intermediates
+    from ...verify.runtime import run_session, session
+    from .reader import read
+    from .reader_onnx import to_onnx
 
     proto, weights = (Path(f) for f in artifact.files[:2])
     net = read(proto, weights)
-    from .reader_int8 import dequantize_int8, quantize_blobs  # noqa: PLC0415
+    from .reader_int8 import dequantize_int8, quantize_blobs
 
     scales = dequantize_int8(net)  # an int8 network: float weights, Q/DQ on its int8 blobs
     model = to_onnx(net)

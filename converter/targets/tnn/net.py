@@ -26,7 +26,7 @@ class RawBuffer:
                 np.int64: DATA_INT64, np.uint32: DATA_UINT32}[self.data.dtype.type]
 
     @classmethod
-    def of(cls, value: np.ndarray, *, half: bool = False, dims: tuple[int, ...] | None = None) -> "RawBuffer":
+    def of(cls, value: np.ndarray, *, half: bool = False, dims: tuple[int, ...] | None = None) -> RawBuffer:
         value = np.asarray(value)
         if value.dtype.kind == "f":
             value = value.astype(np.float16 if half else np.float32)

@@ -115,7 +115,8 @@ def conv_transpose(em, node: gs.Node) -> None:
 def pool(em, node: gs.Node) -> None:
     """MaxPool/AveragePool -> Pooling (``mace/ops/pooling.cc:43-100``): pad top/left =
     padding_values/2, ``round_mode`` defaults to CEIL so FLOOR is always written, AVG divides
-    by the number of valid (unpadded) elements = ONNX count_include_pad=0."""
+    by the number of valid (unpadded) elements = ONNX count_include_pad=0 (count_include_pad=1:
+    an explicit zero Pad before an unpadded pool)."""
     kernel = [int(k) for k in attr(node, "kernel_shape")]
     if len(kernel) != 2:
         raise fail(node, "only 2-D pooling")
@@ -125,9 +126,14 @@ def pool(em, node: gs.Node) -> None:
     if len(node.outputs) > 1 and node.outputs[1].name:
         raise fail(node, "MaxPool indices output")
     is_max = node.op == "MaxPool"
-    if not is_max and int(attr(node, "count_include_pad", 0)) and any(begin + end):
-        raise fail(node, "count_include_pad=1 with padding (MACE averages valid elements only)")
     x = em.name_of(node.inputs[0])
+    if not is_max and int(attr(node, "count_include_pad", 0)) and any(begin + end):
+        # MACE averages the valid elements only; counting the padding (PyTorch's AvgPool2d
+        # default, MaxViT's downsampling) is a zero Pad op first, then a pool without padding.
+        if int(attr(node, "ceil_mode", 0)):
+            raise fail(node, "count_include_pad=1 with padding and ceil_mode (MACE averages valid elements only)")
+        x = explicit_pad_op(em, node, x, begin, end, 0.0)
+        begin, end = [0, 0], [0, 0]
     if not mace_pad_ok(begin, end):
         if not is_max:
             raise fail(node, "top/left-heavy padding on AveragePool")

@@ -64,7 +64,7 @@ def _nhwc_operand(em, node: gs.Node, value, out_shape):
     dim 1", then ``TensorGeneralBroadcastEltwise``).  The GPU kernel broadcasts only
     [N, 1, 1, C] and [N, H, W, 1] (``opencl/image/eltwise.cc``), so for the GPU any other
     broadcast is written out to the full output shape."""
-    import numpy as np  # noqa: PLC0415
+    import numpy as np
 
     if em.hw == "gpu":
         n, c, h, w = value.shape

@@ -53,14 +53,19 @@ def transpose(em, node):
 @OPS.register("Concat")
 def concat(em, node):
     """Concat (``mace/ops/concat.cc:33,58-68``): ``axis`` default 3; with has_data_format on
-    4-D inputs the axis is NHWC-ordered."""
+    4-D inputs the axis is NHWC-ordered.  A constant operand below rank 4 (a ViT's class token
+    before the patch tokens) is a weight tensor read as any other input; a 4-D one would need
+    the NHWC constant layout, which is not written for Concat."""
     rank = rank_of(em, node.outputs[0])
     axis = int(attr(node, "axis")) % rank
     inputs = []
     for tensor in node.inputs:
         value = constant_value(tensor)
         if value is not None:
-            raise fail(node, "constant Concat operand")
+            if rank == 4:
+                raise fail(node, "constant 4-D Concat operand")
+            inputs.append(em.weight(tensor.name, value))
+            continue
         inputs.append(em.name_of(tensor))
     em.op("Concat", node.name, inputs, [em.name_of(node.outputs[0])], transposable=rank == 4,
           args=[("axis", "i", NCHW_TO_NHWC_AXIS[axis] if rank == 4 else axis)])
