@@ -403,7 +403,7 @@ class OnnxFile:
         self.discard()
 
     def discard(self) -> None:
-        import shutil  # noqa: PLC0415
+        import shutil
 
         shutil.rmtree(self.directory, ignore_errors=True)
 
