@@ -15,6 +15,7 @@ import pytest
 from onnx import TensorProto, helper, numpy_helper
 
 from converter.pipeline import PortOptions, load_stage, port
+from rank_runtimes import mace_run
 
 torch = pytest.importorskip("torch")
 
@@ -76,6 +77,16 @@ def shifted_window_model():
         model.block.norm.weight.uniform_(0.5, 1.5)
         model.block.norm.bias.normal_(0, 0.1)
     return model
+
+
+def _mace_cpu_output(model, name: str, x: np.ndarray, tmp_path) -> np.ndarray:
+    """Output ``y`` of ``model`` exported for MACE's CPU and run in MACE's own mace_run (the test
+    skips, naming the path, where ../shared/runtimes is absent)."""
+    from converter import targets
+    from converter.targets.base import ExportOptions
+
+    art = targets.get("mace").export(model, tmp_path / "m", "cpu", ExportOptions(extra={"name": name}))
+    return mace_run(art, {"x": x}, tmp_path / "run")["y"]
 
 
 def target_stage(result):
@@ -180,20 +191,11 @@ def test_mace_eltwise_constant_broadcast_along_a_non_channel_axis(tmp_path, hw):
 
 def test_mace_nhwc_constant_in_the_real_runtime(tmp_path):
     """The same model in MACE's own mace_run (test oracle; skipped when not present)."""
-    import sys
-    from pathlib import Path
-
-    sys.path.insert(0, str(Path(__file__).parent))
-    from rank_runtimes import mace_run
-
-    from converter import targets
-    from converter.targets.base import ExportOptions
 
     model = onnx.shape_inference.infer_shapes(_last_axis_affine_model())
-    art = targets.get("mace").export(model, tmp_path / "m", "cpu", ExportOptions(extra={"name": "affine"}))
     x = np.random.default_rng(0).standard_normal((1, 4, 5, 6)).astype(np.float32)
     ref = ort.InferenceSession(model.SerializeToString()).run(None, {"x": x})[0]
-    got = mace_run(art, {"x": x}, tmp_path / "run")["y"]
+    got = _mace_cpu_output(model, "affine", x, tmp_path)
     assert float(np.abs(got - ref).max()) < 1e-5
 
 
@@ -251,11 +253,6 @@ def test_mace_global_pool_over_three_spatial_axes(tmp_path, op):
     """R3D-18 / R(2+1)D on MACE: the exporter reduced H and W only, leaving D (the file's
     [1,512,1,1,4] could not be flattened to [1,512]); now D, H and W, checked by edgeconv's reader
     and by MACE's own mace_run."""
-    import sys
-    from pathlib import Path
-
-    from converter import targets
-    from converter.targets.base import ExportOptions
 
     model = _global_pool_3d_model(op)
     path = tmp_path / "pool.onnx"
@@ -264,15 +261,9 @@ def test_mace_global_pool_over_three_spatial_axes(tmp_path, op):
     assert result.status == "ok", result.reason
     assert target_stage(result).outputs[0].metrics.max_abs < 1e-6
 
-    sys.path.insert(0, str(Path(__file__).parent))
-    from rank_runtimes import MACE_RUN, mace_run
-
-    if not MACE_RUN.exists():
-        return
-    art = targets.get("mace").export(model, tmp_path / "m", "cpu", ExportOptions(extra={"name": "pool"}))
     x = np.random.default_rng(0).standard_normal((1, 3, 2, 4, 5)).astype(np.float32)
     ref = ort.InferenceSession(model.SerializeToString()).run(None, {"x": x})[0]
-    got = mace_run(art, {"x": x}, tmp_path / "run")["y"]
+    got = _mace_cpu_output(model, "pool", x, tmp_path)
     assert float(np.abs(got.reshape(ref.shape) - ref).max()) < 1e-5
 
 
@@ -341,11 +332,6 @@ def test_coreml_channel_shuffle_runs_as_an_interleaved_concat(tmp_path):
 def test_mace_concat_with_a_constant_operand(tmp_path):
     """A ViT's class token: Concat(constant [1, 1, C], tokens [1, N, C]) on axis 1, refused by the
     MACE exporter before ("constant Concat operand"); edgeconv's reader and mace_run agree."""
-    import sys
-    from pathlib import Path
-
-    from converter import targets
-    from converter.targets.base import ExportOptions
 
     rng = np.random.default_rng(2)
     x = helper.make_tensor_value_info("x", TensorProto.FLOAT, [1, 4, 6])
@@ -360,14 +346,8 @@ def test_mace_concat_with_a_constant_operand(tmp_path):
     assert result.status == "ok", result.reason
     assert target_stage(result).outputs[0].metrics.max_abs == 0.0
 
-    sys.path.insert(0, str(Path(__file__).parent))
-    from rank_runtimes import MACE_RUN, mace_run
-
-    if not MACE_RUN.exists():
-        return
-    art = targets.get("mace").export(model, tmp_path / "m", "cpu", ExportOptions(extra={"name": "cls"}))
     xv = rng.standard_normal((1, 4, 6)).astype(np.float32)
-    got = mace_run(art, {"x": xv}, tmp_path / "run")["y"]
+    got = _mace_cpu_output(model, "cls", xv, tmp_path)
     ref = np.concatenate([numpy_helper.to_array(token), xv], 1)
     assert float(np.abs(got.reshape(ref.shape) - ref).max()) == 0.0
 
@@ -376,11 +356,6 @@ def test_mace_average_pool_counting_the_padding(tmp_path):
     """MaxViT's downsampling AvgPool2d(3, 2, padding=1) counts the padding (count_include_pad=1);
     MACE's pooling averages valid elements only and the exporter refused it.  Now a zero Pad op
     and an unpadded pool, checked by edgeconv's reader and by mace_run."""
-    import sys
-    from pathlib import Path
-
-    from converter import targets
-    from converter.targets.base import ExportOptions
 
     x = helper.make_tensor_value_info("x", TensorProto.FLOAT, [1, 3, 7, 8])
     y = helper.make_tensor_value_info("y", TensorProto.FLOAT, [1, 3, 4, 4])
@@ -394,15 +369,9 @@ def test_mace_average_pool_counting_the_padding(tmp_path):
     assert result.status == "ok", result.reason
     assert target_stage(result).outputs[0].metrics.max_abs < 1e-6
 
-    sys.path.insert(0, str(Path(__file__).parent))
-    from rank_runtimes import MACE_RUN, mace_run
-
-    if not MACE_RUN.exists():
-        return
-    art = targets.get("mace").export(model, tmp_path / "m", "cpu", ExportOptions(extra={"name": "pool"}))
     xv = np.random.default_rng(3).standard_normal((1, 3, 7, 8)).astype(np.float32)
     ref = ort.InferenceSession(model.SerializeToString()).run(None, {"x": xv})[0]
-    got = mace_run(art, {"x": xv}, tmp_path / "run")["y"]
+    got = _mace_cpu_output(model, "pool", xv, tmp_path)
     assert float(np.abs(got.reshape(ref.shape) - ref).max()) < 1e-5
 
 
