@@ -112,7 +112,7 @@ class TnnRun(RealRuntime):
 
     def intermediates(self, artifact, inputs):
         """Every mapped blob as TNN computes it: the proto copied with all of them as outputs."""
-        from ..targets.base import Intermediates
+        from ..targets.tnn.intermediates import by_onnx_name
         from ..targets.tnn.reader import read
 
         proto, weights = Path(artifact.files[0]), Path(artifact.files[1])
@@ -125,7 +125,6 @@ class TnnRun(RealRuntime):
         current = _records("\n".join(records))[3].split()
         outputs = list(dict.fromkeys([*current, *wanted]))
         records[3] = f'"{" ".join(outputs)} ,"'
-        found = Intermediates("tnn", layer_count=len(net.layers))
         with tempfile.TemporaryDirectory(prefix="edgeconv-tnn-") as tmp:
             work = Path(tmp)
             copy = work / "exposed.tnnproto"
@@ -134,12 +133,7 @@ class TnnRun(RealRuntime):
             values = self._invoke(copy, artifact, inputs, work)
         for name in [n for n in values if n.endswith("__f32")]:
             values[name[:-len("__f32")]] = values.pop(name).astype(bool)
-        for layer in net.layers:
-            for blob in layer.outputs:
-                entry = mapping.get(blob)
-                if entry is not None and blob in values:
-                    found.add(entry["onnx"], values[blob], layer.type_str, layer.name, blob, entry["dtype"])
-        return found
+        return by_onnx_name(net, mapping, values)
 
 
 def _records(text: str) -> list[str]:

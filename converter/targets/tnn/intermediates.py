@@ -59,7 +59,12 @@ def intermediates(artifact: Artifact, inputs: dict[str, np.ndarray]) -> Intermed
     model = quantize_blobs(model, scales) if scales else model
     exposed, _ = expose_intermediates(model)
     values = run_session(session(exposed), feeds(model, artifact, inputs))
-    mapping = artifact.meta.get("blob_map", {})
+    return by_onnx_name(net, artifact.meta.get("blob_map", {}), values)
+
+
+def by_onnx_name(net, mapping: dict, values: dict[str, np.ndarray]) -> Intermediates:
+    """TNN blob values (by blob name, from the reader or the real runtime) as the ONNX tensors
+    they stand for (``mapping``: the artifact's ``blob_map``), with the layer that wrote each."""
     found = Intermediates("tnn", layer_count=len(net.layers))
     for layer in net.layers:
         for blob in layer.outputs:
