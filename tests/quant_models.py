@@ -97,3 +97,12 @@ def ops_mix_model(seed: int = 0) -> onnx.ModelProto:
              helper.make_node("Softmax", ["gm"], ["y"], name="softmax", axis=-1)]
     return _model(nodes, [helper.make_tensor_value_info("x", TensorProto.FLOAT, [1, 3, 16, 16])],
                   [helper.make_tensor_value_info("y", TensorProto.FLOAT, [1, 4])], inits, "opsmix")
+
+
+def calibration_folder(folder, calibration: int = 32, held: int = 16, shape=(1, 3, 32, 32)):
+    """``folder`` with seeded ``calib.npz`` (calibration samples) and ``held.npz`` (held-out
+    samples for the SQNR checks) of the zoo models' ``input``; returns ``folder``."""
+    rng = np.random.default_rng(0)
+    np.savez(folder / "calib.npz", input=rng.standard_normal((calibration, *shape)).astype(np.float32))
+    np.savez(folder / "held.npz", input=rng.standard_normal((held, *shape)).astype(np.float32))
+    return folder

@@ -16,18 +16,14 @@ import pytest
 
 from converter.pipeline import PortOptions, port
 from converter.verify.runtime import onnx_runner
-from quant_models import heavy_tail_model, photo_like_images
+from quant_models import calibration_folder, heavy_tail_model, photo_like_images
 
 ROOT = Path(__file__).resolve().parents[1]
 
 
 @pytest.fixture(scope="module")
 def calib(tmp_path_factory):
-    folder = tmp_path_factory.mktemp("calib")
-    rng = np.random.default_rng(0)
-    np.savez(folder / "calib.npz", input=rng.standard_normal((32, 1, 3, 32, 32)).astype(np.float32))
-    np.savez(folder / "held.npz", input=rng.standard_normal((16, 1, 3, 32, 32)).astype(np.float32))
-    return folder
+    return calibration_folder(tmp_path_factory.mktemp("calib"), held=16)
 
 
 def _report(out: Path) -> dict:

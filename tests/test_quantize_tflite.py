@@ -16,7 +16,7 @@ import pytest
 
 pytest.importorskip("ai_edge_litert")
 
-from quant_models import heavy_tail_model  # noqa: E402
+from quant_models import calibration_folder, heavy_tail_model  # noqa: E402
 
 from converter.errors import Unsupported  # noqa: E402
 from converter.pipeline import PortOptions, port  # noqa: E402
@@ -37,11 +37,7 @@ TYPES = {v: k for k, v in vars(fb.TensorType).items() if not k.startswith("_")}
 
 @pytest.fixture(scope="module")
 def data(tmp_path_factory):
-    folder = tmp_path_factory.mktemp("int8data")
-    rng = np.random.default_rng(0)
-    np.savez(folder / "calib.npz", input=rng.standard_normal((32, 1, 3, 32, 32)).astype(np.float32))
-    np.savez(folder / "held.npz", input=rng.standard_normal((16, 1, 3, 32, 32)).astype(np.float32))
-    return folder
+    return calibration_folder(tmp_path_factory.mktemp("int8data"), held=16)
 
 
 @pytest.fixture(scope="module")

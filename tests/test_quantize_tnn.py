@@ -10,6 +10,7 @@ from pathlib import Path
 import numpy as np
 import onnx
 import pytest
+from quant_models import calibration_folder
 from rank_runtimes import tnn_run
 
 from converter.pipeline import PortOptions, port
@@ -27,11 +28,7 @@ MIN_SQNR_DB = 30.0
 
 @pytest.fixture(scope="module")
 def data(tmp_path_factory):
-    folder = tmp_path_factory.mktemp("tnn8data")
-    rng = np.random.default_rng(0)
-    np.savez(folder / "calib.npz", input=rng.standard_normal((32, 1, 3, 32, 32)).astype(np.float32))
-    np.savez(folder / "held.npz", input=rng.standard_normal((8, 1, 3, 32, 32)).astype(np.float32))
-    return folder
+    return calibration_folder(tmp_path_factory.mktemp("tnn8data"), held=8)
 
 
 @pytest.mark.parametrize("name, quantized", [

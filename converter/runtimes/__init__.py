@@ -26,6 +26,7 @@ re-implementation of the framework's semantics: when it cannot run a file, the t
 from __future__ import annotations
 
 import os
+from abc import ABC, abstractmethod
 from dataclasses import dataclass
 from functools import cache
 from pathlib import Path
@@ -93,7 +94,7 @@ def builtin_oracle(runtime: str) -> Oracle:
 # ------------------------------------------------------------------------------ real runtimes
 
 
-class RealRuntime:
+class RealRuntime(ABC):
     """A framework's own interpreter, run as a subprocess on the exported files."""
 
     framework: str = ""
@@ -109,11 +110,14 @@ class RealRuntime:
         """Can it run a file exported for ``hw``?  (Else the built-in executor judges it.)"""
         return True
 
+    @abstractmethod
     def run(self, artifact, inputs: dict[str, np.ndarray]) -> dict[str, np.ndarray]:
-        raise NotImplementedError
+        """The file's outputs by ONNX output name, as the runtime computed them."""
 
     def intermediates(self, artifact, inputs: dict[str, np.ndarray]):
-        raise NotImplementedError
+        """Inner tensors by ONNX name; only runtimes with ``exposes_intermediates`` have them
+        (callers check it and localize with the built-in reader otherwise)."""
+        raise RuntimeRefused(f"{self.title} cannot expose intermediate tensors")
 
 
 def parse_runtime_flags(flags: Iterable[str] | None) -> dict[str, str]:
