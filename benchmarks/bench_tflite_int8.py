@@ -45,24 +45,9 @@ def samples(shape, count, seed):
 
 def latency(paths: list[Path], runs: int) -> list[float]:
     """Median 1-thread invoke time of each file, interleaved so that load hits all alike."""
-    from ai_edge_litert.interpreter import Interpreter
+    from bench_tflite_vs_onnx2tf import paired_latency
 
-    interps = []
-    for path in paths:
-        interp = Interpreter(model_path=str(path), num_threads=1)
-        interp.allocate_tensors()
-        for d in interp.get_input_details():
-            interp.set_tensor(d["index"], np.zeros(d["shape"], d["dtype"]))
-        for _ in range(3):
-            interp.invoke()
-        interps.append(interp)
-    times = [[] for _ in interps]
-    for _ in range(runs):
-        for k, interp in enumerate(interps):
-            t = time.perf_counter()
-            interp.invoke()
-            times[k].append(time.perf_counter() - t)
-    return [statistics.median(ts) for ts in times]
+    return paired_latency([(path, None) for path in paths], threads=1, runs=runs)
 
 
 def run_nhwc_tflite(path: Path, x_nchw: np.ndarray) -> np.ndarray:

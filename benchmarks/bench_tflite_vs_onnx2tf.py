@@ -66,17 +66,17 @@ def run_onnx2tf(python: Path, onnx_path: Path, work: Path) -> tuple[float, Path]
     return elapsed, files[0]
 
 
-def paired_latency(files: list[tuple[Path, list[np.ndarray]]], threads: int, runs: int) -> list[float]:
+def paired_latency(files: list[tuple[Path, list[np.ndarray] | None]], threads: int, runs: int) -> list[float]:
     """Median invoke time of each file, measured interleaved (a, b, a, b, ...) so that load from
-    other processes on the shared cores hits every file alike."""
+    other processes on the shared cores hits every file alike (feeds None: zeros)."""
     from ai_edge_litert.interpreter import Interpreter
 
     interps = []
     for path, feeds in files:
         interp = Interpreter(model_path=str(path), num_threads=threads)
         interp.allocate_tensors()
-        for d, x in zip(interp.get_input_details(), feeds):
-            interp.set_tensor(d["index"], x)
+        for k, d in enumerate(interp.get_input_details()):
+            interp.set_tensor(d["index"], np.zeros(d["shape"], d["dtype"]) if feeds is None else feeds[k])
         for _ in range(3):
             interp.invoke()
         interps.append(interp)
