@@ -108,9 +108,12 @@ class ModelWriter:
             return self._fp16_constant(name, value)
         return self._stored_constant(name, value)
 
-    def _stored_constant(self, name: str, value: np.ndarray) -> int:
+    def _stored_constant(self, name: str, value: np.ndarray, quant=None) -> int:
+        """A constant tensor over a buffer shared by equal bytes; equal constants (and, with
+        ``quant``, equal quantization parameters) share one tensor."""
         data, digest = _bytes_of(value)
-        key = (value.dtype.str, value.shape, digest)
+        key = (value.dtype.str, value.shape, digest) if quant is None else \
+            ("quantized", value.dtype.str, value.shape, digest, quant)
         if key in self._constant_of:
             return self._constant_of[key]
         index = self.tensor(name, value.shape, value.dtype)
@@ -119,7 +122,10 @@ class ModelWriter:
             self._buffer_of[digest] = len(self._buffers) - 1
         self.tensors[index].buffer = self._buffer_of[digest]
         self._constant_of[key] = index
-        self._values[index] = value
+        if quant is None:
+            self._values[index] = value
+        else:
+            self.tensors[index].quant = quant
         return index
 
     def _fp16_constant(self, name: str, value: np.ndarray) -> int:
@@ -136,19 +142,7 @@ class ModelWriter:
     def quantized_constant(self, name: str, value: np.ndarray, quant) -> int:
         """An integer constant with its quantization parameters (int8 weights, int32 biases);
         equal values with equal parameters share one tensor."""
-        value = np.ascontiguousarray(value)
-        data, digest = _bytes_of(value)
-        key = ("quantized", value.dtype.str, value.shape, digest, quant)
-        if key in self._constant_of:
-            return self._constant_of[key]
-        index = self.tensor(name, value.shape, value.dtype)
-        if digest not in self._buffer_of:
-            self._buffers.append(data)
-            self._buffer_of[digest] = len(self._buffers) - 1
-        self.tensors[index].buffer = self._buffer_of[digest]
-        self.tensors[index].quant = quant
-        self._constant_of[key] = index
-        return index
+        return self._stored_constant(name, np.ascontiguousarray(value), quant)
 
     def value(self, index: int) -> np.ndarray | None:
         """The value of a constant tensor (also one made by an fp16 DEQUANTIZE), else None."""
