@@ -30,7 +30,7 @@ from typing import Any
 from . import __version__
 from .errors import (EXIT_NEEDS_CUSTOM, EXIT_OK, EXIT_UNSUPPORTED, EXIT_UNVERIFIED, EXIT_VERIFY_FAILED, BadInput,
                      Unsupported)
-from .fsutil import atomic_write_text, replace_output_dir, sha256_file
+from .fsutil import atomic_copy_file, atomic_write_text, replace_output_dir, sha256_file
 from .memory import RELEASE_MIN_BYTES, release, weight_bytes
 
 STATUS_EXIT = {"ok": EXIT_OK, "unsupported": EXIT_UNSUPPORTED, "verify_failed": EXIT_VERIFY_FAILED,
@@ -207,7 +207,10 @@ def port(model_path: str, opts: PortOptions, progress=None, preloaded=None, shar
             final, postprocess = cut.model, cut
             report["postprocess"] = cut.manifest
         save_onnx(model, tmp / "normalized.onnx")
-        save_onnx(final, tmp / "legalized.onnx")
+        if final is model and not (tmp / "normalized.onnx.data").exists():
+            atomic_copy_file(tmp / "normalized.onnx", tmp / "legalized.onnx")  # legalize changed nothing
+        else:
+            save_onnx(final, tmp / "legalized.onnx")
         report["ops_after"] = _histogram(final)
         if quant_plan is not None and status == "ok":
             from .quantize.port import quantize_for_port

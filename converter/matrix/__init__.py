@@ -92,13 +92,15 @@ class OpRule:
 
 
 class Matrix:
-    def __init__(self, data: dict, lines: Lines, files: list[Path]):
+    def __init__(self, data: dict, lines: Lines, files: list[Path], *, validated: bool = False):
+        """``validated``: ``data`` is a document that passed :func:`.schema.validate` before
+        (the packaged matrix's parse cache, :mod:`.compiled`), so only its tables are built."""
         self.data = data
         self.files = files
         self._lines = lines
         self._rules: dict[tuple[str, str], dict[str, OpRule]] = {}
         self._citations: dict[str, Citation] = {}
-        self._validate_and_compile()
+        self._validate_and_compile(validated)
 
     # ------------------------------------------------------------------ public API
 
@@ -290,10 +292,16 @@ class Matrix:
     def _table(self, framework: str, hw: str) -> dict[str, OpRule]:
         table = self._rules.get((framework, hw))
         if table is None:
+            fw = self._fw(framework)
             self._hw(framework, hw)  # raises BadInput with the choices
+            table = self._rules[(framework, hw)] = self._compile_hw(framework, fw, hw)
         return table
 
-    def _validate_and_compile(self) -> None:
+    def _validate_and_compile(self, validated: bool = False) -> None:
+        """Validate the document (each constraint compiles there once); a validated document's
+        tables are compiled when first asked for (a port needs one framework x hardware)."""
+        if validated:
+            return
         from .schema import validate
 
         validate(self.data, self._lines)
@@ -373,14 +381,29 @@ def _max_rank_constraint(max_rank: int | None, source: str | None) -> Constraint
 
 @functools.lru_cache(maxsize=8)
 def _load_cached(paths: tuple[str, ...], mtimes: tuple[float, ...]) -> Matrix:
-    base_path = Path(paths[0])
-    data, lines = read_yaml_with_lines(base_path)
+    data, lines, validated = _read_base(Path(paths[0]))
     for overlay in paths[1:]:
         odata, olines = read_yaml_with_lines(Path(overlay))
         if not isinstance(odata, dict):
             raise MatrixFileError(f"{Path(overlay).name}:1: an overlay must be a mapping")
         data = merge_overlay(data, lines, odata, olines)
-    return Matrix(data, lines, [Path(p) for p in paths])
+    return Matrix(data, lines, [Path(p) for p in paths], validated=validated and not paths[1:])
+
+
+def _read_base(path: Path) -> tuple[dict, Lines, bool]:
+    """(document, line map, whether it is known valid).  The packaged matrix comes from its
+    parse cache (:mod:`.compiled`) once one process has parsed and validated it."""
+    if path != DEFAULT_MATRIX.resolve():
+        return (*read_yaml_with_lines(path), False)
+    from . import compiled
+
+    data, lines, key = compiled.load(path)
+    if data is not None:
+        return data, lines, True
+    data, lines = read_yaml_with_lines(path)
+    Matrix(data, lines, [path])  # validates (a bad matrix raises here and is never cached)
+    compiled.store(path, key, data, lines)
+    return data, lines, True
 
 
 def load_matrix(path: str | Path | None = None, overlays: Iterable[str | Path] = ()) -> Matrix:

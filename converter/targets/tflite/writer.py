@@ -71,9 +71,11 @@ class ModelWriter:
         self.tensors: list[Tensor] = []
         self.ops: list[Op] = []
         #: Constant buffers as read-only byte views of the arrays (never copies: a 1 GB weight
-        #: stays one array until the builder packs it), deduplicated by content digest.
+        #: stays one array until the builder packs it), deduplicated by content: buffers of one
+        #: size are told apart by digest, computed only once a second buffer of that size comes.
         self._buffers: list[memoryview | bytes] = [b""]
-        self._buffer_of: dict[bytes, int] = {}
+        self._buffers_of_size: dict[int, list[int]] = {}
+        self._digests: dict[int, bytes] = {}
         self._constant_of: dict[tuple, int] = {}
         self._names: set[str] = set()
         self._values: dict[int, np.ndarray] = {}  # constant tensor index -> float32/int value
@@ -111,21 +113,34 @@ class ModelWriter:
     def _stored_constant(self, name: str, value: np.ndarray, quant=None) -> int:
         """A constant tensor over a buffer shared by equal bytes; equal constants (and, with
         ``quant``, equal quantization parameters) share one tensor."""
-        data, digest = _bytes_of(value)
-        key = (value.dtype.str, value.shape, digest) if quant is None else \
-            ("quantized", value.dtype.str, value.shape, digest, quant)
+        buffer = self._buffer_for(_view_of(value))
+        key = (value.dtype.str, value.shape, buffer) if quant is None else \
+            ("quantized", value.dtype.str, value.shape, buffer, quant)
         if key in self._constant_of:
             return self._constant_of[key]
         index = self.tensor(name, value.shape, value.dtype)
-        if digest not in self._buffer_of:
-            self._buffers.append(data)
-            self._buffer_of[digest] = len(self._buffers) - 1
-        self.tensors[index].buffer = self._buffer_of[digest]
+        self.tensors[index].buffer = buffer
         self._constant_of[key] = index
         if quant is None:
             self._values[index] = value
         else:
             self.tensors[index].quant = quant
+        return index
+
+    def _buffer_for(self, data: memoryview) -> int:
+        """The index of the buffer holding exactly ``data``'s bytes (appended when new)."""
+        same_size = self._buffers_of_size.setdefault(data.nbytes, [])
+        digest = _digest(data) if same_size else None
+        for index in same_size:
+            if index not in self._digests:
+                self._digests[index] = _digest(self._buffers[index])
+            if self._digests[index] == digest:
+                return index
+        self._buffers.append(data)
+        index = len(self._buffers) - 1
+        same_size.append(index)
+        if digest is not None:
+            self._digests[index] = digest
         return index
 
     def _fp16_constant(self, name: str, value: np.ndarray) -> int:
@@ -227,7 +242,7 @@ class ModelWriter:
         model.buffers = buffers
         model.signatureDefs = [signature]
 
-        builder = flatbuffers.Builder(1024 + sum(_nbytes(b.data) + 16 for b in buffers))
+        builder = flatbuffers.Builder(_builder_size(buffers, tensors, operators))
         builder.Finish(model.Pack(builder), file_identifier=b"TFL3")
         # The finished flatbuffer is the tail of the builder's bytearray: cut the unused head off
         # in place (CPython moves the start pointer) instead of ``bytes(builder.Output())``, which
@@ -237,11 +252,31 @@ class ModelWriter:
         return data
 
 
+def _view_of(value: np.ndarray) -> memoryview:
+    """The bytes of C-contiguous ``value`` as a read-only view (no copy of the array)."""
+    return memoryview(value.reshape(-1).view(np.uint8)).toreadonly() if value.size else memoryview(b"")
+
+
+def _digest(data) -> bytes:
+    """SHA-256 of the bytes with their size: what tells equal-sized buffers apart."""
+    return hashlib.sha256(data).digest() + str(memoryview(data).nbytes).encode()
+
+
 def _bytes_of(value: np.ndarray) -> tuple[memoryview, bytes]:
-    """(the bytes of C-contiguous ``value`` as a read-only view, their SHA-256 digest with dtype
-    and size) -- the key equal constants share a buffer by, without copying the array."""
-    view = memoryview(value.reshape(-1).view(np.uint8)).toreadonly() if value.size else memoryview(b"")
-    return view, hashlib.sha256(view).digest() + str(view.nbytes).encode()
+    """(the bytes of C-contiguous ``value`` as a read-only view, their digest)."""
+    view = _view_of(value)
+    return view, _digest(view)
+
+
+def _builder_size(buffers, tensors, operators) -> int:
+    """Bytes the finished model needs, over-estimated: a builder that runs out doubles its
+    bytearray and copies everything into it (one more whole copy of the weights).  Each buffer
+    costs its data + up to 15 bytes of alignment + a 4-byte length + its table; tensors and
+    operators their names, shapes, index vectors and tables."""
+    weights = sum(_nbytes(b.data) + 64 for b in buffers)
+    tables = sum(4 * len(t.name) + 4 * len(t.shape) + 128 for t in tensors)
+    tables += sum(4 * (len(o.inputs) + len(o.outputs) + len(o.customOptions or ())) + 256 for o in operators)
+    return min((1 << 16) + weights + 2 * tables, flatbuffers.Builder.MAX_BUFFER_SIZE)
 
 
 def _tensor_map(name: str, index: int):
