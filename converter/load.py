@@ -158,7 +158,9 @@ _EXTERNAL_MIN_BYTES = 1 << 20
 
 def _too_large_to_serialize(model: onnx.ModelProto) -> bool:
     # Initializers dominate a model's size; keep a margin under protobuf's hard limit.
-    return sum(len(t.raw_data) for t in model.graph.initializer) > onnx.checker.MAXIMUM_PROTOBUF - (64 << 20)
+    from .memory import weight_bytes
+
+    return weight_bytes(model) > onnx.checker.MAXIMUM_PROTOBUF - (64 << 20)
 
 
 @contextlib.contextmanager

@@ -71,11 +71,10 @@ class ModelWriter:
         self.tensors: list[Tensor] = []
         self.ops: list[Op] = []
         #: Constant buffers as read-only byte views of the arrays (never copies: a 1 GB weight
-        #: stays one array until the builder packs it), deduplicated by content: buffers of one
-        #: size are told apart by digest, computed only once a second buffer of that size comes.
+        #: stays one array until the builder packs it), deduplicated by content: a new buffer is
+        #: compared with the earlier ones of its size (no digest of every weight).
         self._buffers: list[memoryview | bytes] = [b""]
         self._buffers_of_size: dict[int, list[int]] = {}
-        self._digests: dict[int, bytes] = {}
         self._constant_of: dict[tuple, int] = {}
         self._names: set[str] = set()
         self._values: dict[int, np.ndarray] = {}  # constant tensor index -> float32/int value
@@ -130,18 +129,12 @@ class ModelWriter:
     def _buffer_for(self, data: memoryview) -> int:
         """The index of the buffer holding exactly ``data``'s bytes (appended when new)."""
         same_size = self._buffers_of_size.setdefault(data.nbytes, [])
-        digest = _digest(data) if same_size else None
         for index in same_size:
-            if index not in self._digests:
-                self._digests[index] = _digest(self._buffers[index])
-            if self._digests[index] == digest:
+            if _same_bytes(self._buffers[index], data):
                 return index
         self._buffers.append(data)
-        index = len(self._buffers) - 1
-        same_size.append(index)
-        if digest is not None:
-            self._digests[index] = digest
-        return index
+        same_size.append(len(self._buffers) - 1)
+        return len(self._buffers) - 1
 
     def _fp16_constant(self, name: str, value: np.ndarray) -> int:
         key = ("fp16->fp32", value.shape, _bytes_of(value)[1])
@@ -257,15 +250,19 @@ def _view_of(value: np.ndarray) -> memoryview:
     return memoryview(value.reshape(-1).view(np.uint8)).toreadonly() if value.size else memoryview(b"")
 
 
-def _digest(data) -> bytes:
-    """SHA-256 of the bytes with their size: what tells equal-sized buffers apart."""
-    return hashlib.sha256(data).digest() + str(memoryview(data).nbytes).encode()
+def _same_bytes(a: memoryview, b: memoryview) -> bool:
+    """Equal byte views of one size: the first bytes (where different weights differ) decide
+    most pairs; then numpy compares the whole (vectorized, ~20x faster than a SHA-256)."""
+    if a[:64] != b[:64]:
+        return False
+    return bool(np.array_equal(np.frombuffer(a, np.uint8), np.frombuffer(b, np.uint8)))
 
 
 def _bytes_of(value: np.ndarray) -> tuple[memoryview, bytes]:
-    """(the bytes of C-contiguous ``value`` as a read-only view, their digest)."""
+    """(the bytes of C-contiguous ``value`` as a read-only view, their SHA-256 digest with its
+    size): the key of an fp16-stored constant's float32 value."""
     view = _view_of(value)
-    return view, _digest(view)
+    return view, hashlib.sha256(view).digest() + str(view.nbytes).encode()
 
 
 def _builder_size(buffers, tensors, operators) -> int:
