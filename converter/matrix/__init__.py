@@ -17,7 +17,7 @@ from __future__ import annotations
 import functools
 from dataclasses import dataclass
 from pathlib import Path
-from collections.abc import Iterable
+from collections.abc import Iterable, Mapping
 
 from ..errors import BadInput
 from .citations import Citation, resolve_citation
@@ -294,7 +294,7 @@ class Matrix:
         if table is None:
             fw = self._fw(framework)
             self._hw(framework, hw)  # raises BadInput with the choices
-            table = self._rules[(framework, hw)] = self._compile_hw(framework, fw, hw)
+            table = self._rules[(framework, hw)] = _Rules(self._op_compiler(framework, fw, hw), fw["ops"])
         return table
 
     def _validate_and_compile(self, validated: bool = False) -> None:
@@ -310,13 +310,19 @@ class Matrix:
                 self._rules[(fw_name, hw_name)] = self._compile_hw(fw_name, fw, hw_name)
 
     def _compile_hw(self, fw_name: str, fw: dict, hw_name: str) -> dict[str, OpRule]:
+        compile_op = self._op_compiler(fw_name, fw, hw_name)
+        return {op: compile_op(op) for op in fw["ops"]}
+
+    def _op_compiler(self, fw_name: str, fw: dict, hw_name: str):
+        """``compile_op(op) -> OpRule`` for one framework x hardware."""
         hw_spec = fw["hardware"][hw_name]
         like = hw_spec.get("like")
         max_rank = (hw_spec.get("properties") or {}).get("max_rank")
         rank_rule = _max_rank_constraint(max_rank, hw_spec.get("rank_source", hw_spec.get("source")))
-        table: dict[str, OpRule] = {}
         defaults = fw.get("defaults", {})
-        for op, entry in fw["ops"].items():
+
+        def compile_op(op: str) -> OpRule:
+            entry = fw["ops"][op]
             at = ("frameworks", fw_name, "ops", op)
             status = _entry_status(entry, defaults, hw_name, like)
             target = entry.get("target")
@@ -344,8 +350,31 @@ class Matrix:
                         compiled.append(compile_constraint(spec, source))
                     except ConstraintError as err:  # schema.validate compiled it once already
                         fail(self._lines, at + ("constraints", i), str(err))
-            table[op] = OpRule(op, status, target, source, note, tuple(compiled))
-        return table
+            return OpRule(op, status, target, source, note, tuple(compiled))
+
+        return compile_op
+
+
+class _Rules(Mapping):
+    """One framework x hardware's rules of a validated matrix, each compiled when first looked
+    up: a port reads a few ops' rules, not the hundreds of every table."""
+
+    def __init__(self, compile_op, ops: dict):
+        self._compile, self._ops, self._done = compile_op, ops, {}
+
+    def __getitem__(self, op: str) -> OpRule:
+        rule = self._done.get(op)
+        if rule is None:
+            if op not in self._ops:
+                raise KeyError(op)
+            rule = self._done[op] = self._compile(op)
+        return rule
+
+    def __iter__(self):
+        return iter(self._ops)
+
+    def __len__(self) -> int:
+        return len(self._ops)
 
 
 def _entry_status(entry: dict, defaults: dict, hw: str, like: str | None) -> str:
