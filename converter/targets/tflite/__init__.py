@@ -165,6 +165,9 @@ def convert(model: onnx.ModelProto, options: ExportOptions) -> tuple[bytes, dict
 
     keep = set(outputs)
     folded = fuse.fold_bias_add(writer, keep)
+    if options.extra.get("quantization") is None:  # the int8 pass takes the QDQ model's biases
+        folded += fuse.fold_channel_offset_into_conv(writer, keep)
+        fuse.fold_reshape_into_reduce(writer, keep)
     fused = fuse.fuse_activations(writer, keep)
     fuse.prune_dead_ops(writer, keep)
     int8 = None
