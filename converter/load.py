@@ -58,12 +58,13 @@ def load_model(
     input_shapes: dict[str, tuple[int, ...]] | None = None,
     trust_pickle: bool = False,
     timeout: float | None = None,
+    meanwhile=(),
 ) -> onnx.ModelProto:
     """Load ``path`` as ONNX.  ``input_shapes`` fixes shapes (required for TorchScript).
 
     torch sources run user code (TorchScript ``forward``, tracing, export): that runs in a child
     process stopped after ``timeout`` seconds (default :data:`converter.isolate.DEFAULT_TIMEOUT`;
-    ``0``: no limit, in this process)."""
+    ``0``: no limit, in this process); this process runs the ``meanwhile`` steps while it waits."""
     path = Path(path)
     if not path.exists():
         raise BadInput(f"{path}: no such file or directory")
@@ -94,7 +95,8 @@ def load_model(
                 raise BadInput(_PICKLED_MODULE.format(path=path))
             loader, args = load_torch, (path, input_shapes, trust_pickle, True)
         limit = DEFAULT_TIMEOUT if timeout is None else timeout
-        return run_models(loader, args, limit, f"{path.name}: loading and exporting the torch model")[0]
+        return run_models(loader, args, limit, f"{path.name}: loading and exporting the torch model",
+                          meanwhile)[0]
     if suffix in TF_SUFFIXES:
         return load_tf(path, input_shapes, trust_pickle)
     raise BadInput(f"{path}: unrecognized model file extension '{path.suffix}'; edgeconv reads {SUPPORTED}")
