@@ -245,6 +245,7 @@ def plan_model(model: onnx.ModelProto, framework: str, hw: str, matrix=None, *, 
         stuck.append(entry)
     _assign_postprocess(graph, stuck)
     stuck = [e for e in stuck if e.remedy != "postprocess"]
+    stuck += _follow_into_postprocess(graph, plan)
     _assign_fallback(graph, plan, stuck, matrix, framework, hw)
     for e in stuck:
         if e.remedy != "fallback":
@@ -272,6 +273,36 @@ def _assign_postprocess(graph, stuck: list[PlanEntry]) -> None:
             e.reason += "; trailing: runs in generated post-processing"
         else:
             e.reason += f"; not trailing ({cut.reason})"
+
+
+def _follow_into_postprocess(graph, plan: Plan) -> list[PlanEntry]:
+    """A rewrite whose rule rewrites more than its node (a rank lowering rewrites the whole
+    component of rank-5 tensors) may not rewrite nodes moved to post-processing.  Such a node
+    moves to post-processing with them when the cut stays trailing; else it is stuck (returned)."""
+    post = {e.node for e in plan.entries if e.remedy == "postprocess"}
+    scoped = [e for e in plan.entries if e.rules and REGISTRY[e.rules[0]].scope is not None]
+    if not post or not scoped:
+        return []
+    from .postproc.cut import find_cut, trailing_region
+
+    nodes = {n.name: n for n in graph.nodes}
+    region, stuck = trailing_region(graph), []
+    for e in scoped:
+        rule_obj = REGISTRY[e.rules[0]]
+        touched = sorted(n.name for n in rule_obj.touches(nodes[e.node], graph) if n.name in post)
+        if not touched:
+            continue
+        why = f"; {rule_obj.name} would also rewrite {touched[0]}, which runs in post-processing"
+        e.rules, cut = [], find_cut(graph, post | {e.node}, region)
+        if cut.ok:
+            post.add(e.node)
+            e.remedy = "postprocess"
+            e.reason += why + ": moves there with it"
+        else:
+            e.remedy = "unsupported" if moves_data(nodes[e.node]) else "custom"
+            e.reason += why + f", and it cannot follow ({cut.reason})"
+            stuck.append(e)
+    return stuck
 
 
 def _assign_fallback(graph, plan: Plan, stuck: list[PlanEntry], matrix, framework: str, hw: str) -> None:
