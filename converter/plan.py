@@ -25,6 +25,7 @@ from .graph import is_constant, to_graph
 from .neighbourhood import Unkeyable, neighbourhood, settle
 from .partition import ACCEL, CPU, Partitions, absorb_small_islands, partition
 from .rewrites import REGISTRY, RETRAIN, apply_rule_to_graph, rules_for
+from .rewrites.base import CONTEXT_RADIUS
 
 REMEDIES = ("supported", "rewrite", "retrain", "fallback", "postprocess", "custom", "unsupported")
 MAX_CHAIN_DEPTH = 4
@@ -119,13 +120,15 @@ class ChainSearch:
                 ranked.append(found)
         if not ranked:
             return None
-        around = neighbourhood(graph, node)
-        try:
-            signature = around.signature()
-        except Unkeyable:
-            signature = object()  # never equal to another: no reuse
+        around = {}
         for cost, chain in sorted(ranked, key=lambda c: (c[0], c[1])):
-            tried = self._trial(around, signature, REGISTRY[chain[0]], depth)
+            r = REGISTRY[chain[0]]
+            # A rule that rewrites more than its node reads all of it: the copy must hold it all
+            # (a rank lowering's component can reach further than CONTEXT_RADIUS links).
+            radius = CONTEXT_RADIUS + (len(r.touches(node, graph)) - 1 if r.scope is not None else 0)
+            if radius not in around:
+                around[radius] = _keyed(neighbourhood(graph, node, radius))
+            tried = self._trial(*around[radius], r, depth)
             if tried is not None:
                 return cost + tried[0], [chain[0]] + tried[1]
         return None
@@ -137,6 +140,8 @@ class ChainSearch:
         self._trials[key] = None  # guards against re-entry while this trial runs
         self.trials += 1
         small, twin = around.copy()
+        if r.why_not(twin, small) is not None:  # it needs more than the copy holds: not judged here
+            return None
         emitted = settle(small, apply_rule_to_graph(small, r, twin))
         extra_cost, extra_chain = 0, []
         for new in emitted:
@@ -202,6 +207,14 @@ def _describe(chain: list[str]) -> str:
                                             else " [retrain: weights must be fitted]")
         parts.append(f"{name}{tag}: {r.summary}")
     return "; then ".join(parts)
+
+
+def _keyed(around):
+    """(neighbourhood, its signature); an unkeyable one gets a key equal to no other (no reuse)."""
+    try:
+        return around, around.signature()
+    except Unkeyable:
+        return around, object()
 
 
 def plan_model(model: onnx.ModelProto, framework: str, hw: str, matrix=None, *, custom_ops=(),
