@@ -8,16 +8,20 @@ kernels (``mace/ops/*.cc`` ``MACE_REGISTER_OP(..., uint8_t)``):
   MACE's ``QuantizeActivationInfo`` with ``quantize_util.adjust_range`` (``non_zero`` False, as
   ``add_quantize_tensor_range`` does for a range file): ``minval``/``maxval``/``scale``/
   ``zero_point`` on every uint8 op output (``op.quantize_info``);
-* a Conv2D followed by its only reader ReLU / ReLUX carries it (``fold_activation``: the op takes
-  the activation's name, output and args; during quantization only RELU/RELUX fold) — the uint8
-  kernel does not apply it, the output range (0 at zero point 0) does;
-* Conv2D filters are transposed OIHW -> OHWI (``transpose_filters``: quantized CPU) and quantized
+* a Conv2D / DepthwiseConv2d followed by its only reader ReLU / ReLUX carries it
+  (``fold_activation``: the op takes the activation's name, output and args; during quantization
+  only RELU/RELUX fold) — the uint8 kernel does not apply it, the output range (0 at zero point 0)
+  does;
+* filters are transposed (``transpose_filters``, quantized CPU: Conv2D OIHW -> OHWI,
+  DepthwiseConv2d [M, C, kh, kw] -> [kh, kw, C, M]) and quantized
   per tensor with ``quantize_util.quantize(non_zero=True)`` (gemmlowp's
   ``L8R8WithLhsNonzeroBitDepthParams`` wants filter values in [1, 255]); the bias becomes int32
   with ``scale = input_scale * filter_scale``, zero point 0, ``np.round`` as
   ``quantize_with_scale_and_zero``; every quantized ConstTensor has ``quantized`` set and its
   scale/zero point/minval/maxval;
-* uint8 ops have ``T = DT_UINT8``; Pooling, Reduce and ReLU outputs take their input's quantize
+* uint8 ops have ``T = DT_UINT8``: Conv2D, DepthwiseConv2d, Eltwise SUM/SUB of two tensors,
+  Pooling, Reduce MEAN/MIN/MAX, Concat, Activation RELU/RELUX/SIGMOID (Sigmoid's range is
+  [0, 1], ``add_quantize_info(op, 0.0, 1.0)``); Pooling, Reduce and ReLU outputs take their input's quantize
   info (``add_quantize_tensor_range``: "default quantize info for ops like Pooling"; their
   kernels copy the input's scale and zero point);
 * model inputs pass a ``Quantize`` op ``mace_input_node_<name>`` with ``find_range_every_time``
@@ -46,6 +50,7 @@ INPUT_PREFIX, OUTPUT_PREFIX = "mace_input_node", "mace_output_node"
 FOLDED_ACTIVATIONS = ("RELU", "RELUX")
 #: uint8 ops whose kernel copies the input's scale and zero point to the output.
 SAME_SCALE = {"Pooling", "Reduce", "Activation"}
+CONVOLUTIONS = ("Conv2D", "DepthwiseConv2d")
 SUM, SUB = 0, 1  # mace/ops/common/eltwise_type.h
 REDUCE_MEAN, REDUCE_MIN, REDUCE_MAX = 0, 1, 2
 
@@ -140,7 +145,7 @@ def _fold_activations(em, outputs: set[str]) -> int:
     readers = _readers(em.ops)
     drop = set()
     for op in em.ops:
-        if op.type != "Conv2D" or op.output[0] in outputs or _arg(op, "activation") is not None:
+        if op.type not in CONVOLUTIONS or op.output[0] in outputs or _arg(op, "activation") is not None:
             continue
         after = readers.get(op.output[0], [])
         if len(after) != 1 or after[0].type != "Activation":
@@ -161,19 +166,24 @@ def _fold_activations(em, outputs: set[str]) -> int:
 
 def _uint8_kind(op, em, shapes_equal) -> bool:
     """Does MACE have a uint8 CPU kernel for this op instance (and do we model it)?"""
-    if op.type == "Conv2D":
+    if op.type in CONVOLUTIONS:
         return (list(_arg(op, "dilations").ints) == [1, 1] and len(op.input) >= 2 and op.input[1] in em.weights
                 and (len(op.input) < 3 or op.input[2] in em.weights))
     if op.type == "Pooling":
         return True
     if op.type == "Activation":
-        return _arg(op, "activation").s.decode() in ("RELU", "RELUX")
+        return _arg(op, "activation").s.decode() in ("RELU", "RELUX", "SIGMOID")
+    if op.type == "Concat":
+        return not any(i in em.weights for i in op.input)
     if op.type == "Eltwise":
         return (_arg_i(op, "type", 0) in (SUM, SUB) and len(op.input) == 2
                 and not any(i in em.weights for i in op.input) and shapes_equal(op.input[0], op.input[1]))
     if op.type == "Reduce":
         return _arg_i(op, "reduce_type", 0) in (REDUCE_MEAN, REDUCE_MIN, REDUCE_MAX) and _arg_i(op, "has_data_format") == 1
     return False
+
+
+SIGMOID_RANGE = adjust_range(0.0, 1.0, non_zero=False)
 
 
 def quantize_net(em, inputs, outputs, record: dict, hw: str) -> dict:
@@ -215,13 +225,15 @@ def quantize_net(em, inputs, outputs, record: dict, hw: str) -> dict:
         if not _uint8_kind(op, em, shapes_equal) or len(op.output) != 1:
             continue
         data_inputs = [i for i in op.input if i not in em.weights]
-        if op.type == "Conv2D":
+        if op.type in CONVOLUTIONS:
             data_inputs = [op.input[0]]
             if weight_users.get(op.input[1]) != 1 or (len(op.input) > 2 and weight_users.get(op.input[2]) != 1):
                 continue
         if not all(i in uint8 or i in infos for i in data_inputs):
             continue
-        if op.type in SAME_SCALE:
+        if op.type == "Activation" and _arg(op, "activation").s.decode() == "SIGMOID":
+            info = SIGMOID_RANGE  # add_quantize_tensor_range: add_quantize_info(op, 0.0, 1.0)
+        elif op.type in SAME_SCALE:
             first = data_inputs[0]
             info = infos.get(op.output[0]) if op.type == "Activation" else None
             info = info or uint8.get(first) or infos[first]
@@ -239,9 +251,10 @@ def quantize_net(em, inputs, outputs, record: dict, hw: str) -> dict:
         _set_i(op, "T", DT_UINT8)
         del op.quantize_info[:]
         op.quantize_info.add(**vars(uint8[op.output[0]]))
-        if op.type == "Conv2D":
+        if op.type in CONVOLUTIONS:
             filt, _ = em.weights[op.input[1]]
-            q, winfo = quantize_weights(filt.transpose(0, 2, 3, 1))  # OIHW -> OHWI
+            # transpose_filters: Conv2D OIHW -> OHWI; DepthwiseConv2d [M, C, kh, kw] -> [kh, kw, C, M]
+            q, winfo = quantize_weights(filt.transpose(0, 2, 3, 1) if op.type == "Conv2D" else filt.transpose(2, 3, 1, 0))
             em.weights[op.input[1]] = (q, DT_UINT8)
             quant_weights[op.input[1]] = winfo
             if len(op.input) > 2:

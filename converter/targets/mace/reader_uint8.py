@@ -19,9 +19,13 @@ Written from XiaoMi/mace@0fc55a5, not from our writer:
   times their fixed-point multiplier, shifted right arithmetically (the NEON loop's ``vshlq``;
   the last ``size % 8`` elements use ``RoundingDivideByPOT`` as the scalar tail does), summed,
   then the output multiplier with rounding;
+* DepthwiseConv2d: TFLite's optimized uint8 DepthwiseConv, the same sums and output stage;
 * Pooling: max of the valid elements; average ``(sum + n/2) / n`` over the valid ones;
   Reduce MEAN ``(sum + n/2) / n``, MIN/MAX exact; ReLU ``max(x, zp)``, ReLUX also
-  ``min(., Quantize(max_limit))`` (``arm/q8/activation.cc``);
+  ``min(., Quantize(max_limit))``, Sigmoid ``e^(q*s) / (e^(q*s) + e^(z*s))`` truncated at scale
+  1/255 (``arm/q8/activation.cc``; exp is onnxruntime's, within an ulp of libm's);
+* Concat: inputs requantized in float32 with ``roundf`` unless their scale and zero point are
+  the output's (``concat.cc``);
 * Quantize ``Saturate(roundf(zp + x / scale))``, Dequantize ``scale * (q - zp)`` (float32).
 
 Float tensors keep the float reader's NCHW convention: Quantize transposes 4-D inputs to NHWC,
@@ -228,20 +232,27 @@ def _pads(args):
     return [total[0] // 2, total[1] // 2, total[0] - total[0] // 2, total[1] - total[1] // 2]
 
 
-@Q8_READERS.register("Conv2D")
+@Q8_READERS.register("Conv2D", "DepthwiseConv2d")
 def _conv2d(b, op, args, ins):
+    """Conv2D (gemmlowp) and DepthwiseConv2d (TFLite's optimized uint8 DepthwiseConv, the same
+    fixed-point output stage; ``depthwise_conv2d.cc``): filters OHWI / [kh, kw, C, M]."""
     x, w = ins[0], ins[1]
     if args.ints("dilations", [1, 1]) != [1, 1]:
-        raise ValueError("uint8 Conv2D with dilation (conv_2d.cc: not supported)")
+        raise ValueError(f"uint8 {op.type} with dilation is not modelled")
     xq, wq, out = _q(b, x), _q(b, w), _op_q(b, op)
     top, left, bottom, right = _pads(args)
     x_zero_u8 = b.node("Cast", [xq.zero], to=UINT8)
     xp = b.node("Transpose", [x], perm=TO_NCHW)
     if any((top, left, bottom, right)):  # im2col fills with the input zero point
         xp = b.node("Pad", [xp, _k(b, [0, 0, top, left, 0, 0, bottom, right]), x_zero_u8])
-    filt = b.const(np.ascontiguousarray(w.values.transpose(0, 3, 1, 2)), "filter_oihw")  # OHWI -> OIHW
+    if op.type == "Conv2D":
+        filt, group, kernel = w.values.transpose(0, 3, 1, 2), 1, list(w.values.shape[1:3])  # OHWI -> OIHW
+    else:  # [kh, kw, C, M] -> [C * M, 1, kh, kw]: output channel c * M + m, as the kernel's
+        kh, kw, c, m = w.values.shape
+        filt, group, kernel = w.values.transpose(2, 3, 0, 1).reshape(c * m, 1, kh, kw), c, [kh, kw]
+    filt = b.const(np.ascontiguousarray(filt), "filter_oihw")
     acc = b.node("ConvInteger", [xp, filt, x_zero_u8, b.node("Cast", [wq.zero], to=UINT8)],
-                 strides=args.ints("strides"), kernel_shape=list(w.values.shape[1:3]))
+                 strides=args.ints("strides"), kernel_shape=kernel, group=group)
     acc = _i64(b, b.node("Transpose", [acc], perm=TO_NHWC))
     lhs_rhs = _f32(b, "Mul", wq.scale, xq.scale)  # float32, as GetOutputMultiplierAndShift
     if len(ins) > 2:
@@ -313,7 +324,44 @@ def _activation(b, op, args, ins):
         v = np.float32(np.float32(args.f("max_limit", 0.0)) / np.float32(limit)) + np.float32(_value(params.zero))
         q = int(np.clip(np.sign(v) * np.floor(np.abs(v) + np.float32(0.5)), 0, 255))
         return [_set_q(b, b.node("Min", [b.node("Max", [ins[0], zero]), _k(b, q, np.uint8)]), params)]
+    if kind == "SIGMOID":
+        # arm/q8/activation.cc: e^(i*s) / (e^(i*s) + e^(z*s)), truncated to uint8 at scale 1/255
+        out = const_q(b, np.float32(1.0) / np.float32(255), 0)
+        e_is = b.node("Exp", [b.node("Mul", [params.scale, b.node("Cast", [ins[0]], to=FLOAT)])])
+        e_zs = b.node("Exp", [b.node("Mul", [params.scale, b.node("Cast", [params.zero], to=FLOAT)])])
+        sigmoid = b.node("Div", [e_is, b.node("Add", [e_is, e_zs])])
+        y = b.node("Floor", [b.node("Div", [sigmoid, out.scale])])  # static_cast of a value >= 0
+        return [_set_q(b, saturate_u8(b, _i64(b, y)), out)]
     raise ValueError(f"uint8 activation '{kind}' not modelled")
+
+
+@Q8_READERS.register("Concat")
+def _concat(b, op, args, ins):
+    """concat.cc uint8: an input with the output's scale and zero point is copied, any other
+    ``Saturate(roundf(q * (s_in / s_out) + (-z_in * scale + z_out)))`` in float32; the axis
+    is the NHWC tensor's own (FormatAxis, no remapping for uint8)."""
+    out = _op_q(b, op)
+    so, zo = np.float32(_value(out.scale)), int(_value(out.zero))
+    parts = []
+    for x in ins:
+        q = _q(b, x)
+        si, zi = _value(q.scale), _value(q.zero)
+        if si is None:
+            raise ValueError("uint8 Concat of a dynamically quantized input is not modelled")
+        si, zi = np.float32(si), int(zi)
+        if si == so and zi == zo:
+            parts.append(x)
+            continue
+        scale = np.float32(si / so)
+        offset = np.float32(np.float32(-zi) * scale + np.float32(zo))
+        v = b.node("Add", [b.node("Mul", [b.node("Cast", [x], to=FLOAT), _k(b, scale, np.float32)]),
+                           _k(b, offset, np.float32)])
+        parts.append(saturate_u8(b, _i64(b, _round_half_away(b, v))))
+    rank = len(op.output_shape[0].dims) if op.output_shape else None
+    axis = args.i("axis", 3)
+    if rank is not None and axis < 0:
+        axis += rank
+    return [_set_q(b, b.node("Concat", parts, axis=axis), out)]
 
 
 @Q8_READERS.register("Pooling")
