@@ -164,17 +164,31 @@ def _rdbypot(x: int, exponent: int) -> int:
     return (x >> exponent) + (1 if remainder > threshold else 0)
 
 
-def _mace_conv_reference(x, weights, bias, op, net):
-    """MACE's uint8 path for Quantize(find_range_every_time) -> Conv2D -> Dequantize, written
-    with Python integers straight from core/quantize.h and gemmlowp (not from the reader)."""
+def _dynamic_quantize(x):
+    """Quantize with find_range_every_time: FindMinMax + AdjustRange<uint8_t> + roundf, float32."""
     f32 = np.float32
     xs = x.transpose(0, 2, 3, 1).astype(f32)
     out_min, out_max = min(f32(0), xs.min()), max(f32(0), xs.max())
     scale = f32((out_max - out_min) / f32(255))
     zero = int(_roundf(f32(-out_min / scale))) if out_min < -1e-6 and out_max > 1e-6 else (0 if out_min > -1e-6 else 255)
     recip = f32(1) / scale
-    q = np.array([[[[min(255, max(0, int(_roundf(f32(zero) + recip * v)))) for v in row] for row in img]
-                   for img in plane] for plane in xs], np.int64)
+    q = np.array([min(255, max(0, int(_roundf(f32(zero) + recip * v)))) for v in xs.reshape(-1)], np.int64)
+    return q.reshape(xs.shape), scale, zero
+
+
+def _quantize_multiplier(real: float) -> tuple[int, int]:
+    mantissa, exponent = math.frexp(real)
+    multiplier = math.floor(mantissa * (1 << 31) + 0.5)
+    if multiplier == 1 << 31:
+        multiplier, exponent = multiplier // 2, exponent + 1
+    return multiplier, exponent
+
+
+def _mace_conv_reference(x, weights, bias, op, net):
+    """MACE's uint8 path for Quantize(find_range_every_time) -> Conv2D -> Dequantize, written
+    with Python integers straight from core/quantize.h and gemmlowp (not from the reader)."""
+    f32 = np.float32
+    q, scale, zero = _dynamic_quantize(x)
     w = weights.values_q.astype(np.int64) - weights.zero_point  # OHWI
     total = [a for a in op_arg(op, "padding_values").ints]
     top, left = total[0] // 2, total[1] // 2
@@ -192,10 +206,7 @@ def _mace_conv_reference(x, weights, bias, op, net):
         adjust = f32(f32(bias.scale) / lhs_rhs)
         b = np.array([_roundf(f32(f32(v) * adjust)) for v in b], np.int64)
     info = op.quantize_info[0]
-    mantissa, exponent = math.frexp(float(f32(lhs_rhs / f32(info.scale))))
-    multiplier = math.floor(mantissa * (1 << 31) + 0.5)
-    if multiplier == 1 << 31:
-        multiplier, exponent = multiplier // 2, exponent + 1
+    multiplier, exponent = _quantize_multiplier(float(f32(lhs_rhs / f32(info.scale))))
     y = [min(255, max(0, _rdbypot(_srdhm(int(v), multiplier), -exponent) + info.zero_point))
          for v in (acc + b).reshape(-1)]
     y = np.array(y, np.float32).reshape(acc.shape)
@@ -238,6 +249,54 @@ def test_reader_conv_is_maces_integer_arithmetic_bit_for_bit(tmp_path):
         assert np.array_equal(got, expected), (k, np.abs(got - expected).max())
     # the input range of each sample, not the calibrated one, quantizes it (find_range_every_time)
     assert net.input_info[0].scale > 0
+
+
+def _mace_add_reference(q0, s0, z0, q1, s1, z1, so, zo):
+    """arm/q8/eltwise.cc SUM: the NEON loop over whole blocks of 8 (inputs shifted right
+    arithmetically), the scalar tail (RoundingDivideByPOT) for the rest."""
+    doubled = 2 * max(float(s0), float(s1))
+    m0, e0 = _quantize_multiplier(float(s0) / doubled)
+    m1, e1 = _quantize_multiplier(float(s1) / doubled)
+    mo, eo = _quantize_multiplier(doubled / float(np.float32(np.float32(1 << 20) * np.float32(so))))
+    n = q0.size
+    out = []
+    for i, (a, c) in enumerate(zip(q0.reshape(-1).tolist(), q1.reshape(-1).tolist())):
+        a, c = _srdhm((a - z0) * (1 << 20), m0), _srdhm((c - z1) * (1 << 20), m1)
+        if i < n - n % 8:
+            a, c = a >> -e0, c >> -e1
+        else:
+            a, c = _rdbypot(a, -e0), _rdbypot(c, -e1)
+        out.append(min(255, max(0, _rdbypot(_srdhm(a + c, mo), -eo) + zo)))
+    return np.array(out, np.int64).reshape(q0.shape)
+
+
+def test_reader_add_is_maces_neon_arithmetic_bit_for_bit(tmp_path):
+    """Two model inputs (each quantized with its own per-sample range) added in uint8: 100
+    elements, so the NEON blocks and a 4-element scalar tail are both exercised."""
+    rng = np.random.default_rng(5)
+    graph = helper.make_graph(
+        [helper.make_node("Add", ["a", "c"], ["y"], name="add")], "one_add",
+        [helper.make_tensor_value_info(n, TensorProto.FLOAT, [1, 4, 5, 5]) for n in ("a", "c")],
+        [helper.make_tensor_value_info("y", TensorProto.FLOAT, [1, 4, 5, 5])])
+    path = tmp_path / "add.onnx"
+    onnx.save(helper.make_model(graph, opset_imports=[helper.make_opsetid("", 17)]), str(path))
+    np.savez(tmp_path / "calib.npz", a=rng.standard_normal((16, 1, 4, 5, 5)).astype(np.float32),
+             c=(rng.standard_normal((16, 1, 4, 5, 5)) * 3).astype(np.float32))
+    out = tmp_path / "out"
+    result = port(str(path), PortOptions(target="mace", hw="cpu", out_dir=out, quantize="uint8",
+                                         calibration=str(tmp_path / "calib.npz"), verify=False))
+    net = _net(out / "add.pb")
+    assert [(op.type, _t(op)) for op in net.op] == [("Quantize", DT_UINT8), ("Quantize", DT_UINT8),
+                                                    ("Eltwise", DT_UINT8), ("Dequantize", DT_UINT8)]
+    info = net.op[2].quantize_info[0]
+    artifact = Artifact("mace", "cpu", [], out, result.report["artifact"]["meta"])
+    for k in range(3):
+        a, c = ((rng.standard_normal((1, 4, 5, 5)) * s).astype(np.float32) for s in (1.0, 2.0 + k))
+        (qa, sa, za), (qc, sc, zc) = _dynamic_quantize(a), _dynamic_quantize(c)
+        y = _mace_add_reference(qa, sa, za, qc, sc, zc, np.float32(info.scale), info.zero_point)
+        expected = (np.float32(info.scale) * (y - info.zero_point)).astype(np.float32).transpose(0, 3, 1, 2)
+        got = get_target("mace").run(artifact, {"a": a, "c": c})["y"]
+        assert np.array_equal(got, expected), (k, np.abs(got - expected).max())
 
 
 # ------------------------------------------------------------------ dsp / apu, real runtime

@@ -282,13 +282,14 @@ def _eltwise(b, op, args, ins):
     if kind not in (0, 1) or len(ins) != 2:
         raise ValueError(f"uint8 Eltwise type {kind} not modelled (arm/q8/eltwise.cc: SUM and SUB)")
     q0, q1, out = _q(b, ins[0]), _q(b, ins[1]), _op_q(b, op)
-    s0, s1, so = (_value(q.scale) for q in (q0, q1, out))
-    if s0 is None or s1 is None:
-        raise ValueError("uint8 Eltwise of a dynamically quantized input is not modelled")
-    doubled = 2 * max(float(s0), float(s1))
-    m0, e0 = quantize_multiplier(b, b.const(np.float64(float(s0) / doubled)))
-    m1, e1 = quantize_multiplier(b, b.const(np.float64(float(s1) / doubled)))
-    mo, eo = quantize_multiplier(b, b.const(np.float64(doubled / float(np.float32((1 << 20) * np.float32(so))))))
+    # doubled_scale = 2 * max(s0, s1) and the adjusted scales, in double (inputs' scales may be
+    # per-sample: a model input's Quantize with find_range_every_time)
+    s0, s1 = (b.node("Cast", [q.scale], to=DOUBLE) for q in (q0, q1))
+    doubled = b.node("Mul", [_k(b, 2.0, np.float64), b.node("Max", [s0, s1])])
+    m0, e0 = quantize_multiplier(b, b.node("Div", [s0, doubled]))
+    m1, e1 = quantize_multiplier(b, b.node("Div", [s1, doubled]))
+    out_scale = b.node("Cast", [b.node("Mul", [_k(b, float(1 << 20), np.float32), out.scale])], to=DOUBLE)
+    mo, eo = quantize_multiplier(b, b.node("Div", [doubled, out_scale]))
     flat_shape = b.node("Shape", [ins[0]])
     size = b.node("Size", [ins[0]])
     index = b.node("Range", [_k(b, 0), size, _k(b, 1)])
