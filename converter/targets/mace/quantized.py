@@ -173,8 +173,9 @@ def _uint8_kind(op, em, shapes_equal) -> bool:
         return True
     if op.type == "Activation":
         return _arg(op, "activation").s.decode() in ("RELU", "RELUX", "SIGMOID")
-    if op.type == "Concat":
-        return not any(i in em.weights for i in op.input)
+    if op.type == "Concat":  # a 4-D axis must be the NHWC one (has_data_format) uint8 tensors use
+        four_d = len(em.shapes.get(op.input[0]) or []) == 4
+        return not any(i in em.weights for i in op.input) and (not four_d or _arg_i(op, "has_data_format") == 1)
     if op.type == "Eltwise":
         return (_arg_i(op, "type", 0) in (SUM, SUB) and len(op.input) == 2
                 and not any(i in em.weights for i in op.input) and shapes_equal(op.input[0], op.input[1]))
