@@ -189,7 +189,10 @@ def _mace_conv_reference(x, weights, bias, op, net):
     with Python integers straight from core/quantize.h and gemmlowp (not from the reader)."""
     f32 = np.float32
     q, scale, zero = _dynamic_quantize(x)
-    w = weights.values_q.astype(np.int64) - weights.zero_point  # OHWI
+    w = weights.values_q.astype(np.int64) - weights.zero_point
+    if op.type == "DepthwiseConv2d":  # [kh, kw, C, 1]: output channel c reads input channel c only
+        c = w.shape[2]
+        w = np.einsum("hwc,cd->chwd", w[..., 0], np.eye(c, dtype=np.int64))  # as OHWI, zero off the diagonal
     total = [a for a in op_arg(op, "padding_values").ints]
     top, left = total[0] // 2, total[1] // 2
     padded = np.pad(q - zero, [(0, 0), (top, total[0] - top), (left, total[1] - left), (0, 0)])
@@ -217,14 +220,17 @@ def op_arg(op, name):
     return next(a for a in op.arg if a.name == name)
 
 
-def test_reader_conv_is_maces_integer_arithmetic_bit_for_bit(tmp_path):
+@pytest.mark.parametrize("group, op_type", [(1, "Conv2D"), (3, "DepthwiseConv2d")])
+def test_reader_conv_is_maces_integer_arithmetic_bit_for_bit(group, op_type, tmp_path):
     rng = np.random.default_rng(3)
-    w = rng.standard_normal((5, 3, 3, 3)).astype(np.float32) * 0.4
-    b = rng.standard_normal(5).astype(np.float32) * 0.3
+    c_out = 5 if group == 1 else 3
+    w = rng.standard_normal((c_out, 3 // group, 3, 3)).astype(np.float32) * 0.4
+    b = rng.standard_normal(c_out).astype(np.float32) * 0.3
     graph = helper.make_graph(
-        [helper.make_node("Conv", ["x", "w", "b"], ["y"], pads=[1, 1, 1, 1], strides=[2, 2], name="conv")], "one_conv",
+        [helper.make_node("Conv", ["x", "w", "b"], ["y"], pads=[1, 1, 1, 1], strides=[2, 2], group=group,
+                          name="conv")], "one_conv",
         [helper.make_tensor_value_info("x", TensorProto.FLOAT, [1, 3, 9, 9])],
-        [helper.make_tensor_value_info("y", TensorProto.FLOAT, [1, 5, 5, 5])],
+        [helper.make_tensor_value_info("y", TensorProto.FLOAT, [1, c_out, 5, 5])],
         [numpy_helper.from_array(w, "w"), numpy_helper.from_array(b, "b")])
     model = helper.make_model(graph, opset_imports=[helper.make_opsetid("", 17)])
     path = tmp_path / "conv.onnx"
@@ -241,7 +247,7 @@ def test_reader_conv_is_maces_integer_arithmetic_bit_for_bit(tmp_path):
         dtype = {DT_UINT8: np.uint8, DT_INT32: np.int32}[t.data_type]
         tensors[t.name] = SimpleNamespace(values_q=np.frombuffer(blob, dtype, t.data_size, t.offset).reshape(
             list(t.dims)), scale=t.scale, zero_point=t.zero_point)
-    conv = next(op for op in net.op if op.type == "Conv2D")
+    conv = next(op for op in net.op if op.type == op_type)
     artifact = Artifact("mace", "cpu", [], out, result.report["artifact"]["meta"])
     for k, x in enumerate([rng.standard_normal((1, 3, 9, 9)).astype(np.float32) * s for s in (1.0, 0.3, 2.5)]):
         expected = _mace_conv_reference(x, tensors[conv.input[1]], tensors[conv.input[2]], conv, net)

@@ -256,7 +256,9 @@ def build(model: onnx.ModelProto, hw: str, name: str, fp16_weights: bool = False
     if hw == "gpu":
         net_args.append(("opencl_mem_type", "i", OPENCL_IMAGE))
     if uint8 is not None:
-        net_args.append(("quantize_flag", "i", 1))  # transformer.py quantize_nodes
+        from .quantized import QUANTIZE_FLAG
+
+        net_args.append((QUANTIZE_FLAG, "i", 1))  # transformer.py quantize_nodes
     for arg_name, kind, value in net_args:
         _set_arg(net.arg.add(), arg_name, kind, value)
     quant_weights = em.quant_weights
