@@ -314,15 +314,32 @@ def _judge_integer_file(quant, target, runtime, artifact) -> tuple[str, str] | N
     from .runtimes import ReaderCannotRun, RuntimeRefused, bind, oracle_of
 
     judge = bind(target, runtime)
-    oracle = oracle_of(judge, artifact).name
+    judged_by = oracle_of(judge, artifact)
+    oracle, no_runtime = judged_by.name, ""
     try:
-        quant.file_verification = quant.evaluate_file(judge, artifact)
+        try:
+            quant.file_verification = quant.evaluate_file(judge, artifact)
+        except RuntimeUnavailable as err:
+            if judge is target:
+                raise
+            # the user's runtime cannot run integer files at all (a MACE built without
+            # quantize): the built-in reader judges it, and the verdict says why
+            no_runtime = f"{oracle}: {err}"
+            judge, judged_by = target, oracle_of(target, artifact)
+            oracle = judged_by.name
+            quant.file_verification = quant.evaluate_file(judge, artifact)
     except RuntimeRefused as err:
         return "verify_failed", f"{oracle}: {err}"
     except (ReaderCannotRun, RuntimeUnavailable) as err:
         return "unverified", f"the {quant.plan.mode} file is not verified ({oracle}: {err})"
     finally:
         quant.file_runtime = oracle
+    # a target whose integer kernels only edgeconv's own reader ran here (MACE uint8) says so
+    caveat = getattr(target, "integer_file_caveat", None)
+    why = caveat(artifact, judged_by) if caveat is not None else None
+    if why and quant.file_verification.ok:
+        return "unverified", (f"the {quant.plan.mode} file is judged by {oracle} only "
+                              f"({quant.file_verification.summary()}): {no_runtime or why}")
     return None
 
 
