@@ -66,11 +66,16 @@ def atomic_copy_file(src: str | os.PathLike, dst: str | os.PathLike) -> Path:
         out.flush()
         with open(src, "rb") as f:
             size, offset = os.fstat(f.fileno()).st_size, 0
-            while offset < size:
-                sent = os.sendfile(out.fileno(), f.fileno(), offset, size - offset)
-                if sent == 0:
-                    break
-                offset += sent
+            try:
+                while offset < size:
+                    sent = os.sendfile(out.fileno(), f.fileno(), offset, size - offset)
+                    if sent == 0:
+                        break
+                    offset += sent
+            except OSError:  # a file system without file-to-file sendfile: copy through memory
+                if offset:
+                    raise
+                shutil.copyfileobj(f, out, 1 << 20)
 
     return atomic_write_bytes(dst, copy)
 
