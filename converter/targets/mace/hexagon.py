@@ -58,6 +58,15 @@ SUM, SUB = 0, 1
 POOL_AVG, POOL_MAX = 1, 2
 REDUCE_MEAN = 0
 ACTIVATIONS = {"RELU": "QuantizedRelu_8", "RELUX": "QuantizedReluX_8", "SIGMOID": "QuantizedSigmoid_8"}
+#: What ``hexagon_converter.py`` converts at all (``_op_converters``), its activations
+#: (``activation_type``) and Eltwise types (``eltwise_type`` plus CLIP 12 and POW 9 as sqrt).
+MACE_HEXAGON_CONVERTERS = frozenset({
+    "Activation", "BatchNorm", "BatchToSpaceND", "Concat", "Conv2D", "Deconv2D", "DepthToSpace", "DepthwiseConv2d",
+    "Dequantize", "Eltwise", "ExpandDims", "FullyConnected", "InstanceNorm", "Pad", "Pooling", "Quantize", "Reduce",
+    "Reshape", "ResizeBilinear", "ResizeNearestNeighbor", "Softmax", "Split", "StridedSlice", "SpaceToBatchND",
+    "SpaceToDepth"})
+HEXAGON_ACTIVATIONS = frozenset({"RELU", "RELUX", "TANH", "SIGMOID", "LEAKYRELU", "PRELU"})
+HEXAGON_ELTWISE = frozenset({0, 1, 2, 3, 4, 5, 9, 12})
 
 
 def adjust_range_for_hexagon(in_min: float, in_max: float) -> QInfo:
@@ -119,6 +128,16 @@ def _padding(op, in_shape, out_shape, kernel, strides) -> int:
             raise Unsupported(f"mace dsp: {op.type} '{op.name}' pads {total // 2} before, Hexagon's "
                               f"{'SAME_CAFFE' if mode == NN_PAD_SAME_CAFFE else 'VALID'} pads {before}")
     return mode
+
+
+class _Named:
+    """An op seen under its model name (before ``quantize_nodes`` prefixed it), for messages."""
+
+    def __init__(self, op, name):
+        self._op, self.name = op, name
+
+    def __getattr__(self, key):
+        return getattr(self._op, key)
 
 
 class HexagonNet:
@@ -262,9 +281,37 @@ class HexagonNet:
             ranges = [self.range_of(x) for x in xs]  # nnlib's concat: the union of its inputs' ranges
             self.ranges[out_name] = adjust_range_for_hexagon(min(r.minval for r in ranges), max(r.maxval for r in ranges))
         else:
-            raise Unsupported(f"mace dsp: MACE op {kind} '{op.name}' ({self.describe(op)}) has no Hexagon NN op "
-                              "(hexagon_converter.py); MACE's DSP runtime runs the whole graph on the Hexagon, "
-                              "with no float fallback")
+            raise Unsupported(self.why_not(op))
+
+    def why_not(self, op) -> str:
+        """The one line for an op this export does not turn into a Hexagon node: MACE's own
+        refusal where ``hexagon_converter.py`` has one, else what is missing."""
+        fallback = "MACE's DSP runtime runs the whole graph on the Hexagon, with no float fallback"
+        name = op.name[len(OUTPUT_PREFIX) + 1:] if op.name.startswith(OUTPUT_PREFIX + "_") else op.name
+        op = _Named(op, name)
+        refusal = self.maces_refusal(op)
+        if refusal:
+            return f"mace dsp: {op.type} '{op.name}': {refusal} (hexagon_converter.py); {fallback}"
+        if op.type not in MACE_HEXAGON_CONVERTERS:
+            return (f"mace dsp: no Hexagon NN op for MACE {op.type} '{op.name}' (hexagon_converter.py converts "
+                    f"no {op.type}); {fallback}")
+        return (f"mace dsp: {op.type} '{op.name}' ({self.describe(op)}) is not written by edgeconv's Hexagon "
+                f"export yet; {fallback}")
+
+    def maces_refusal(self, op) -> str | None:
+        if op.type == "Reduce":
+            if _arg_i(op, "reduce_type", 0) != REDUCE_MEAN:
+                return f"Hexagon Reduce only supports Mean (reduce_type {_arg_i(op, 'reduce_type', 0)})"
+            if _arg_i(op, "keepdims", 0) != 1:
+                return "Hexagon Reduce Mean only supports keep dims"
+        if op.type == "Eltwise" and _arg_i(op, "type", 14) not in HEXAGON_ELTWISE:
+            return f"Hexagon does not support elementwise type {_arg_i(op, 'type', 14)}"
+        if op.type == "Activation" and _arg(op, "activation").s.decode() not in HEXAGON_ACTIVATIONS:
+            return f"Hexagon does not support activation {_arg(op, 'activation').s.decode()}"
+        if op.type in ("Conv2D", "DepthwiseConv2d") and _arg(op, "dilations") is not None \
+                and list(_arg(op, "dilations").ints) != [1, 1]:
+            return "Hexagon only support dilations[1,1]"
+        return None
 
     def eltwise_operands(self, op) -> list[str] | None:
         """Two tensors of one shape, or a tensor and a constant (quantized as a weight,
