@@ -173,6 +173,48 @@ def test_hexagon_reexport_is_byte_identical(ported, tmp_path):
             assert path.read_bytes() == (out / Path(path).name).read_bytes(), path.name
 
 
+def test_concat_pool_relux_sigmoid_mean_reshape(tmp_path):
+    """The Hexagon nodes the zoo models above do not use: QuantizedConcat_8 ([dim, x..., min...,
+    max...]), QuantizedAvgPool_8, QuantizedReluX_8 (a Clip(0, 6) after a pool: not folded),
+    QuantizedSigmoid_8, QuantizedMean_8 and a flattening QuantizedReshape, through the reader."""
+    rng = np.random.default_rng(2)
+
+    def weight(*shape):
+        return (rng.standard_normal(shape) * 0.3).astype(np.float32)
+    inits = [numpy_helper.from_array(weight(8, 3, 3, 3), "w1"), numpy_helper.from_array(weight(8, 3, 3, 3), "w2"),
+             numpy_helper.from_array(np.float32(0), "lo"), numpy_helper.from_array(np.float32(6), "hi")]
+    nodes = [helper.make_node("Conv", ["x", "w1"], ["a0"], pads=[1, 1, 1, 1], name="ca"),
+             helper.make_node("Relu", ["a0"], ["a"], name="ra"),
+             helper.make_node("Conv", ["x", "w2"], ["b0"], pads=[1, 1, 1, 1], name="cb"),
+             helper.make_node("Sigmoid", ["b0"], ["b"], name="sb"),
+             helper.make_node("Concat", ["a", "b"], ["c"], axis=1, name="cat"),
+             helper.make_node("AveragePool", ["c"], ["p"], kernel_shape=[2, 2], strides=[2, 2], name="avg"),
+             helper.make_node("Clip", ["p", "lo", "hi"], ["q"], name="clip"),
+             helper.make_node("GlobalAveragePool", ["q"], ["g"], name="gap"),
+             helper.make_node("Flatten", ["g"], ["y"], name="flat")]
+    graph = helper.make_graph(nodes, "mix", [helper.make_tensor_value_info("x", TensorProto.FLOAT, [1, 3, 8, 8])],
+                              [helper.make_tensor_value_info("y", TensorProto.FLOAT, [1, 16])], inits)
+    path = tmp_path / "mix.onnx"
+    onnx.save(helper.make_model(graph, opset_imports=[helper.make_opsetid("", 17)]), str(path))
+    np.savez(tmp_path / "calib.npz", x=rng.standard_normal((16, 1, 3, 8, 8)).astype(np.float32))
+    np.savez(tmp_path / "held.npz", x=rng.standard_normal((4, 1, 3, 8, 8)).astype(np.float32))
+    out = tmp_path / "out"
+    result = port(str(path), PortOptions(target="mace", hw="dsp", out_dir=out, calibration=str(tmp_path / "calib.npz"),
+                                         inputs_npz=str(tmp_path / "held.npz")))
+    assert (result.status, result.exit_code) == ("unverified", 8), result.reason
+    net = _net(out / "mix.pb")
+    assert [op.type for op in net.op] == [
+        "QuantizeINPUT_f_to_8", "Supernode_8x8p32to8", "Supernode_8x8p32to8", "QuantizedSigmoid_8",
+        "QuantizedConcat_8", "QuantizedAvgPool_8", "QuantizedReluX_8", "QuantizedMean_8", "QuantizedReshape",
+        "DequantizeOUTPUT_8tof"]
+    concat = net.op[4]
+    a, b = concat.input[1:3]
+    assert concat.input[0] == "concat_0/dim" and concat.input[3:] == [f"{a}:1", f"{b}:1", f"{a}:2", f"{b}:2"]
+    assert net.op[5].padding == NN_PAD_VALID and net.op[1].padding == NN_PAD_SAME_CAFFE
+    judged = result.report["quantization"]["file_verification"]  # measured 42.4 dB
+    assert min(o["sqnr_db"] for o in judged["outputs"]) >= MIN_SQNR_DB
+
+
 def test_op_without_hexagon_kernel_is_unsupported_naming_it(tmp_path):
     """MACE's Hexagon Reduce is Mean only: a ReduceMax has no DSP kernel and no float fallback."""
     rng = np.random.default_rng(1)
