@@ -326,3 +326,48 @@ def test_reader_supernode_is_hexagon_arithmetic_bit_for_bit(group, stride, side,
         expected = _supernode_reference(x, net, values, conv, tensors)
         got = get_target("mace").run(artifact, {"x": x})["y"]
         assert np.array_equal(got, expected), (k, np.abs(got - expected).max())
+
+
+def _input_quantized(x):
+    """QuantizeINPUT_f_to_8 on one input (NCHW float -> NHWC ints, scale, zero point)."""
+    xs = x.transpose(0, 2, 3, 1).astype(np.float64)
+    lo, hi = min(0.0, float(xs.min())), max(0.0, float(xs.max()))
+    scale = (hi - lo) / 255
+    zero = int(_round(-lo / scale))
+    return np.clip(np.vectorize(_round)(zero + xs / scale), 0, 255).astype(np.int64), scale, zero
+
+
+def test_two_inputs_share_the_input_node_and_add_bit_for_bit(tmp_path):
+    """Input i is ports 3i, 3i+1, 3i+2 of the one QuantizeINPUT_f_to_8 node (add_node_id); the
+    QuantizedAdd_8p8to8 sum requantized to its out_min/out_max, against Python numbers."""
+    rng = np.random.default_rng(5)
+    graph = helper.make_graph(
+        [helper.make_node("Add", ["a", "c"], ["y"], name="add")], "one_add",
+        [helper.make_tensor_value_info(n, TensorProto.FLOAT, [1, 4, 5, 5]) for n in ("a", "c")],
+        [helper.make_tensor_value_info("y", TensorProto.FLOAT, [1, 4, 5, 5])])
+    path = tmp_path / "add.onnx"
+    onnx.save(helper.make_model(graph, opset_imports=[helper.make_opsetid("", 17)]), str(path))
+    np.savez(tmp_path / "calib.npz", a=rng.standard_normal((16, 1, 4, 5, 5)).astype(np.float32),
+             c=(rng.standard_normal((16, 1, 4, 5, 5)) * 3).astype(np.float32))
+    out = tmp_path / "out"
+    result = port(str(path), PortOptions(target="mace", hw="dsp", out_dir=out, calibration=str(tmp_path / "calib.npz"),
+                                         verify=False))
+    net = _net(out / "add.pb")
+    node, add, last = net.op
+    assert (node.type, list(node.output)) == ("QuantizeINPUT_f_to_8", ["mace_input_node_a", "mace_input_node_c"])
+    assert [(i.node_id, i.output_port) for i in add.node_input][:6] == [
+        (node.node_id, 0), (node.node_id, 3), (node.node_id, 1), (node.node_id, 2), (node.node_id, 4),
+        (node.node_id, 5)]
+    assert (last.type, last.name, list(last.input)) == (
+        "DequantizeOUTPUT_8tof", "y", ["mace_output_node_y", "mace_output_node_y:1", "mace_output_node_y:2"])
+    values = _values(net, (out / "add.data").read_bytes())
+    o_scale, o_zero = _q(*(float(values[n][0]) for n in add.input[6:8]))
+    artifact = Artifact("mace", "dsp", [], out, result.report["artifact"]["meta"])
+    for k in range(3):
+        a, c = ((rng.standard_normal((1, 4, 5, 5)) * s).astype(np.float32) for s in (1.0, 2.0 + k))
+        (qa, sa, za), (qc, sc, zc) = _input_quantized(a), _input_quantized(c)
+        real = (qa - za) * sa + (qc - zc) * sc
+        y = np.clip(np.vectorize(_round)(real / o_scale) + o_zero, 0, 255)
+        expected = ((y - o_zero) * o_scale).astype(np.float32).transpose(0, 3, 1, 2)
+        got = get_target("mace").run(artifact, {"a": a, "c": c})["y"]
+        assert np.array_equal(got, expected), (k, np.abs(got - expected).max())
