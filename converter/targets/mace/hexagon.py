@@ -436,6 +436,11 @@ def hexagon_net(em, inputs, outputs, record: dict) -> dict:
         output_inputs.extend([src, f"{src}:1", f"{src}:2"])
     net.emit("DequantizeOUTPUT_8tof", out_names[-1].replace(":", "_"), output_inputs, None)
 
+    # the model's own constants keep their NetDef order, the converter's (min/max scalars,
+    # argument tensors, added biases) follow in the order it adds them
+    original = [n for n in em.weights if n in net.weights]
+    added = [n for n in net.weights if n not in em.weights]
+    net.weights = {n: net.weights[n] for n in original + added}
     # add_node_id: constants first, then ops; inputs resolved to (node id, output port)
     node_ids, where = {}, {}
     for k, name in enumerate(net.weights):
