@@ -243,8 +243,10 @@ def _round(v):
 
 
 def _q(lo, hi):
-    scale = (hi - lo) / 255
-    return scale, int(_round(-lo / scale))
+    """Scale, and the zero point as nnlib's quantize_uint8(0, min, max) takes it (float32)."""
+    f32 = np.float32
+    resize = f32(f32(255) / max(f32(1e-4), f32(f32(hi) - f32(lo))))
+    return (hi - lo) / 255, int(_round(float(f32(f32(0 - f32(lo)) * resize))))
 
 
 def _supernode_reference(x, net, values, op, tensors):

@@ -8,12 +8,14 @@ whose dims carry the value: window, strides), each op's inputs are its ``node_in
 (NHWC float) and ``DequantizeOUTPUT_8tof`` gives the ``output_info`` ones.
 
 Every uint8 tensor travels with its float range ``(min, max)`` (ports 1 and 2); its scale is
-``(max - min) / 255`` and zero point ``round(-min / scale)``.  The quantized ops, as Hexagon NN
-defines them (nnlib's kernels ship as binaries in MACE; the arithmetic below is their stated
-semantics, in double, rounding half away from zero):
+``(max - min) / 255`` and its zero point nnlib's ``quantize_uint8(0, min, max)`` (float32).  The quantized ops, as Hexagon NN
+defines them (nnlib's kernels ship as binaries in MACE, XiaoMi/nnlib is their source; where its HVX kernels'
+fixed-point steps are not modelled the arithmetic below is their stated semantics, in double,
+rounding half away from zero):
 
 * QuantizeINPUT_f_to_8: the range of the actual input, widened to hold 0, zero point rounded,
-  ``q = sat(round(x / scale + zero))``;
+  ``q = sat(round(x / scale + zero))`` (nnlib's ``op_quantize.c`` autoquantize reaches the same
+  codes through HVX fixed-point scaling; a value on a rounding boundary may land one step off);
 * Supernode_8x8p32to8 / DepthwiseSupernode_8x8p32to8: ``acc = sum((x - x_zp) (w - w_zp))``
   (int32, padding filled with ``x_zp``; nnlib's ``nn_pad_compute_outsize_padding``: VALID none,
   SAME_CAFFE the odd pixel before), plus the int32 bias re-scaled from its range
@@ -23,7 +25,8 @@ semantics, in double, rounding half away from zero):
 * QuantizedAdd_8p8to8 / QuantizedSub_8p8to8: both operands dequantized, added, requantized to
   ``out_min/out_max`` (a ``[1, 1, 1, C]`` constant broadcasts over depth);
 * QuantizedMaxPool_8 (padding never wins), QuantizedAvgPool_8 (mean of the valid elements,
-  rounded), QuantizedRelu_8 (``max(q, zp)``), QuantizedReluX_8, QuantizedReshape keep the
+  rounded), QuantizedRelu_8 / QuantizedReluX_8 (``op_relu.c``: ``max(q, q(0))``, ReluX also
+  ``min(., q(max_val))`` with nnlib's ``quantize_uint8``), QuantizedReshape keep the
   input's range; QuantizedMean_8 requantizes the mean to ``out_min/out_max``;
   QuantizedSigmoid_8 writes ``[0, 1]``; QuantizedConcat_8 the union of its inputs' ranges;
 * DequantizeOUTPUT_8tof: ``scale * (q - zp)`` (float32).
@@ -81,11 +84,23 @@ def _scalar(b, t):
     return b.node("Reshape", [_d(b, t), _k(b, [], np.int64)])
 
 
+def quantize_uint8(b, value, lo, hi):
+    """nnlib ``quantize.h quantize_uint8(val, min, max)``, float32: ``roundf((val - min) *
+    (255 / max(0.0001, max - min)))`` saturated; returned as a double scalar."""
+    f32 = np.float32
+    lo32, hi32 = (b.node("Cast", [_scalar(b, t)], to=FLOAT) for t in (lo, hi))
+    span = b.node("Max", [b.node("Sub", [hi32, lo32]), _k(b, 0.0001, f32)])
+    resize = b.node("Div", [_k(b, 255.0, f32), span])
+    value_f = b.node("Mul", [b.node("Sub", [b.node("Cast", [value], to=FLOAT), lo32]), resize])
+    q = _round(b, _d(b, value_f))
+    return b.node("Min", [b.node("Max", [q, _k(b, 0.0)]), _k(b, 255.0)])
+
+
 def qparams(b, lo, hi):
-    """(scale, zero point) as double scalars from a uint8 range."""
-    lo, hi = _scalar(b, lo), _scalar(b, hi)
-    scale = b.node("Div", [b.node("Sub", [hi, lo]), _k(b, 255.0)])
-    return scale, _round(b, b.node("Div", [b.node("Neg", [lo]), scale]))
+    """(scale, zero point) as double scalars from a uint8 range: the zero point is
+    ``quantize_uint8(0, min, max)`` as nnlib's kernels take it."""
+    scale = b.node("Div", [b.node("Sub", [_scalar(b, hi), _scalar(b, lo)]), _k(b, 255.0)])
+    return scale, quantize_uint8(b, _k(b, 0.0), lo, hi)
 
 
 def _real(b, q, lo, hi):
@@ -187,9 +202,8 @@ def _relu(ctx, ins):
     x, lo, hi = ins[:3]
     scale, zero = qparams(b, lo, hi)
     y = b.node("Max", [x, b.node("Cast", [zero], to=UINT8)])
-    if ctx.op.type == "QuantizedReluX_8":
-        limit = _sat(b, b.node("Add", [_round(b, b.node("Div", [_scalar(b, ins[3]), scale])), zero]))
-        y = b.node("Min", [y, limit])
+    if ctx.op.type == "QuantizedReluX_8":  # op_relu.c: min(max(q, q(0)), q(max_val))
+        y = b.node("Min", [y, b.node("Cast", [quantize_uint8(b, _scalar(b, ins[3]), lo, hi)], to=UINT8)])
     return [y, lo, hi]
 
 
