@@ -2,7 +2,7 @@
 writes (uint8 ops, OHWI uint8 filters, int32 biases, quantize_info, Quantize/Dequantize at the
 edges), run by edgeconv's reader in MACE's integer arithmetic.  No MACE runtime here runs uint8
 (the mace_run in ../shared/runtimes is built without quantize), so every such port ends
-`unverified` with the reader named; dsp/apu say why they are not written."""
+`unverified` with the reader named; apu says why it is not written (dsp: test_quantize_mace_dsp.py)."""
 
 from __future__ import annotations
 
@@ -308,9 +308,8 @@ def test_reader_add_is_maces_neon_arithmetic_bit_for_bit(tmp_path):
 # ------------------------------------------------------------------ dsp / apu, real runtime
 
 
-@pytest.mark.parametrize("hw, why", [("dsp", "uint8 export for the Hexagon DSP"),
-                                     ("apu", "APU models from TensorFlow only")])
-def test_dsp_and_apu_say_why_no_file(hw, why, zoo_onnx_path, data, tmp_path):
+@pytest.mark.parametrize("hw, why", [("apu", "APU models from TensorFlow only")])
+def test_apu_says_why_no_file(hw, why, zoo_onnx_path, data, tmp_path):
     out = tmp_path / "out"
     result = port(str(zoo_onnx_path("detector")), PortOptions(target="mace", hw=hw, out_dir=out,
                                                               calibration=str(data / "calib.npz"), verify=False))

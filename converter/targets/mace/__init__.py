@@ -28,7 +28,8 @@ class MaceTarget(Target):
     ops_module = "converter.targets.mace.ops"
     hardware = ("cpu", "gpu", "dsp", "apu")
     default_hw = "cpu"
-    #: --quantize modes written natively (besides fp16): uint8 ops on the CPU, see quantized.py.
+    #: --quantize modes written natively (besides fp16): uint8 ops on the CPU (quantized.py) and
+    #: Hexagon NN nodes on the DSP (hexagon.py).
     quantized_modes = ("uint8",)
 
     def export(self, model: onnx.ModelProto, out_dir: Path, hw: str,
@@ -96,6 +97,11 @@ class MaceTarget(Target):
 
         if not artifact.meta.get("uint8") or oracle.kind != READER:
             return None
+        if artifact.hw == "dsp":
+            return ("no DSP runtime exists here: edgeconv's reader re-expresses the Hexagon NN nodes "
+                    "(hexagon_nn's quantized ops: 8x8->32 convolutions requantized by min/max ranges), and "
+                    "MACE runs the file only on a Qualcomm Hexagon DSP (libhexagon_nn_skel.so); run it with "
+                    "mace_run --device=HEXAGON on a device to verify it")
         return ("no MACE runtime ran it: edgeconv's reader re-expresses MACE's uint8 CPU kernels (gemmlowp "
                 "fixed-point requantization), and the mace_run available here is built without quantize "
                 "support; give --runtime mace=PATH with a MACE built with quantize to verify it")

@@ -234,14 +234,20 @@ def build(model: onnx.ModelProto, hw: str, name: str, fp16_weights: bool = False
     outputs = [_io_info(t) for t in graph.outputs]
     # remedy (4): a marked node becomes an op of its own type, registered by the app
     lower_nodes(OPS, em, graph.nodes, model=model, custom=convert_custom)
-    _copy_aliased_outputs(em, [o.name for o in outputs])
+    hexagon = quantization is not None and hw == "dsp"
+    if not hexagon:  # Hexagon NN has no buffer-reusing ops (and no Eltwise PROD copy)
+        _copy_aliased_outputs(em, [o.name for o in outputs])
     uint8 = None
-    if quantization is not None:
+    if hexagon:
+        from .hexagon import hexagon_net
+
+        uint8 = hexagon_net(em, inputs, outputs, quantization)
+    elif quantization is not None:
         from .quantized import quantize_net
 
         uint8 = quantize_net(em, inputs, outputs, quantization, hw)
     allowed = {"dsp": DSP_OPS, "apu": APU_OPS}.get(hw)
-    if allowed is not None:
+    if allowed is not None and not hexagon:
         for op in em.ops:
             if op.type not in allowed:
                 raise Unsupported(f"MACE {hw} runtime has no '{op.type}' op (node '{op.name}')")
@@ -263,8 +269,10 @@ def build(model: onnx.ModelProto, hw: str, name: str, fp16_weights: bool = False
         _set_arg(net.arg.add(), arg_name, kind, value)
     quant_weights = em.quant_weights
     for (tensor_name, (value, dtype)), (offset, size) in zip(em.weights.items(), placed):
-        tensor = net.tensors.add(name=tensor_name, dims=list(value.shape), data_type=dtype, offset=offset,
-                                 data_size=size)
+        dims = (uint8 or {}).get("const_dims", {}).get(tensor_name, list(value.shape))
+        tensor = net.tensors.add(name=tensor_name, dims=dims, data_type=dtype, offset=offset, data_size=size)
+        if hexagon:  # add_node_id: constants are Hexagon NN const nodes
+            tensor.node_id = uint8["node_ids"][tensor_name]
         q = quant_weights.get(tensor_name)
         if q is not None:
             tensor.scale, tensor.zero_point, tensor.minval, tensor.maxval = q.scale, q.zero_point, q.minval, q.maxval
@@ -283,7 +291,7 @@ def build(model: onnx.ModelProto, hw: str, name: str, fp16_weights: bool = False
     from .intermediates import tensor_map
 
     meta = {"ops": [op.type for op in em.ops], "gpu_cpu_fallback_ops": cpu_fallback,
-            "uint8": None if uint8 is None else {k: v for k, v in uint8.items() if k != "io"},
+            "uint8": None if uint8 is None else {k: v for k, v in uint8.items() if k not in ("io", "node_ids", "const_dims")},
             # which ONNX tensor each op output holds, for per-layer verification
             "tensor_map": tensor_map(em.ops, {n: dtypes.get(n, "float32") for n in tensors if n not in consts})}
     return pb, blob, inputs, outputs, meta

@@ -99,15 +99,17 @@ def quantize_bias(bias: np.ndarray, scale: float) -> np.ndarray:
     return np.clip(q, -(2**31), 2**31 - 1).astype(np.int32)
 
 
-def activation_infos(record: dict) -> dict[str, QInfo]:
-    """MACE quantize info per tensor from the QDQ model's per-tensor uint8 activations."""
+def activation_infos(record: dict, adjust=None) -> dict[str, QInfo]:
+    """MACE quantize info per tensor from the QDQ model's per-tensor uint8 activations;
+    ``adjust(min, max)`` is the device's ``adjust_range`` (the CPU's by default)."""
+    adjust = adjust or (lambda lo, hi: adjust_range(lo, hi, non_zero=False))
     out = {}
     entries = {**record.get("calibrated", {}), **record.get("activations", {})}
     for name, entry in entries.items():
         if entry.get("dtype") != "uint8" or len(entry["scale"]) != 1:
             continue
         scale, zero = float(entry["scale"][0]), int(entry["zero_point"][0])
-        out[name] = adjust_range(scale * (0 - zero), scale * (255 - zero), non_zero=False)
+        out[name] = adjust(scale * (0 - zero), scale * (255 - zero))
     return out
 
 
@@ -354,10 +356,9 @@ def quantize_net(em, inputs, outputs, record: dict, hw: str) -> dict:
             "int32_biases": sum(1 for n in quant_weights if em.weights[n][1] == DT_INT32), "io": io}
 
 
-#: Why a quantized file is not written for MACE's integer-only processors.
+#: Why a quantized file is not written for MACE's integer-only processors (the DSP's is
+#: hexagon.py's, not this module's).
 UNSUPPORTED_HW = {
-    "dsp": ("mace dsp: uint8 export for the Hexagon DSP (hexagon_converter.py: Hexagon NN ops with min/max "
-            "inputs) is not implemented; use --hw cpu --quantize uint8"),
     "apu": ("mace apu: MACE's converter takes APU models from TensorFlow only (tools/python/convert.py: "
             "\"apu only support model from tensorflow\"); an ONNX model cannot be written for the APU"),
 }

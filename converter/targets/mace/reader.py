@@ -43,6 +43,10 @@ def read(pb_path: str | Path, data_path: str | Path, tensor_names: dict[str, str
     blob = Path(data_path).read_bytes()
     if net.data_size:  # serial_engine.cc:264-268: 0 means the whole file
         blob = blob[net.data_offset: net.data_offset + net.data_size]
+    from .reader_hexagon import is_hexagon, read_hexagon
+
+    if is_hexagon(net):  # a DSP net: Hexagon NN nodes wired by node_id (reader_hexagon.py)
+        return read_hexagon(net, blob)
     b = Builder()
     for t in net.tensors:
         np_dtype = np.dtype(_NP[t.data_type]).newbyteorder("<")
