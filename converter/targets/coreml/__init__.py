@@ -98,6 +98,12 @@ class CoreMLTarget(Target):
         precision = _precision(hw, options)
         ct = coremltools()
         target = getattr(ct.target, MINIMUM_DEPLOYMENT_TARGET)
+        # The builder numbers the consts it names (conv_0_weight_0) from class-level counters that
+        # coremltools resets only after a conversion succeeds: after a refused program, the next
+        # one would be named conv_0_weight_1 -- different bytes for the same model.
+        from coremltools.converters.mil import converter as mil_converter
+
+        mil_converter._reset_conversion_state()
         built = build_program(model, target)
         program = built.program
         compressed = None
