@@ -20,8 +20,11 @@ Full-integer int8 (float interface, int8 inside), each file run by this venv's L
   parameters.  The PT2E-quantized torch module's own SQNR (fake-quant, before conversion) is
   printed under it ("in torch"), to tell the quantizer from the converter;
 * onnxruntime.quantization: ``quant_pre_process`` then ``quantize_static`` (QDQ, int8 activations
-  and per-channel weights, MinMax) with the samples; its QDQ model run by onnxruntime (which runs
-  it with its integer kernels).
+  and per-channel weights, MinMax) with the samples; its QDQ model run by onnxruntime as it runs
+  it by default — not a full-integer execution: where its CPU kernels have no fused int8 pattern
+  (some Conv, every Add of these models) the optimized graph computes in float on dequantized
+  inputs, skipping those requantizations; the count is printed — and, under it, with graph
+  optimizations off ("QDQ semantics": every Q/DQ pair applied, as an integer runtime must).
 
 Weight-only int8 CoreML (no macOS here: both ``.mlpackage`` files are executed op by op by
 edgeconv's MIL numpy executor, as ``port --to coreml`` verifies its files):
@@ -123,7 +126,12 @@ def litert_torch_int8(name: str, size: str, calib: np.ndarray, held: np.ndarray,
 
 
 def onnxruntime_qdq(onnx_path: Path, calib: np.ndarray, work: Path):
-    """onnxruntime's own static QDQ model of ``onnx_path``, as an onnxruntime session."""
+    """onnxruntime's own static QDQ model of ``onnx_path`` as two onnxruntime sessions: as
+    onnxruntime runs it by default (graph optimizations on: its int8 kernels where it has a
+    fused pattern, float Conv/Add with dequantized inputs where not), and as the QDQ model says
+    (optimizations off: every Q/DQ pair applied).  Also {op: count} of the float Conv and Add
+    nodes left in the optimized graph."""
+    import onnx
     import onnxruntime as ort
     from onnxruntime.quantization import CalibrationMethod, QuantFormat, QuantType, quantize_static
     from onnxruntime.quantization.shape_inference import quant_pre_process
@@ -143,9 +151,18 @@ def onnxruntime_qdq(onnx_path: Path, calib: np.ndarray, work: Path):
         quantize_static(str(pre), str(out), Reader(), quant_format=QuantFormat.QDQ, per_channel=True,
                         activation_type=QuantType.QInt8, weight_type=QuantType.QInt8,
                         calibrate_method=CalibrationMethod.MinMax)
-    options = ort.SessionOptions()
-    options.log_severity_level = 3
-    return ort.InferenceSession(str(out), options, providers=["CPUExecutionProvider"])
+    sessions = []
+    for level in (ort.GraphOptimizationLevel.ORT_ENABLE_ALL, ort.GraphOptimizationLevel.ORT_DISABLE_ALL):
+        options = ort.SessionOptions()
+        options.log_severity_level = 3
+        options.graph_optimization_level = level
+        if level == ort.GraphOptimizationLevel.ORT_ENABLE_ALL:
+            options.optimized_model_filepath = str(work / "ort_optimized.onnx")
+        sessions.append(ort.InferenceSession(str(out), options, providers=["CPUExecutionProvider"]))
+    optimized = onnx.load(str(work / "ort_optimized.onnx"))
+    floats = {op: sum(n.op_type == op and n.domain in ("", "ai.onnx") for n in optimized.graph.node)
+              for op in ("Conv", "Add")}
+    return sessions[0], sessions[1], floats
 
 
 def tflite_peers(name: str, size: str, ours: dict, calib: np.ndarray, held: np.ndarray, tmp: Path) -> dict:
@@ -173,8 +190,10 @@ def tflite_peers(name: str, size: str, ours: dict, calib: np.ndarray, held: np.n
         return median_sqnr(refs, [run_tflite(path, x) for x in held])
 
     def ort_qdq():
-        session = onnxruntime_qdq(ours["onnx_path"], calib, tmp)
-        return median_sqnr(refs, [session.run(None, {"input": x})[0] for x in held])
+        default, semantics, floats = onnxruntime_qdq(ours["onnx_path"], calib, tmp)
+        out["QDQ semantics"] = median_sqnr(refs, [semantics.run(None, {"input": x})[0] for x in held])
+        out["onnxruntime float ops"] = floats
+        return median_sqnr(refs, [default.run(None, {"input": x})[0] for x in held])
 
     for peer, make in zip(TFLITE_PEERS, (tensorflow, onnx2tf, litert_torch, ort_qdq)):
         judge(peer, make)
@@ -270,8 +289,15 @@ def print_table(rows: list[dict], args) -> None:
         margin = f"{r['edgeconv'] - max(peers):+9.1f}" if peers else f"{'-':>9}"
         print(f"{r['model']:12} {cell(r['edgeconv'])} " + " ".join(cell(r[p], 18) for p in TFLITE_PEERS) + f" {margin}")
         notes += [f"  {r['model']} {p}: {r[p]}" for p in TFLITE_PEERS if not isinstance(r[p], float)]
-        if isinstance(r.get("PT2E in torch"), float):
-            print(f"{'':12} {'':9} {'':18} {'':18} {'in torch ' + format(r['PT2E in torch'], '.1f'):>18}")
+        below = [format("in torch " + format(r["PT2E in torch"], ".1f") if isinstance(r.get("PT2E in torch"), float)
+                        else "", ">18"),
+                 format("QDQ semantics " + format(r["QDQ semantics"], ".1f") if isinstance(r.get("QDQ semantics"), float)
+                        else "", ">18")]
+        if any(b.strip() for b in below):
+            print(f"{'':12} {'':9} {'':18} {'':18} {below[0]} {below[1]}")
+        if isinstance(r.get("onnxruntime float ops"), dict):
+            floats = ", ".join(f"{n} {op}" for op, n in r["onnxruntime float ops"].items())
+            notes.append(f"  {r['model']} onnxruntime QDQ: its optimized graph still runs {floats} in float")
     if not args.no_coreml:
         print("\nCoreML int8 weight-only SQNR (dB, executed by edgeconv's MIL numpy executor)")
         print(f"{'model':12} {'edgeconv':>9} {'coremltools':>12} {'ours-them':>9} {'weights':>9}")
@@ -286,9 +312,10 @@ def print_table(rows: list[dict], args) -> None:
             if not isinstance(c["coremltools"], float):
                 notes.append(f"  {r['model']} coremltools: {c['coremltools']}")
     print("ours-best: edgeconv's SQNR minus the best peer's (goal >= 0); in torch: the PT2E-quantized torch module "
-          "itself, before litert-torch converts it (not a file); weights: int8 weight tensors, edgeconv/coremltools")
+          "itself, before litert-torch converts it (not a file); QDQ semantics: onnxruntime's QDQ model with every "
+          "Q/DQ applied (graph optimizations off); weights: int8 weight tensors, edgeconv/coremltools")
     if notes:
-        print("not measured:")
+        print("notes:")
         print("\n".join(notes))
 
 
