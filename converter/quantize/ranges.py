@@ -182,11 +182,13 @@ def share_add_ranges(model: onnx.ModelProto, tensors_data):
     one scale and the int8 ADD passes the branch's integers through unrequantized.  This is the
     layout TensorFlow's full-integer converter writes for a residual block (the projection
     CONV_2D before each ADD carries that union; the shortcut's 1x1 CONV_2D and the skip keep
-    their own range), and it reproduces TensorFlow's int8 file tensor for tensor on the zoo's
-    MobileNetV2 and ResNet (``benchmarks/bench_tflite_int8.py``).  Measured (LiteRT, median SQNR
-    over held-out samples against the float model): ResNet 32x32 39.8 -> 42.5 dB, 224x224
-    43.6 -> 44.1 dB; MobileNetV2 224x224 41.4 -> 42.1 dB; MobileNetV2 32x32 42.6 -> 42.3 dB.
-    Widening every lone Add input instead (the skip's 1x1 CONV_2D too) loses those ResNet gains.
+    their own range): with it edgeconv's int8 file has TensorFlow's scale and zero point on every
+    tensor of the zoo's MobileNetV2 (224x224) and ResNet (32x32).  Measured (LiteRT, median SQNR
+    over held-out samples against the float model, ``benchmarks/bench_quant_peers.py``): with 100
+    calibration / 16 held-out samples at 224x224, MobileNetV2 41.8 -> 42.1 dB, ResNet 43.8 ->
+    44.1 dB; with 16 / 8 at 32x32, ResNet 39.8 -> 42.5 dB but MobileNetV2 42.6 -> 42.3 dB (the
+    rule is TensorFlow's layout, not a gain on every model).  Widening every lone Add input
+    instead (the shortcut's 1x1 CONV_2D too) loses the 32x32 ResNet gain.
 
     The Add's output range is the range it is quantized with: that of a lone Relu/Clip after it
     when there is one (onnxruntime's ``adjust_tensor_ranges`` folds the activation).  Adds are
