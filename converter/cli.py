@@ -18,6 +18,7 @@ import typer
 
 from . import __version__
 from .commands import COMMAND_MODULES
+from .commands.coercion import install as plain_values_first
 from .errors import EXIT_BAD_INPUT, EXIT_INTERNAL, EXIT_INTERRUPTED, EXIT_TERMINATED, EdgeconvError
 from .fsutil import quiet_native_stderr
 
@@ -103,6 +104,7 @@ class _Signals:
 def main(argv: list[str] | None = None) -> int:
     for name, value in _QUIET_NATIVE_ENV.items():
         os.environ.setdefault(name, value)
+    plain_values_first()
     command = typer.main.get_command(app)
     with _Signals() as signals:
         try:

@@ -23,8 +23,10 @@ _UMASK = os.umask(0)
 os.umask(_UMASK)
 
 
-def atomic_write_bytes(path: str | os.PathLike, data: bytes) -> Path:
-    """Write ``data`` to ``path`` through a temp file in the same directory + rename."""
+def atomic_write_bytes(path: str | os.PathLike, data) -> Path:
+    """Write ``data`` to ``path`` through a temp file in the same directory + rename.
+
+    ``data``: bytes, or a function writing them to the binary file it is given (streamed)."""
     path = Path(path)
     if path.is_dir():
         raise BadInput(f"cannot write {path}: it is a directory; give a file name")
@@ -36,7 +38,10 @@ def atomic_write_bytes(path: str | os.PathLike, data: bytes) -> Path:
         raise _unwritable(path, err) from None
     try:
         with os.fdopen(fd, "wb") as f:
-            f.write(data)
+            if callable(data):
+                data(f)
+            else:
+                f.write(data)
             f.flush()
             os.fsync(f.fileno())
         os.chmod(tmp, 0o666 & ~_UMASK)
@@ -52,6 +57,27 @@ def atomic_write_bytes(path: str | os.PathLike, data: bytes) -> Path:
 
 def atomic_write_text(path: str | os.PathLike, text: str) -> Path:
     return atomic_write_bytes(path, text.encode("utf-8"))
+
+
+def atomic_copy_file(src: str | os.PathLike, dst: str | os.PathLike) -> Path:
+    """``dst`` as a byte copy of ``src``, written atomically; the kernel copies (``sendfile``), so
+    the bytes never pass through (freshly allocated) process memory."""
+    def copy(out) -> None:
+        out.flush()
+        with open(src, "rb") as f:
+            size, offset = os.fstat(f.fileno()).st_size, 0
+            try:
+                while offset < size:
+                    sent = os.sendfile(out.fileno(), f.fileno(), offset, size - offset)
+                    if sent == 0:
+                        break
+                    offset += sent
+            except OSError:  # a file system without file-to-file sendfile: copy through memory
+                if offset:
+                    raise
+                shutil.copyfileobj(f, out, 1 << 20)
+
+    return atomic_write_bytes(dst, copy)
 
 
 @contextlib.contextmanager

@@ -85,6 +85,10 @@ def legalize(model: onnx.ModelProto, framework: str, hw: str, matrix=None,
     plan = plan_model(model, framework, hw, matrix, custom_ops=custom_ops, search=search, graph=graph)
     keep = {e.node for e in plan.entries if e.remedy in ("postprocess", "custom", "fallback")}
     keep |= _downstream(graph, {e.node for e in plan.entries if e.remedy == "postprocess"})
+    if all(e.remedy == "supported" for e in plan.entries):
+        # The matrix takes every node as it is: the legalized model *is* the input (no rewrite
+        # pass, no second export + shape inference, which would give the same model back).
+        return LegalizeResult(model, plan)
     current, applied, graph = _rewrite_to_fixpoint(model, matrix, framework, hw, search, keep, graph=graph)
     reports = []
     if any(REGISTRY[r].kind == RETRAIN for r, _ in applied):
@@ -153,6 +157,8 @@ def _rewrite_to_fixpoint(model, matrix, framework, hw, search, keep, limit=None,
             if found is None:
                 continue
             rule_obj = REGISTRY[found[1][0]]
+            if any(n.name in keep for n in rule_obj.touches(node, graph) if n is not node):
+                continue  # it would rewrite a node the plan moved out of the file (plan.py says why)
             infer_nodes(apply_rule_to_graph(graph, rule_obj, node, names), graph, shapes_seen)
             applied.append((rule_obj.name, node.name))
             counts[origin] = counts.get(origin, 0) + 1

@@ -80,7 +80,7 @@ def _restore_large_weights(model: onnx.ModelProto, stash: list[bytes]) -> None:
 
 
 def is_large(model: onnx.ModelProto) -> bool:
-    return sum(len(t.raw_data) for t in model.graph.initializer) >= LARGE_MODEL_BYTES
+    return weight_bytes(model) >= LARGE_MODEL_BYTES
 
 
 def _normalize(model: onnx.ModelProto, input_shapes, check: bool = True) -> onnx.ModelProto:

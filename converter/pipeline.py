@@ -20,6 +20,8 @@ complete, failing verification report); see :func:`converter.fsutil.replace_outp
 
 from __future__ import annotations
 
+import functools
+import importlib
 import json
 import time
 from contextlib import contextmanager
@@ -30,7 +32,7 @@ from typing import Any
 from . import __version__
 from .errors import (EXIT_NEEDS_CUSTOM, EXIT_OK, EXIT_UNSUPPORTED, EXIT_UNVERIFIED, EXIT_VERIFY_FAILED, BadInput,
                      Unsupported)
-from .fsutil import atomic_write_text, replace_output_dir, sha256_file
+from .fsutil import atomic_copy_file, atomic_write_text, replace_output_dir, sha256_file
 from .memory import RELEASE_MIN_BYTES, release, weight_bytes
 
 STATUS_EXIT = {"ok": EXIT_OK, "unsupported": EXIT_UNSUPPORTED, "verify_failed": EXIT_VERIFY_FAILED,
@@ -112,13 +114,26 @@ class _Timer:
             self.timings[name] = round(time.perf_counter() - start, 4)
 
 
-def load_stage(model_path: str, opts: PortOptions):
-    """Load and normalize; returns (original ONNX, normalized ONNX)."""
+def preload_steps(frameworks, verify: bool) -> list:
+    """What the stages after loading import, as steps to run while a child process loads a torch
+    model (:func:`converter.isolate.run_models`): on two cores the imports then cost no wall time."""
+    from . import targets
+
+    modules = ["onnx_graphsurgeon", "converter.normalize", "converter.legalize", "converter.check"]
+    if verify:
+        modules += ["onnxruntime", "converter.verify"]
+    steps = [functools.partial(importlib.import_module, name) for name in modules]
+    return steps + [targets.get(fw).preload for fw in dict.fromkeys(frameworks)]
+
+
+def load_stage(model_path: str, opts: PortOptions, meanwhile=()):
+    """Load and normalize; returns (original ONNX, normalized ONNX).  ``meanwhile``: steps to run
+    while a torch model loads in its child process (:func:`preload_steps`)."""
     from .load import load_model
     from .normalize import dynamic_inputs, normalize
 
     shapes = dict(opts.input_shapes)
-    original = load_model(model_path, shapes, opts.trust_pickle, opts.timeout)
+    original = load_model(model_path, shapes, opts.trust_pickle, opts.timeout, meanwhile)
     if "" in shapes:
         shapes[original.graph.input[0].name] = shapes.pop("")
     normalized = normalize(original, shapes or None)
@@ -171,7 +186,7 @@ def port(model_path: str, opts: PortOptions, progress=None, preloaded=None, shar
             timer.timings["load+normalize"] = preloaded[2] if len(preloaded) > 2 else 0.0
         else:
             with timer.stage("load+normalize"):
-                original, model = load_stage(model_path, opts)
+                original, model = load_stage(model_path, opts, preload_steps([opts.target], opts.verify))
                 timer.heavy = weight_bytes(model) >= RELEASE_MIN_BYTES
         report["ops_before"] = _histogram(model)
         with timer.stage("check"):
@@ -207,7 +222,10 @@ def port(model_path: str, opts: PortOptions, progress=None, preloaded=None, shar
             final, postprocess = cut.model, cut
             report["postprocess"] = cut.manifest
         save_onnx(model, tmp / "normalized.onnx")
-        save_onnx(final, tmp / "legalized.onnx")
+        if final is model and not (tmp / "normalized.onnx.data").exists():
+            atomic_copy_file(tmp / "normalized.onnx", tmp / "legalized.onnx")  # legalize changed nothing
+        else:
+            save_onnx(final, tmp / "legalized.onnx")
         report["ops_after"] = _histogram(final)
         if quant_plan is not None and status == "ok":
             from .quantize.port import quantize_for_port
@@ -299,15 +317,32 @@ def _judge_integer_file(quant, target, runtime, artifact) -> tuple[str, str] | N
     from .runtimes import ReaderCannotRun, RuntimeRefused, bind, oracle_of
 
     judge = bind(target, runtime)
-    oracle = oracle_of(judge, artifact).name
+    judged_by = oracle_of(judge, artifact)
+    oracle, no_runtime = judged_by.name, ""
     try:
-        quant.file_verification = quant.evaluate_file(judge, artifact)
+        try:
+            quant.file_verification = quant.evaluate_file(judge, artifact)
+        except RuntimeUnavailable as err:
+            if judge is target:
+                raise
+            # the user's runtime cannot run integer files at all (a MACE built without
+            # quantize): the built-in reader judges it, and the verdict says why
+            no_runtime = f"{oracle}: {err}"
+            judge, judged_by = target, oracle_of(target, artifact)
+            oracle = judged_by.name
+            quant.file_verification = quant.evaluate_file(judge, artifact)
     except RuntimeRefused as err:
         return "verify_failed", f"{oracle}: {err}"
     except (ReaderCannotRun, RuntimeUnavailable) as err:
         return "unverified", f"the {quant.plan.mode} file is not verified ({oracle}: {err})"
     finally:
         quant.file_runtime = oracle
+    # a target whose integer kernels only edgeconv's own reader ran here (MACE uint8) says so
+    caveat = getattr(target, "integer_file_caveat", None)
+    why = caveat(artifact, judged_by) if caveat is not None else None
+    if why and quant.file_verification.ok:
+        return "unverified", (f"the {quant.plan.mode} file is judged by {oracle} only "
+                              f"({quant.file_verification.summary()}): {no_runtime or why}")
     return None
 
 

@@ -33,9 +33,11 @@ print(json.dumps({"code": code, "heavy": heavy}))
 """
 
 
-def _imports(*argv: str) -> tuple[int, set[str]]:
+def _imports(*argv: str, heavy=HEAVY, write_caches: bool = False) -> tuple[int, set[str]]:
     env = {**os.environ, "PYTHONPATH": str(ROOT)}
-    done = subprocess.run([sys.executable, "-c", _DRIVER, ",".join(HEAVY), *argv], capture_output=True,
+    if write_caches:
+        env.pop("PYTHONDONTWRITEBYTECODE", None)
+    done = subprocess.run([sys.executable, "-c", _DRIVER, ",".join(heavy), *argv], capture_output=True,
                           text=True, env=env, timeout=300, cwd=ROOT)
     assert done.returncode == 0, done.stderr[-2000:]
     result = json.loads(done.stdout.strip().splitlines()[-1])
@@ -54,6 +56,20 @@ def test_port_onnx_to_tflite_imports_neither_torch_tensorflow_nor_coremltools(zo
     assert heavy & {"torch", "tensorflow", "coremltools", "tf2onnx", "keras"} == set()
     # What it does need: onnx, onnxruntime (reference) and LiteRT (the file's own runtime).
     assert {"onnx", "onnxruntime", "ai_edge_litert"} <= heavy
+
+
+def test_port_no_verify_imports_only_what_the_file_needs(zoo_onnx_path, tmp_path):
+    """``--no-verify``: no reference run (onnxruntime) and no file run (LiteRT); typer's values
+    are taken without Pydantic (commands/coercion.py) and the matrix from its parse cache, once
+    a process has written it (matrix/compiled.py), so neither Pydantic nor PyYAML loads."""
+    argv = ("port", str(zoo_onnx_path("normalized_input")), "--to", "tflite", "--hw", "cpu", "--no-verify",
+            "-o", str(tmp_path / "out"), "--json")
+    extra = ("pydantic", "yaml", "jinja2")
+    code, _ = _imports(*argv, heavy=HEAVY + extra, write_caches=True)  # writes the matrix cache
+    assert code == 0
+    code, heavy = _imports(*argv, heavy=HEAVY + extra)
+    assert code == 0
+    assert heavy == {"onnx", "numpy"}
 
 
 def test_port_onnx_to_coreml_imports_no_frontend(zoo_onnx_path, tmp_path):

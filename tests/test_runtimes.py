@@ -440,18 +440,18 @@ def test_detection_head_in_tnn_runtime_passes_on_the_noise_floor_and_replays(tmp
 
 def test_mace_dsp_never_ships_a_float_file(tmp_path):
     """`check` says "dsp runs only uint8 models": `port --to mace --hw dsp` on a float model either
-    quantizes (needs calibration data: one line, exit 2) or, while MACE has no native uint8
-    export, refuses (exit 3) and writes no .pb/.data/.yml at all."""
+    quantizes (needs calibration data: one line, exit 2) or writes Hexagon NN nodes only (uint8,
+    no float MACE op), judged by the reader alone: `unverified`, exit 8."""
     path = save(conv_model(), tmp_path / "m.onnx")
     res = cli("port", path, "--to", "mace", "--hw", "dsp", "-o", str(tmp_path / "a"))
     assert res.returncode == 2 and "needs calibration data" in res.stderr and not (tmp_path / "a").exists()
     calib = tmp_path / "calib.npz"
     np.savez(calib, x=np.random.default_rng(0).uniform(-1, 1, (16, 1, 3, 8, 8)).astype(np.float32))
     result = port(path, PortOptions(target="mace", hw="dsp", out_dir=tmp_path / "b", calibration=str(calib)))
-    assert (result.status, result.exit_code) == ("unsupported", 3)
-    assert "no mace file was written: dsp cannot load a float model" in result.reason
-    assert not [f for f in result.files if f.endswith((".pb", ".data", ".yml"))]
-    assert "artifact" not in json.loads((tmp_path / "b" / "report.json").read_text())
+    assert (result.status, result.exit_code) == ("unverified", 8), result.reason
+    assert "no DSP runtime exists here" in result.reason
+    ops = json.loads((tmp_path / "b" / "report.json").read_text())["artifact"]["meta"]["ops"]
+    assert ops == ["QuantizeINPUT_f_to_8", "Supernode_8x8p32to8", "DequantizeOUTPUT_8tof"]
 
 
 def test_mace_runtime_judges_cpu_files_only(tmp_path):

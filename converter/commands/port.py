@@ -45,7 +45,7 @@ def register(app: typer.Typer) -> None:
         import time
         from pathlib import Path
 
-        from ..pipeline import PortOptions, load_stage
+        from ..pipeline import PortOptions, load_stage, preload_steps
         from ..quantize.modes import QuantRequest
         from ..runtimes import parse_runtime_flags, validate
         from .port_run import combinations, run_ports
@@ -64,5 +64,6 @@ def register(app: typer.Typer) -> None:
         QuantRequest(quantize, calibration, calibration_method, per_tensor, preprocess).validate()
         combos = combinations(base, to, hw)
         start = time.perf_counter()
-        preloaded = (*load_stage(source.path, base), round(time.perf_counter() - start, 4))
+        meanwhile = preload_steps([fw for fw, _ in combos], base.verify)
+        preloaded = (*load_stage(source.path, base, meanwhile), round(time.perf_counter() - start, 4))
         return run_ports(source.path, base, combos, preloaded, json_out, jobs)

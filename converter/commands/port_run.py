@@ -61,7 +61,7 @@ def run_ports(model: str, base, combos, preloaded, json_out: bool, jobs: int = 1
     if jobs > 1 and many:
         from concurrent.futures import ThreadPoolExecutor
 
-        with console.status(f"[bold]{len(combos)} targets[/], {jobs} at a time") as status, \
+        with _status(console, f"[bold]{len(combos)} targets[/], {jobs} at a time") as status, \
                 ThreadPoolExecutor(max_workers=jobs, thread_name_prefix="port") as pool:
             futures = [pool.submit(one, fw, hw) for fw, hw in combos]
             for done, future in enumerate(futures, 1):
@@ -70,7 +70,7 @@ def run_ports(model: str, base, combos, preloaded, json_out: bool, jobs: int = 1
     else:
         for fw, hw in combos:
             label = escape(f"{fw}/{hw}")  # a matrix overlay names hardware: user text
-            with console.status(f"[bold]{label}[/]: starting") as status:
+            with _status(console, f"[bold]{label}[/]: starting") as status:
                 def progress(stage, label=label, status=status):
                     status.update(f"[bold]{label}[/]: {escape(stage)}")
                 outcomes.append(one(fw, hw, progress))
@@ -99,6 +99,25 @@ def run_ports(model: str, base, combos, preloaded, json_out: bool, jobs: int = 1
         return results[0].exit_code
     # "Where can my model run?": success if it runs somewhere.
     return EXIT_OK if any(r.status == "ok" for r in results) else EXIT_UNSUPPORTED
+
+
+class _NoStatus:
+    """What ``console.status`` shows on a console that is not a terminal: nothing."""
+
+    def __enter__(self):
+        return self
+
+    def __exit__(self, *exc) -> None:
+        pass
+
+    def update(self, *args, **kwargs) -> None:
+        pass
+
+
+def _status(console, text: str):
+    """A spinner line on a terminal; on a pipe or file rich's status draws nothing, so it is not
+    built (nor rich's live-display modules imported)."""
+    return console.status(text) if console.is_terminal else _NoStatus()
 
 
 def _internal(err: Exception) -> EdgeconvError:

@@ -17,7 +17,7 @@ from __future__ import annotations
 import functools
 from dataclasses import dataclass
 from pathlib import Path
-from collections.abc import Iterable
+from collections.abc import Iterable, Mapping
 
 from ..errors import BadInput
 from .citations import Citation, resolve_citation
@@ -92,13 +92,15 @@ class OpRule:
 
 
 class Matrix:
-    def __init__(self, data: dict, lines: Lines, files: list[Path]):
+    def __init__(self, data: dict, lines: Lines, files: list[Path], *, validated: bool = False):
+        """``validated``: ``data`` is a document that passed :func:`.schema.validate` before
+        (the packaged matrix's parse cache, :mod:`.compiled`), so only its tables are built."""
         self.data = data
         self.files = files
         self._lines = lines
         self._rules: dict[tuple[str, str], dict[str, OpRule]] = {}
         self._citations: dict[str, Citation] = {}
-        self._validate_and_compile()
+        self._validate_and_compile(validated)
 
     # ------------------------------------------------------------------ public API
 
@@ -290,10 +292,16 @@ class Matrix:
     def _table(self, framework: str, hw: str) -> dict[str, OpRule]:
         table = self._rules.get((framework, hw))
         if table is None:
+            fw = self._fw(framework)
             self._hw(framework, hw)  # raises BadInput with the choices
+            table = self._rules[(framework, hw)] = _Rules(self._op_compiler(framework, fw, hw), fw["ops"])
         return table
 
-    def _validate_and_compile(self) -> None:
+    def _validate_and_compile(self, validated: bool = False) -> None:
+        """Validate the document (each constraint compiles there once); a validated document's
+        tables are compiled when first asked for (a port needs one framework x hardware)."""
+        if validated:
+            return
         from .schema import validate
 
         validate(self.data, self._lines)
@@ -302,13 +310,19 @@ class Matrix:
                 self._rules[(fw_name, hw_name)] = self._compile_hw(fw_name, fw, hw_name)
 
     def _compile_hw(self, fw_name: str, fw: dict, hw_name: str) -> dict[str, OpRule]:
+        compile_op = self._op_compiler(fw_name, fw, hw_name)
+        return {op: compile_op(op) for op in fw["ops"]}
+
+    def _op_compiler(self, fw_name: str, fw: dict, hw_name: str):
+        """``compile_op(op) -> OpRule`` for one framework x hardware."""
         hw_spec = fw["hardware"][hw_name]
         like = hw_spec.get("like")
         max_rank = (hw_spec.get("properties") or {}).get("max_rank")
         rank_rule = _max_rank_constraint(max_rank, hw_spec.get("rank_source", hw_spec.get("source")))
-        table: dict[str, OpRule] = {}
         defaults = fw.get("defaults", {})
-        for op, entry in fw["ops"].items():
+
+        def compile_op(op: str) -> OpRule:
+            entry = fw["ops"][op]
             at = ("frameworks", fw_name, "ops", op)
             status = _entry_status(entry, defaults, hw_name, like)
             target = entry.get("target")
@@ -336,8 +350,31 @@ class Matrix:
                         compiled.append(compile_constraint(spec, source))
                     except ConstraintError as err:  # schema.validate compiled it once already
                         fail(self._lines, at + ("constraints", i), str(err))
-            table[op] = OpRule(op, status, target, source, note, tuple(compiled))
-        return table
+            return OpRule(op, status, target, source, note, tuple(compiled))
+
+        return compile_op
+
+
+class _Rules(Mapping):
+    """One framework x hardware's rules of a validated matrix, each compiled when first looked
+    up: a port reads a few ops' rules, not the hundreds of every table."""
+
+    def __init__(self, compile_op, ops: dict):
+        self._compile, self._ops, self._done = compile_op, ops, {}
+
+    def __getitem__(self, op: str) -> OpRule:
+        rule = self._done.get(op)
+        if rule is None:
+            if op not in self._ops:
+                raise KeyError(op)
+            rule = self._done[op] = self._compile(op)
+        return rule
+
+    def __iter__(self):
+        return iter(self._ops)
+
+    def __len__(self) -> int:
+        return len(self._ops)
 
 
 def _entry_status(entry: dict, defaults: dict, hw: str, like: str | None) -> str:
@@ -373,14 +410,29 @@ def _max_rank_constraint(max_rank: int | None, source: str | None) -> Constraint
 
 @functools.lru_cache(maxsize=8)
 def _load_cached(paths: tuple[str, ...], mtimes: tuple[float, ...]) -> Matrix:
-    base_path = Path(paths[0])
-    data, lines = read_yaml_with_lines(base_path)
+    data, lines, validated = _read_base(Path(paths[0]))
     for overlay in paths[1:]:
         odata, olines = read_yaml_with_lines(Path(overlay))
         if not isinstance(odata, dict):
             raise MatrixFileError(f"{Path(overlay).name}:1: an overlay must be a mapping")
         data = merge_overlay(data, lines, odata, olines)
-    return Matrix(data, lines, [Path(p) for p in paths])
+    return Matrix(data, lines, [Path(p) for p in paths], validated=validated and not paths[1:])
+
+
+def _read_base(path: Path) -> tuple[dict, Lines, bool]:
+    """(document, line map, whether it is known valid).  The packaged matrix comes from its
+    parse cache (:mod:`.compiled`) once one process has parsed and validated it."""
+    if path != DEFAULT_MATRIX.resolve():
+        return (*read_yaml_with_lines(path), False)
+    from . import compiled
+
+    data, lines, key = compiled.load(path)
+    if data is not None:
+        return data, lines, True
+    data, lines = read_yaml_with_lines(path)
+    Matrix(data, lines, [path])  # validates (a bad matrix raises here and is never cached)
+    compiled.store(path, key, data, lines)
+    return data, lines, True
 
 
 def load_matrix(path: str | Path | None = None, overlays: Iterable[str | Path] = ()) -> Matrix:

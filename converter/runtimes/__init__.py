@@ -80,15 +80,18 @@ def onnxruntime_oracle() -> Oracle:
 
 def builtin_oracle(runtime: str) -> Oracle:
     """The oracle a target's own ``run`` uses, from ``Artifact.runtime``."""
-    ort = _version("onnxruntime")
+    # Built on demand: each version is a search of the installed distributions' metadata.
     known = {
-        "litert": Oracle(f"LiteRT {_version('ai-edge-litert')}"),
-        "tnn-reader+onnxruntime": Oracle(f"edgeconv TNN reader (onnxruntime {ort})", READER),
-        "mace-reader+onnxruntime": Oracle(f"edgeconv MACE reader (onnxruntime {ort})", READER),
-        "mil-numpy": Oracle("CoreML MIL executor (no device)", READER),
-        "coreml": Oracle(f"CoreML runtime (coremltools {_version('coremltools')})"),
+        "litert": lambda: Oracle(f"LiteRT {_version('ai-edge-litert')}"),
+        "tnn-reader+onnxruntime": lambda: Oracle(f"edgeconv TNN reader (onnxruntime {_version('onnxruntime')})",
+                                                 READER),
+        "mace-reader+onnxruntime": lambda: Oracle(f"edgeconv MACE reader (onnxruntime {_version('onnxruntime')})",
+                                                  READER),
+        "mil-numpy": lambda: Oracle("CoreML MIL executor (no device)", READER),
+        "coreml": lambda: Oracle(f"CoreML runtime (coremltools {_version('coremltools')})"),
     }
-    return known.get(runtime, Oracle(runtime or "unknown executor", READER))
+    make = known.get(runtime)
+    return make() if make is not None else Oracle(runtime or "unknown executor", READER)
 
 
 # ------------------------------------------------------------------------------ real runtimes

@@ -28,6 +28,9 @@ class MaceTarget(Target):
     ops_module = "converter.targets.mace.ops"
     hardware = ("cpu", "gpu", "dsp", "apu")
     default_hw = "cpu"
+    #: --quantize modes written natively (besides fp16): uint8 ops on the CPU (quantized.py) and
+    #: Hexagon NN nodes on the DSP (hexagon.py).
+    quantized_modes = ("uint8",)
 
     def export(self, model: onnx.ModelProto, out_dir: Path, hw: str,
                options: ExportOptions | None = None) -> Artifact:
@@ -38,11 +41,12 @@ class MaceTarget(Target):
         out_dir = Path(out_dir)
         name = options.extra.get("name") or (model.graph.name or "model")
         name = FILE_NAME(name)
-        pb, data, inputs, outputs, meta = netdef_writer.build(model, hw, name, options.fp16_weights)
+        quantization = (options.extra.get("quantization") or {}).get("params")
+        pb, data, inputs, outputs, meta = netdef_writer.build(model, hw, name, options.fp16_weights, quantization)
         files = {f"{name}.pb": pb, f"{name}.data": data}
         yml = deploy_yaml.render(name, hw, f"{name}.pb", sha256_bytes(pb), f"{name}.data",
                                  sha256_bytes(data), inputs, outputs, options.fp16_weights,
-                                 fallback=bool(options.extra.get("fallback_nodes")))
+                                 fallback=bool(options.extra.get("fallback_nodes")), quantize=quantization is not None)
         files[f"{name}.yml"] = yml.encode()
         with atomic_output_dir(out_dir) as tmp:
             for file_name, content in files.items():
@@ -57,6 +61,7 @@ class MaceTarget(Target):
         import onnxruntime as ort
 
         from .intermediates import feeds
+        from ...isolate import guarded_run  # --timeout and Ctrl-C stop it like every other run
         from .reader import read
 
         name = artifact.meta["name"]
@@ -64,7 +69,7 @@ class MaceTarget(Target):
         options = ort.SessionOptions()
         options.intra_op_num_threads = 1
         session = ort.InferenceSession(model.SerializeToString(), options, providers=["CPUExecutionProvider"])
-        results = session.run(None, feeds(artifact, inputs))
+        results = guarded_run(session, None, feeds(artifact, inputs), "the MACE reader's onnxruntime run")
         outs = {}
         for info, value in zip(artifact.meta["outputs"], results):
             value = value.transpose(0, 3, 1, 2) if info["data_format"] == 1 else value
@@ -77,7 +82,29 @@ class MaceTarget(Target):
         """Every op output the reader computes, by legalized ONNX name (see ``intermediates.py``)."""
         from .intermediates import intermediates
 
+        if artifact.meta.get("uint8"):
+            from ...runtimes import ReaderCannotRun
+
+            # uint8 tensors are NHWC integers with their own scales: no per-layer float map yet
+            raise ReaderCannotRun("the MACE reader does not expose the tensors of a uint8 net")
         return intermediates(artifact, inputs)
+
+    def integer_file_caveat(self, artifact: Artifact, oracle) -> str | None:
+        """Why a uint8 file judged by ``oracle`` is still not verified (None: it is).  Only
+        edgeconv's reader runs it here: MACE's integer kernels re-expressed by the same hands that
+        wrote the file, never cross-checked against a MACE build with quantize support."""
+        from ...runtimes import READER
+
+        if not artifact.meta.get("uint8") or oracle.kind != READER:
+            return None
+        if artifact.hw == "dsp":
+            return ("no DSP runtime exists here: edgeconv's reader re-expresses the Hexagon NN nodes "
+                    "(hexagon_nn's quantized ops: 8x8->32 convolutions requantized by min/max ranges), and "
+                    "MACE runs the file only on a Qualcomm Hexagon DSP (libhexagon_nn_skel.so); run it with "
+                    "mace_run --device=HEXAGON on a device to verify it")
+        return ("no MACE runtime ran it: edgeconv's reader re-expresses MACE's uint8 CPU kernels (gemmlowp "
+                "fixed-point requantization), and the mace_run available here is built without quantize "
+                "support; give --runtime mace=PATH with a MACE built with quantize to verify it")
 
 
 TARGET = MaceTarget()

@@ -26,7 +26,7 @@ def _format(info) -> str:
 
 
 def render(name: str, hw: str, pb_file: str, pb_sha256: str, data_file: str, data_sha256: str,
-           inputs, outputs, fp16_weights: bool, fallback: bool = False) -> str:
+           inputs, outputs, fp16_weights: bool, fallback: bool = False, quantize: bool = False) -> str:
     """``fallback``: some nodes are left to the CPU (a ``cpu+gpu`` runtime, which MACE's
     ``demo_models_onnx.yml`` documents beside ``cpu`` and ``gpu``)."""
     graph = {
@@ -50,8 +50,9 @@ def render(name: str, hw: str, pb_file: str, pb_sha256: str, data_file: str, dat
         "data_type": "fp16_fp32" if fp16_weights else "fp32_fp32",
         "winograd": 0,
     }
-    if hw in ("dsp", "apu"):
-        # Hexagon and APU run quantized models only (hexagon_converter.py, apu_converter.py).
+    if hw in ("dsp", "apu") or quantize:
+        # Hexagon and APU run quantized models only (hexagon_converter.py, apu_converter.py); a
+        # uint8 CPU net is the converter's quantize path too.
         model["quantize"] = 1
     doc = {
         "library_name": name,

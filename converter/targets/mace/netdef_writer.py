@@ -61,6 +61,8 @@ class Emitter(NodeContext):
     graph_outputs: set[str] = field(default_factory=set)
     #: The MACE hardware written for (some layouts differ between the CPU and GPU kernels).
     hw: str = "cpu"
+    #: ConstTensor quantization (scale, zero point, minval, maxval) of uint8/int32 weights.
+    quant_weights: dict = field(default_factory=dict)
 
     def shape(self, tensor) -> list[int]:
         name = tensor if isinstance(tensor, str) else tensor.name
@@ -215,8 +217,9 @@ def _check_names(names) -> None:
             raise BadInput(f"tensor name '{name}' ends in a suffix MACE's runtime reserves")
 
 
-def build(model: onnx.ModelProto, hw: str, name: str, fp16_weights: bool = False):
-    """Return ``(pb_bytes, data_bytes, inputs: list[IoInfo], outputs: list[IoInfo], meta)``."""
+def build(model: onnx.ModelProto, hw: str, name: str, fp16_weights: bool = False, quantization: dict | None = None):
+    """Return ``(pb_bytes, data_bytes, inputs: list[IoInfo], outputs: list[IoInfo], meta)``;
+    ``quantization`` (the QDQ model's ``edgeconv.quant/1`` params): a uint8 net (``quantized.py``)."""
     if hw not in RUNTIME_TYPE:
         raise BadInput(f"unknown MACE hardware '{hw}'; choose one of: {', '.join(RUNTIME_TYPE)}")
     graph = to_graph(model)
@@ -231,9 +234,20 @@ def build(model: onnx.ModelProto, hw: str, name: str, fp16_weights: bool = False
     outputs = [_io_info(t) for t in graph.outputs]
     # remedy (4): a marked node becomes an op of its own type, registered by the app
     lower_nodes(OPS, em, graph.nodes, model=model, custom=convert_custom)
-    _copy_aliased_outputs(em, [o.name for o in outputs])
+    hexagon = quantization is not None and hw == "dsp"
+    if not hexagon:  # Hexagon NN has no buffer-reusing ops (and no Eltwise PROD copy)
+        _copy_aliased_outputs(em, [o.name for o in outputs])
+    uint8 = None
+    if hexagon:
+        from .hexagon import hexagon_net
+
+        uint8 = hexagon_net(em, inputs, outputs, quantization)
+    elif quantization is not None:
+        from .quantized import quantize_net
+
+        uint8 = quantize_net(em, inputs, outputs, quantization, hw)
     allowed = {"dsp": DSP_OPS, "apu": APU_OPS}.get(hw)
-    if allowed is not None:
+    if allowed is not None and not hexagon:
         for op in em.ops:
             if op.type not in allowed:
                 raise Unsupported(f"MACE {hw} runtime has no '{op.type}' op (node '{op.name}')")
@@ -247,13 +261,28 @@ def build(model: onnx.ModelProto, hw: str, name: str, fp16_weights: bool = False
                 ("framework_type", "i", FRAMEWORK_ONNX), ("filter_format", "i", FILTER_FORMAT_OIHW)]
     if hw == "gpu":
         net_args.append(("opencl_mem_type", "i", OPENCL_IMAGE))
+    if uint8 is not None:
+        from .quantized import QUANTIZE_FLAG
+
+        net_args.append((QUANTIZE_FLAG, "i", 1))  # transformer.py quantize_nodes
     for arg_name, kind, value in net_args:
         _set_arg(net.arg.add(), arg_name, kind, value)
+    quant_weights = em.quant_weights
     for (tensor_name, (value, dtype)), (offset, size) in zip(em.weights.items(), placed):
-        net.tensors.add(name=tensor_name, dims=list(value.shape), data_type=dtype, offset=offset, data_size=size)
+        dims = (uint8 or {}).get("const_dims", {}).get(tensor_name, list(value.shape))
+        tensor = net.tensors.add(name=tensor_name, dims=dims, data_type=dtype, offset=offset, data_size=size)
+        if hexagon:  # add_node_id: constants are Hexagon NN const nodes
+            tensor.node_id = uint8["node_ids"][tensor_name]
+        q = quant_weights.get(tensor_name)
+        if q is not None:
+            tensor.scale, tensor.zero_point, tensor.minval, tensor.maxval = q.scale, q.zero_point, q.minval, q.maxval
+            tensor.quantized = True
+    io_q = (uint8 or {}).get("io", {})
     for info, target in [(i, net.input_info) for i in inputs] + [(o, net.output_info) for o in outputs]:
-        target.add(name=info.name, dims=info.mace_dims, data_format=info.data_format,
-                   data_type=DT_INT32 if info.dtype == "int32" else DT_FLOAT)
+        entry = target.add(name=info.name, dims=info.mace_dims, data_format=info.data_format,
+                           data_type=DT_INT32 if info.dtype == "int32" else DT_FLOAT)
+        if info.name in io_q:
+            entry.scale, entry.zero_point = io_q[info.name].scale, io_q[info.name].zero_point
     multi = mace_pb2.MultiNetDef(name=name, version_code=1)
     multi.net_def.append(net)
     multi.input_tensor.extend(i.name for i in inputs)
@@ -262,6 +291,7 @@ def build(model: onnx.ModelProto, hw: str, name: str, fp16_weights: bool = False
     from .intermediates import tensor_map
 
     meta = {"ops": [op.type for op in em.ops], "gpu_cpu_fallback_ops": cpu_fallback,
+            "uint8": None if uint8 is None else {k: v for k, v in uint8.items() if k not in ("io", "node_ids", "const_dims")},
             # which ONNX tensor each op output holds, for per-layer verification
             "tensor_map": tensor_map(em.ops, {n: dtypes.get(n, "float32") for n in tensors if n not in consts})}
     return pb, blob, inputs, outputs, meta

@@ -19,6 +19,7 @@ import onnx
 import onnx_graphsurgeon as gs
 
 from . import reader_extra_ops  # noqa: F401  (reader_extra_ops fills OP_READERS)
+from .reader_uint8 import Q8_READERS, register_constant
 from ._generated import mace_pb2
 from .reader_builder import (NHWC_TO_NCHW_AXIS, OP_READERS, Args, Builder, apply_activation, fused_activation,
                              rank_of)
@@ -42,6 +43,10 @@ def read(pb_path: str | Path, data_path: str | Path, tensor_names: dict[str, str
     blob = Path(data_path).read_bytes()
     if net.data_size:  # serial_engine.cc:264-268: 0 means the whole file
         blob = blob[net.data_offset: net.data_offset + net.data_size]
+    from .reader_hexagon import is_hexagon, read_hexagon
+
+    if is_hexagon(net):  # a DSP net: Hexagon NN nodes wired by node_id (reader_hexagon.py)
+        return read_hexagon(net, blob)
     b = Builder()
     for t in net.tensors:
         np_dtype = np.dtype(_NP[t.data_type]).newbyteorder("<")
@@ -54,6 +59,7 @@ def read(pb_path: str | Path, data_path: str | Path, tensor_names: dict[str, str
         if t.data_type == 3:  # DT_HALF weights are expanded to float on CPU
             value = value.astype(np.float32)
         b.values[t.name] = gs.Constant(t.name, value.astype(value.dtype.newbyteorder("=")))
+        register_constant(b, t, value)
 
     graph_inputs = []
     for info in net.input_info:
@@ -66,9 +72,12 @@ def read(pb_path: str | Path, data_path: str | Path, tensor_names: dict[str, str
         else:
             b.values[info.name] = var
     for op in net.op:
-        handler = OP_READERS.get(op.type)
+        # T = DT_UINT8: MACE's quantized CPU kernel (reader_uint8.py)
+        table = Q8_READERS if Args(op).i("T", 1) == 2 else OP_READERS
+        handler = table.get(op.type)
         if handler is None:
-            raise ValueError(f"reader does not model MACE op type '{op.type}'")
+            raise ValueError(f"reader does not model MACE op type '{op.type}'"
+                             + (" with T = DT_UINT8" if table is Q8_READERS else ""))
         outs = handler(b, op, Args(op), [b.values[i] for i in op.input])
         for k, (name, value) in enumerate(zip(op.output, outs)):
             # Only the rank of output_shape is used (AUTO ops write 4-D shapes NHWC).

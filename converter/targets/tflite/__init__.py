@@ -57,6 +57,11 @@ class TFLiteTarget(Target):
                     num_threads=options.extra.get("num_threads"))
         return Artifact(target=self.name, hw=hw, files=[path], out_dir=out_dir, meta=meta, runtime="litert")
 
+    def preload(self) -> None:
+        import ai_edge_litert.interpreter  # noqa: F401 - imported early on purpose, see Target.preload
+
+        from . import writer  # noqa: F401
+
     def run(self, artifact: Artifact, inputs: dict[str, np.ndarray]) -> dict[str, np.ndarray]:
         try:
             from ai_edge_litert.interpreter import Interpreter
@@ -165,6 +170,9 @@ def convert(model: onnx.ModelProto, options: ExportOptions) -> tuple[bytes, dict
 
     keep = set(outputs)
     folded = fuse.fold_bias_add(writer, keep)
+    if options.extra.get("quantization") is None:  # the int8 pass takes the QDQ model's biases
+        folded += fuse.fold_channel_offset_into_conv(writer, keep)
+        fuse.fold_reshape_into_reduce(writer, keep)
     fused = fuse.fuse_activations(writer, keep)
     fuse.prune_dead_ops(writer, keep)
     int8 = None

@@ -273,6 +273,94 @@ def fold_bias_add(writer, keep: set[int]) -> int:
     return len(drop)
 
 
+def fold_channel_offset_into_conv(writer, keep: set[int]) -> int:
+    """A per-output-channel constant added to or subtracted from a convolution's output goes
+    into the convolution's bias.
+
+    Before::  y = CONV_2D | DEPTHWISE_CONV_2D(x, W, b);  z = ADD(y, c) | ADD(c, y) | SUB(y, c)
+              (c: [C] or [1, 1, 1, C] float32; y read by nothing else)
+    After::   z = CONV_2D | DEPTHWISE_CONV_2D(x, W, b + c | b - c)   (the ADD/SUB's activation kept)
+
+    Exact up to float rounding ((acc + b) + c vs acc + (b + c)).  Why: a detection head that
+    subtracts a per-channel offset from a convolution's output read and wrote the whole output
+    once more; litert-torch's file has the offset in the bias (zoo ``detector``).
+    """
+    readers, producers = _readers(writer.ops), _producers(writer.ops)
+    drop = []
+    for op in writer.ops:
+        if op.builtin not in ("ADD", "SUB") or len(op.inputs) != 2:
+            continue
+        sides = (0, 1) if op.builtin == "ADD" else (0,)
+        for k in sides:
+            conv, offset = producers.get(op.inputs[k]), writer.value(op.inputs[1 - k])
+            if conv is None or conv.builtin not in ("CONV_2D", "DEPTHWISE_CONV_2D") or offset is None:
+                continue
+            y = op.inputs[k]
+            out = writer.tensors[y]
+            if y in keep or len(readers.get(y, [])) != 1 or conv.options.fusedActivationFunction:
+                continue
+            channels = out.shape[-1] if out.shape else 0
+            if (out.dtype != np.float32 or out.quant is not None or offset.dtype != np.float32
+                    or offset.size != channels or offset.shape[-1:] != (channels,) or offset.ndim > len(out.shape)
+                    or writer.tensors[op.outputs[0]].shape != out.shape):
+                continue
+            has_bias = len(conv.inputs) > 2 and conv.inputs[2] >= 0
+            bias = writer.value(conv.inputs[2]) if has_bias else np.zeros(channels, np.float32)
+            if bias is None or bias.dtype != np.float32 or bias.shape != (channels,):
+                continue
+            sign = np.float32(1.0 if op.builtin == "ADD" else -1.0)
+            new_bias = (bias + sign * offset.reshape(-1)).astype(np.float32)
+            name = f"{writer.tensors[conv.inputs[2]].name if has_bias else writer.tensors[y].name + '/bias'}/offset"
+            inputs = list(conv.inputs) + [-1] * (3 - len(conv.inputs))
+            inputs[2] = writer.constant(name, new_bias)
+            conv.inputs = inputs
+            conv.options.fusedActivationFunction = op.options.fusedActivationFunction if op.options else 0
+            conv.outputs = list(op.outputs)
+            drop.append(op)
+            break
+    writer.ops = [op for op in writer.ops if all(op is not d for d in drop)]
+    return len(drop)
+
+
+_REDUCERS = {"MEAN", "SUM", "REDUCE_MAX", "REDUCE_MIN", "REDUCE_PROD"}
+
+
+def fold_reshape_into_reduce(writer, keep: set[int]) -> int:
+    """A reduction that keeps its reduced dims, followed by a RESHAPE that only drops them,
+    becomes the reduction without kept dims.
+
+    Before::  m = MEAN(x, axes, keep_dims=True);  y = RESHAPE(m, shape)   (shape = x's shape
+              without ``axes``; m read by nothing else)
+    After::   y = MEAN(x, axes, keep_dims=False)
+
+    Exact (the same values in the same order).  Why: a global average pool + flatten (every
+    torchvision classifier) ran one more op; litert-torch's file has the one MEAN.
+    """
+    readers, producers = _readers(writer.ops), _producers(writer.ops)
+    drop = []
+    for op in writer.ops:
+        if op.builtin != "RESHAPE" or not op.inputs:
+            continue
+        red = producers.get(op.inputs[0])
+        if red is None or red.builtin not in _REDUCERS or not getattr(red.options, "keepDims", False):
+            continue
+        m = op.inputs[0]
+        if m in keep or len(readers.get(m, [])) != 1 or len(red.inputs) != 2:
+            continue
+        axes = writer.value(red.inputs[1])
+        shape = writer.tensors[red.inputs[0]].shape
+        if axes is None or not shape:
+            continue
+        dropped = {int(a) % len(shape) for a in np.asarray(axes).reshape(-1)}
+        if writer.tensors[op.outputs[0]].shape != tuple(d for i, d in enumerate(shape) if i not in dropped):
+            continue
+        red.options.keepDims = False
+        red.outputs = list(op.outputs)
+        drop.append(op)
+    writer.ops = [op for op in writer.ops if all(op is not d for d in drop)]
+    return len(drop)
+
+
 def fuse_activations(writer, keep: set[int]) -> int:
     """Fold RELU / RELU6 / RELU_N1_TO_1 into the producing op's fused_activation_function."""
     readers, producers = _readers(writer.ops), _producers(writer.ops)

@@ -68,7 +68,14 @@ def _padded_input(Lw, node, x, explicit, fill: float = 0.0) -> int:
         return src
     n, h, w, c = Lw.w.tensors[src].shape
     (t, b), (l, r) = explicit
+    # Convolutions reading one tensor with the same padding (a detection head's box and class
+    # branches) share one PAD: one padded copy written per inference, not one per consumer.
+    padded = Lw.__dict__.setdefault("_padded_inputs", {})
+    key = (src, t, b, l, r, float(fill))
+    if key in padded:
+        return padded[key]
     out = Lw.temp(f"{node.name}/padded", (n, h + t + b, w + l + r, c), Lw.w.tensors[src].dtype)
+    padded[key] = out
     paddings = Lw.int32(f"{node.name}/paddings", [[0, 0], [t, b], [l, r], [0, 0]])
     if fill == 0.0:
         Lw.emit("PAD", [src, paddings], [out], builtin_options("PadOptions"))

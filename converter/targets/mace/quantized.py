@@ -1,0 +1,364 @@
+"""Native uint8 MACE for the CPU: the float NetDef's ops rewritten the way MACE's converter
+writes a quantized model (``quantize: 1`` in the deployment file).
+
+Written from XiaoMi/mace@0fc55a5 ``tools/python/transform/transformer.py`` and the uint8 CPU
+kernels (``mace/ops/*.cc`` ``MACE_REGISTER_OP(..., uint8_t)``):
+
+* activation ranges are the QDQ model's (``edgeconv.quant/1`` ``activations``), turned into
+  MACE's ``QuantizeActivationInfo`` with ``quantize_util.adjust_range`` (``non_zero`` False, as
+  ``add_quantize_tensor_range`` does for a range file): ``minval``/``maxval``/``scale``/
+  ``zero_point`` on every uint8 op output (``op.quantize_info``);
+* a Conv2D / DepthwiseConv2d followed by its only reader ReLU / ReLUX carries it
+  (``fold_activation``: the op takes the activation's name, output and args; during quantization
+  only RELU/RELUX fold) — the uint8 kernel does not apply it, the output range (0 at zero point 0)
+  does;
+* filters are transposed (``transpose_filters``, quantized CPU: Conv2D OIHW -> OHWI,
+  DepthwiseConv2d [M, C, kh, kw] -> [kh, kw, C, M]) and quantized
+  per tensor with ``quantize_util.quantize(non_zero=True)`` (gemmlowp's
+  ``L8R8WithLhsNonzeroBitDepthParams`` wants filter values in [1, 255]); the bias becomes int32
+  with ``scale = input_scale * filter_scale``, zero point 0, ``np.round`` as
+  ``quantize_with_scale_and_zero``; every quantized ConstTensor has ``quantized`` set and its
+  scale/zero point/minval/maxval;
+* uint8 ops have ``T = DT_UINT8``: Conv2D, DepthwiseConv2d, Eltwise SUM/SUB of two tensors,
+  Pooling, Reduce MEAN/MIN/MAX, Concat, Activation RELU/RELUX/SIGMOID (Sigmoid's range is
+  [0, 1], ``add_quantize_info(op, 0.0, 1.0)``); Pooling, Reduce and ReLU outputs take their input's quantize
+  info (``add_quantize_tensor_range``: "default quantize info for ops like Pooling"; their
+  kernels copy the input's scale and zero point);
+* model inputs pass a ``Quantize`` op ``mace_input_node_<name>`` with ``find_range_every_time``
+  (the range of each actual input) and model outputs a ``Dequantize`` op whose producer's output
+  is renamed ``mace_output_node_<name>`` (``quantize_nodes``); ``input_info``/``output_info``
+  get the scale and zero point; the net gets ``quantize_flag`` 1.
+
+Ops with no uint8 kernel modelled here (MACE's converter makes every op uint8 and the runtime then
+refuses an op without one, e.g. Reshape) stay float between a ``Dequantize`` and a ``Quantize``
+(static scale), the rule TFLite's int8 export follows where the hardware runs float.
+"""
+
+from __future__ import annotations
+
+import math
+from dataclasses import dataclass
+
+import numpy as np
+
+from ...errors import Unsupported
+from ...graph import unique_name
+from .data_file import DT_FLOAT, DT_INT32, DT_UINT8
+
+QUANTIZE_FLAG = "quantize_flag"  # base_converter.py MaceKeyword.mace_quantize_flag_arg_str
+INPUT_PREFIX, OUTPUT_PREFIX = "mace_input_node", "mace_output_node"
+FOLDED_ACTIVATIONS = ("RELU", "RELUX")
+#: uint8 ops whose kernel copies the input's scale and zero point to the output.
+SAME_SCALE = {"Pooling", "Reduce", "Activation"}
+CONVOLUTIONS = ("Conv2D", "DepthwiseConv2d")
+SUM, SUB = 0, 1  # mace/ops/common/eltwise_type.h
+REDUCE_MEAN, REDUCE_MIN, REDUCE_MAX = 0, 1, 2
+
+
+@dataclass(frozen=True)
+class QInfo:
+    scale: float
+    zero_point: int
+    minval: float
+    maxval: float
+
+
+def adjust_range(in_min: float, in_max: float, non_zero: bool) -> QInfo:
+    """``quantize_util.adjust_range`` for the CPU (python floats, as MACE's converter)."""
+    out_max = max(0.0, in_max)
+    out_min = min(0.0, in_min)
+    if non_zero:
+        out_min = min(out_min, in_min - (out_max - in_min) / 254.0)
+    scale = (out_max - out_min) / 255.0
+    eps = 1e-6
+    if out_min < -eps and out_max > eps:
+        zero = -out_min / scale
+        zero_int = int(round(zero))
+        if abs(zero - zero_int) > eps and non_zero:
+            zero_int = int(math.ceil(zero))
+    elif out_min > -eps:
+        zero_int = 0
+    else:
+        zero_int = 255
+    return QInfo(scale, zero_int, -zero_int * scale, (255 - zero_int) * scale)
+
+
+def quantize_weights(data: np.ndarray) -> tuple[np.ndarray, QInfo]:
+    """``quantize_util.quantize(data, cpu, non_zero=True)``: per-tensor uint8."""
+    values = np.asarray(data, np.float64)
+    info = adjust_range(float(values.min()), float(values.max()), non_zero=True)
+    if info.scale == 0:
+        raise ValueError("all-zero weights")
+    q = np.clip(np.round(info.zero_point + values / info.scale).astype(np.int32), 0, 255)
+    return q.astype(np.uint8), info
+
+
+def quantize_bias(bias: np.ndarray, scale: float) -> np.ndarray:
+    """``quantize_with_scale_and_zero(bias, input_scale * filter_scale, 0)``."""
+    q = np.round(np.asarray(bias, np.float64) / scale)
+    return np.clip(q, -(2**31), 2**31 - 1).astype(np.int32)
+
+
+def activation_infos(record: dict, adjust=None) -> dict[str, QInfo]:
+    """MACE quantize info per tensor from the QDQ model's per-tensor uint8 activations;
+    ``adjust(min, max)`` is the device's ``adjust_range`` (the CPU's by default)."""
+    adjust = adjust or (lambda lo, hi: adjust_range(lo, hi, non_zero=False))
+    out = {}
+    entries = {**record.get("calibrated", {}), **record.get("activations", {})}
+    for name, entry in entries.items():
+        if entry.get("dtype") != "uint8" or len(entry["scale"]) != 1:
+            continue
+        scale, zero = float(entry["scale"][0]), int(entry["zero_point"][0])
+        out[name] = adjust(scale * (0 - zero), scale * (255 - zero))
+    return out
+
+
+def _arg(op, name, default=None):
+    for a in op.arg:
+        if a.name == name:
+            return a
+    return default
+
+
+def _arg_i(op, name, default=0) -> int:
+    a = _arg(op, name)
+    return int(a.i) if a is not None else default
+
+
+def _set_i(op, name: str, value: int) -> None:
+    a = _arg(op, name)
+    if a is None:
+        a = op.arg.add()
+        a.name = name
+    a.i = int(value)
+
+
+def _readers(ops) -> dict[str, list]:
+    readers: dict[str, list] = {}
+    for op in ops:
+        for name in op.input:
+            readers.setdefault(name, []).append(op)
+    return readers
+
+
+def _fold_activations(em, outputs: set[str]) -> int:
+    """``fold_activation`` restricted to what quantization folds (RELU/RELUX into Conv2D)."""
+    folded = 0
+    readers = _readers(em.ops)
+    drop = set()
+    for op in em.ops:
+        if op.type not in CONVOLUTIONS or op.output[0] in outputs or _arg(op, "activation") is not None:
+            continue
+        after = readers.get(op.output[0], [])
+        if len(after) != 1 or after[0].type != "Activation":
+            continue
+        act = after[0]
+        if _arg(act, "activation").s.decode() not in FOLDED_ACTIVATIONS:
+            continue
+        op.name = act.name
+        op.output[0] = act.output[0]
+        for a in act.arg:
+            if a.name in ("activation", "max_limit", "activation_coefficient"):
+                op.arg.add().CopyFrom(a)
+        drop.add(id(act))
+        folded += 1
+    em.ops[:] = [op for op in em.ops if id(op) not in drop]
+    return folded
+
+
+def _uint8_kind(op, em, shapes_equal) -> bool:
+    """Does MACE have a uint8 CPU kernel for this op instance (and do we model it)?"""
+    if op.type in CONVOLUTIONS:
+        return (list(_arg(op, "dilations").ints) == [1, 1] and len(op.input) >= 2 and op.input[1] in em.weights
+                and (len(op.input) < 3 or op.input[2] in em.weights))
+    if op.type == "Pooling":
+        return True
+    if op.type == "Activation":
+        return _arg(op, "activation").s.decode() in ("RELU", "RELUX", "SIGMOID")
+    if op.type == "Concat":  # a 4-D axis must be the NHWC one (has_data_format) uint8 tensors use
+        four_d = len(em.shapes.get(op.input[0]) or []) == 4
+        return not any(i in em.weights for i in op.input) and (not four_d or _arg_i(op, "has_data_format") == 1)
+    if op.type == "Eltwise":
+        return (_arg_i(op, "type", 0) in (SUM, SUB) and len(op.input) == 2
+                and not any(i in em.weights for i in op.input) and shapes_equal(op.input[0], op.input[1]))
+    if op.type == "Reduce":
+        return _arg_i(op, "reduce_type", 0) in (REDUCE_MEAN, REDUCE_MIN, REDUCE_MAX) and _arg_i(op, "has_data_format") == 1
+    return False
+
+
+SIGMOID_RANGE = adjust_range(0.0, 1.0, non_zero=False)
+
+
+def quantize_net(em, inputs, outputs, record: dict, hw: str) -> dict:
+    """Rewrite ``em`` (ops and weights) in place; returns a summary for the artifact meta and
+    ``(input/output name -> QInfo)`` for ``input_info``/``output_info`` as ``summary["io"]``."""
+    from ._generated import mace_pb2
+
+    if record.get("activation_dtype") != "uint8":
+        raise Unsupported(f"mace: native {record.get('mode')} export is uint8 only")
+    if hw != "cpu":
+        raise Unsupported(UNSUPPORTED_HW.get(hw, f"mace {hw}: uint8 export not implemented"))
+    infos = activation_infos(record)
+    out_names = {o.name for o in outputs}
+    in_names = {i.name: i for i in inputs if i.dtype == "float32"}
+    folded = _fold_activations(em, out_names)
+    readers = _readers(em.ops)
+    weight_users: dict[str, int] = {}
+    for op in em.ops:
+        for name in op.input:
+            if name in em.weights:
+                weight_users[name] = weight_users.get(name, 0) + 1
+
+    def shapes_equal(a, b):
+        return em.shapes.get(a) is not None and em.shapes.get(a) == em.shapes.get(b)
+
+    def out_info(op):
+        name = op.output[0]
+        if name in infos:
+            return infos[name]
+        after = readers.get(name, [])
+        # the QDQ model folds a Relu into the op before it (an Add): its range is the Relu's
+        if len(after) == 1 and after[0].type == "Activation" and after[0].output[0] in infos:
+            return infos[after[0].output[0]]
+        return None
+
+    uint8: dict[str, QInfo] = {}  # tensors carried as uint8 -> their quantize info
+    chosen = []
+    for op in em.ops:
+        if not _uint8_kind(op, em, shapes_equal) or len(op.output) != 1:
+            continue
+        data_inputs = [i for i in op.input if i not in em.weights]
+        if op.type in CONVOLUTIONS:
+            data_inputs = [op.input[0]]
+            if weight_users.get(op.input[1]) != 1 or (len(op.input) > 2 and weight_users.get(op.input[2]) != 1):
+                continue
+        if not all(i in uint8 or i in infos for i in data_inputs):
+            continue
+        if op.type == "Activation" and _arg(op, "activation").s.decode() == "SIGMOID":
+            info = SIGMOID_RANGE  # add_quantize_tensor_range: add_quantize_info(op, 0.0, 1.0)
+        elif op.type in SAME_SCALE:
+            first = data_inputs[0]
+            info = infos.get(op.output[0]) if op.type == "Activation" else None
+            info = info or uint8.get(first) or infos[first]
+        else:
+            info = out_info(op)
+        if info is None:
+            continue
+        for i in data_inputs:
+            uint8.setdefault(i, infos.get(i))
+        uint8[op.output[0]] = info
+        chosen.append(op)
+    chosen_ids = {id(op) for op in chosen}
+    quant_weights: dict[str, QInfo] = {}
+    for op in chosen:
+        _set_i(op, "T", DT_UINT8)
+        del op.quantize_info[:]
+        op.quantize_info.add(**vars(uint8[op.output[0]]))
+        if op.type in CONVOLUTIONS:
+            filt, _ = em.weights[op.input[1]]
+            # transpose_filters: Conv2D OIHW -> OHWI; DepthwiseConv2d [M, C, kh, kw] -> [kh, kw, C, M]
+            q, winfo = quantize_weights(filt.transpose(0, 2, 3, 1) if op.type == "Conv2D" else filt.transpose(2, 3, 1, 0))
+            em.weights[op.input[1]] = (q, DT_UINT8)
+            quant_weights[op.input[1]] = winfo
+            if len(op.input) > 2:
+                scale = uint8[op.input[0]].scale * winfo.scale
+                bias, _ = em.weights[op.input[2]]
+                em.weights[op.input[2]] = (quantize_bias(bias, scale), DT_INT32)
+                quant_weights[op.input[2]] = QInfo(scale, 0, 0.0, 0.0)
+
+    # the edges: Quantize where a float tensor enters uint8, Dequantize where uint8 leaves
+    new_ops, renamed_out = [], {}
+    quantized_as: dict[str, str] = {}
+    dequantized_as: dict[str, str] = {}
+    counts = {"Quantize": 0, "Dequantize": 0}
+
+    def io_format(name):
+        shape = em.shapes.get(name) or []
+        return 1 if len(shape) == 4 else 0
+
+    def edge_op(op_type, name, src, dst, info, args=(), output_type=None, shape=None):
+        op = mace_pb2.OperatorDef(name=name, type=op_type)
+        op.input.append(src)
+        op.output.append(dst)
+        from .netdef_writer import _set_arg
+
+        for arg_name, kind, value in [("T", "i", DT_UINT8), *args]:
+            _set_arg(op.arg.add(), arg_name, kind, value)
+        if shape:
+            op.output_shape.add().dims.extend(shape)
+        if output_type is not None:
+            op.output_type.append(output_type)
+        if info is not None:
+            op.quantize_info.add(**vars(info))
+        counts[op_type] += 1
+        return op
+
+    def mace_dims(name):
+        dims = em.shapes.get(name) or []
+        return [dims[0], dims[2], dims[3], dims[1]] if len(dims) == 4 else list(dims)
+
+    def quantized_name(name):
+        if name not in quantized_as:
+            if name in in_names:
+                new = f"{INPUT_PREFIX}_{name}"
+                args = [("data_format", "i", io_format(name)), ("find_range_every_time", "i", 1)]
+            else:
+                new = unique_name(f"{name}_quantized", em.used_names)
+                args = [("data_format", "i", io_format(name))]
+            em.used_names.add(new)
+            em.shapes[new] = em.shapes.get(name, [])
+            new_ops.append(edge_op("Quantize", new.replace(":", "_"), name, new, infos[name], args,
+                                   shape=mace_dims(name)))
+            quantized_as[name] = new
+        return quantized_as[name]
+
+    def dequantized_name(name):
+        if name not in dequantized_as:
+            new = unique_name(f"{name}_dequantized", em.used_names)
+            em.used_names.add(new)
+            em.shapes[new] = em.shapes.get(name, [])
+            new_ops.append(edge_op("Dequantize", new, name, new, None, [("data_format", "i", io_format(name))],
+                                   output_type=DT_FLOAT, shape=mace_dims(name)))
+            dequantized_as[name] = new
+        return dequantized_as[name]
+
+    carried = {op.output[0] for op in chosen}
+    for op in em.ops:
+        is_q = id(op) in chosen_ids
+        for k, name in enumerate(op.input):
+            if name in em.weights:
+                continue
+            if is_q and name not in carried:
+                op.input[k] = quantized_name(name)
+            elif not is_q and name in carried:
+                # a model output is float already (its Dequantize); any other uint8 tensor gets one
+                op.input[k] = name if name in renamed_out else dequantized_name(name)
+            elif name in renamed_out:
+                op.input[k] = renamed_out[name]
+        new_ops.append(op)
+        if is_q and op.output[0] in out_names:
+            name = op.output[0]
+            inner = f"{OUTPUT_PREFIX}_{name}"
+            op.name = f"{OUTPUT_PREFIX}_{op.name}"
+            op.output[0] = inner
+            em.used_names.add(inner)
+            renamed_out[name] = inner
+            new_ops.append(edge_op("Dequantize", name.replace(":", "_"), inner, name, None,
+                                   [("data_format", "i", io_format(name))], output_type=DT_FLOAT,
+                                   shape=mace_dims(name)))
+    em.ops[:] = new_ops
+    em.quant_weights.update(quant_weights)
+    io = {name: infos[name] for name in quantized_as if name in in_names}
+    io.update({name: uint8[name] for name in renamed_out})
+    return {"uint8_ops": len(chosen), "float_ops": sum(1 for op in em.ops if op.type not in counts) - len(chosen),
+            "quantize_ops": counts["Quantize"], "dequantize_ops": counts["Dequantize"],
+            "folded_activations": folded, "uint8_weights": sum(1 for v in em.weights.values() if v[1] == DT_UINT8),
+            "int32_biases": sum(1 for n in quant_weights if em.weights[n][1] == DT_INT32), "io": io}
+
+
+#: Why a quantized file is not written for MACE's integer-only processors (the DSP's is
+#: hexagon.py's, not this module's).
+UNSUPPORTED_HW = {
+    "apu": ("mace apu: MACE's converter takes APU models from TensorFlow only (tools/python/convert.py: "
+            "\"apu only support model from tensorflow\"); an ONNX model cannot be written for the APU"),
+}
