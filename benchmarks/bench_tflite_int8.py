@@ -10,7 +10,9 @@ For each zoo model (``--size full``: MobileNetV2 and ResNet at 224x224) this run
   float ONNX with the same weights (``keras_from_onnx``: Conv/depthwise Conv, Relu/Clip, Add,
   MaxPool, GlobalAveragePool, Flatten, Gemm — what these zoo models use), when tensorflow is
   installed (``pip install -e .[tf]``);
-* onnx2tf ``-oiqt`` when ``bench_tflite_vs_onnx2tf.py`` has created its venv (not created here).
+* the other peers (onnx2tf ``-oiqt``, litert-torch's PT2E quantizer, onnxruntime's QDQ, and
+  coremltools.optimize for CoreML weight-only files) are in ``bench_quant_peers.py``, which
+  shares this file's helpers.
 
 Printed per model: file sizes and the int8/fp32 size ratio (goal <= 0.3), LiteRT latency with 1
 thread (median of ``--runs``, files interleaved) and the fp32/int8 speed-up (goal >= 2), the
@@ -50,16 +52,65 @@ def latency(paths: list[Path], runs: int) -> list[float]:
     return paired_latency([(path, None) for path in paths], threads=1, runs=runs)
 
 
-def run_nhwc_tflite(path: Path, x_nchw: np.ndarray) -> np.ndarray:
-    """Run a TensorFlow-made file (NHWC float input, float output)."""
+def run_tflite(path: Path, x_nchw: np.ndarray) -> np.ndarray:
+    """Run a peer's one-input .tflite file on an NCHW sample: the input is fed NCHW or NHWC as the
+    file declares it, int8/uint8 interfaces are (de)quantized with the file's parameters."""
     from ai_edge_litert.interpreter import Interpreter
 
     interp = Interpreter(model_path=str(path), num_threads=1)
     interp.allocate_tensors()
     (d,) = interp.get_input_details()
-    interp.set_tensor(d["index"], x_nchw.transpose(0, 2, 3, 1).astype(np.float32))
+    x = x_nchw if tuple(d["shape"]) == x_nchw.shape else x_nchw.transpose(0, 2, 3, 1)
+    if d["dtype"] != np.float32:
+        scale, zero = d["quantization"]
+        info = np.iinfo(d["dtype"])
+        x = np.clip(np.rint(x / scale) + zero, info.min, info.max)
+    interp.set_tensor(d["index"], x.astype(d["dtype"]))
     interp.invoke()
-    return interp.get_tensor(interp.get_output_details()[0]["index"])
+    o = interp.get_output_details()[0]
+    y = interp.get_tensor(o["index"])
+    if o["dtype"] != np.float32:
+        scale, zero = o["quantization"]
+        y = (y.astype(np.float32) - zero) * scale
+    return y
+
+
+def median_sqnr(refs: list[np.ndarray], outputs: list[np.ndarray]) -> float:
+    """Median over samples of each output's SQNR (dB) against its float reference."""
+    return statistics.median(sqnr_db(r, np.asarray(y).reshape(r.shape)) for r, y in zip(refs, outputs))
+
+
+def edgeconv_int8(name: str, size: str, tmp: Path, calib: np.ndarray, held: np.ndarray) -> dict:
+    """``port --to tflite`` of zoo model ``name``: the fp32 file and ``--quantize int8`` with
+    ``calib`` (verified on ``held``).  Returns the files, the float ONNX model and its outputs on
+    ``held`` (the reference every peer is judged against), edgeconv's SQNR and timings."""
+    import onnx
+
+    from converter import zoo
+    from converter.pipeline import PortOptions, port
+    from converter.targets import get as get_target
+    from converter.targets.base import Artifact
+    from converter.verify.runtime import onnx_runner
+
+    onnx_path = zoo.export_onnx(name, tmp / f"{name}.onnx", size=size)
+    np.savez(tmp / "calib.npz", input=calib)
+    np.savez(tmp / "held.npz", input=held)
+    port(str(onnx_path), PortOptions(target="tflite", hw="cpu", out_dir=tmp / f"{name}_fp32", verify=False))
+    start = time.perf_counter()
+    int8 = port(str(onnx_path), PortOptions(target="tflite", hw="cpu", out_dir=tmp / f"{name}_int8",
+                                            quantize="int8", calibration=str(tmp / "calib.npz"),
+                                            inputs_npz=str(tmp / "held.npz")))
+    port_seconds = time.perf_counter() - start
+    assert int8.status == "ok", int8.reason
+    (fp32_file,), (int8_file,) = (list((tmp / f"{name}_{k}").glob("*.tflite")) for k in ("fp32", "int8"))
+    float_model = onnx.load(str(tmp / f"{name}_int8" / "float.onnx"))
+    run_float = onnx_runner(float_model)
+    refs = [run_float({"input": x})["output"] for x in held]
+    artifact = Artifact("tflite", "cpu", [int8_file], int8_file.parent, int8.report["artifact"]["meta"], "litert")
+    target = get_target("tflite")
+    sqnr = median_sqnr(refs, [target.run(artifact, {"input": x})["output"] for x in held])
+    return {"onnx_path": onnx_path, "fp32_file": fp32_file, "int8_file": int8_file, "float_model": float_model,
+            "refs": refs, "sqnr_db": sqnr, "quantize_s": int8.timings["quantize"], "port_s": port_seconds}
 
 
 def keras_from_onnx(model):
@@ -152,13 +203,7 @@ def tensorflow_int8(model, calib: np.ndarray, out: Path) -> tuple[Path, Path, fl
 
 
 def main() -> None:
-    import onnx
-
     from converter import zoo
-    from converter.pipeline import PortOptions, port
-    from converter.targets import get as get_target
-    from converter.targets.base import Artifact
-    from converter.verify.runtime import onnx_runner
 
     ap = argparse.ArgumentParser()
     ap.add_argument("--models", default="mobilenetv2,resnet")
@@ -173,39 +218,23 @@ def main() -> None:
         have_tf = True
     except ImportError:
         have_tf = False
-    target = get_target("tflite")
     rows = []
     with tempfile.TemporaryDirectory(prefix="bench-int8-") as tmp:
         tmp = Path(tmp)
         for name in args.models.split(","):
             shape = zoo.input_shapes(name, args.size)["input"]
-            onnx_path = zoo.export_onnx(name, tmp / f"{name}.onnx", size=args.size)
             calib, held = samples(shape, args.samples, 0), samples(shape, args.held_out, 1)
-            np.savez(tmp / "calib.npz", input=calib)
-            np.savez(tmp / "held.npz", input=held)
-            port(str(onnx_path), PortOptions(target="tflite", hw="cpu", out_dir=tmp / f"{name}_fp32", verify=False))
-            start = time.perf_counter()
-            int8 = port(str(onnx_path), PortOptions(target="tflite", hw="cpu", out_dir=tmp / f"{name}_int8",
-                                                    quantize="int8", calibration=str(tmp / "calib.npz"),
-                                                    inputs_npz=str(tmp / "held.npz")))
-            port_seconds = time.perf_counter() - start
-            assert int8.status == "ok", int8.reason
-            (fp32_file,), (int8_file,) = (list((tmp / f"{name}_{k}").glob("*.tflite")) for k in ("fp32", "int8"))
-            float_model = onnx.load(str(tmp / f"{name}_int8" / "float.onnx"))
-            run_float = onnx_runner(float_model)
-            refs = [run_float({"input": x})["output"] for x in held]
-            artifact = Artifact("tflite", "cpu", [int8_file], int8_file.parent, int8.report["artifact"]["meta"], "litert")
-            ours = [sqnr_db(r, target.run(artifact, {"input": x})["output"]) for r, x in zip(refs, held)]
+            ours = edgeconv_int8(name, args.size, tmp, calib, held)
+            fp32_file, int8_file, refs = ours["fp32_file"], ours["int8_file"], ours["refs"]
             row = {"model": name, "size": args.size, "fp32_bytes": fp32_file.stat().st_size,
-                   "int8_bytes": int8_file.stat().st_size, "quantize_s": int8.timings["quantize"],
-                   "port_s": port_seconds, "sqnr_db": statistics.median(ours)}
+                   "int8_bytes": int8_file.stat().st_size, "quantize_s": ours["quantize_s"],
+                   "port_s": ours["port_s"], "sqnr_db": ours["sqnr_db"]}
             files = [fp32_file, int8_file]
             if have_tf:
-                tf_fp32, tf_int8, tf_seconds = tensorflow_int8(float_model, calib, tmp)
-                theirs = [sqnr_db(r, run_nhwc_tflite(tf_int8, x).reshape(r.shape)) for r, x in zip(refs, held)]
-                tf_float = [sqnr_db(r, run_nhwc_tflite(tf_fp32, x).reshape(r.shape)) for r, x in zip(refs, held)]
+                tf_fp32, tf_int8, tf_seconds = tensorflow_int8(ours["float_model"], calib, tmp)
                 row.update(tf_int8_bytes=tf_int8.stat().st_size, tf_convert_s=tf_seconds,
-                           tf_sqnr_db=statistics.median(theirs), tf_fp32_sqnr_db=statistics.median(tf_float))
+                           tf_sqnr_db=median_sqnr(refs, [run_tflite(tf_int8, x) for x in held]),
+                           tf_fp32_sqnr_db=median_sqnr(refs, [run_tflite(tf_fp32, x) for x in held]))
                 files += [tf_int8]
             times = latency(files, args.runs)
             row.update(fp32_ms=times[0] * 1e3, int8_ms=times[1] * 1e3)

@@ -49,7 +49,9 @@ def onnx2tf_python() -> Path:
     return python
 
 
-def run_onnx2tf(python: Path, onnx_path: Path, work: Path) -> tuple[float, Path]:
+def run_onnx2tf(python: Path, onnx_path: Path, work: Path, extra: tuple[str, ...] = (),
+                result: str = "*_float32.tflite") -> tuple[float, Path]:
+    """(seconds, the file matching ``result``) of ``onnx2tf -i onnx_path -n *extra`` in ``work``."""
     work.mkdir(parents=True, exist_ok=True)
     rng = np.random.default_rng(0)
     np.save(work / CALIBRATION_FILE, rng.random((20, 128, 128, 3), dtype=np.float32))
@@ -57,10 +59,10 @@ def run_onnx2tf(python: Path, onnx_path: Path, work: Path) -> tuple[float, Path]
     shutil.copy(onnx_path, copy)
     out = work / "saved_model"
     start = time.perf_counter()
-    proc = subprocess.run([str(python), "-m", "onnx2tf", "-i", str(copy), "-o", str(out), "-n"],
+    proc = subprocess.run([str(python), "-m", "onnx2tf", "-i", str(copy), "-o", str(out), "-n", *extra],
                           cwd=work, capture_output=True, text=True)
     elapsed = time.perf_counter() - start
-    files = sorted(out.glob("*_float32.tflite"))
+    files = sorted(out.glob(result))
     if proc.returncode != 0 or not files:
         raise RuntimeError(f"onnx2tf failed on {onnx_path.name}:\n{proc.stdout[-2000:]}\n{proc.stderr[-2000:]}")
     return elapsed, files[0]

@@ -106,3 +106,22 @@ def calibration_folder(folder, calibration: int = 32, held: int = 16, shape=(1, 
     np.savez(folder / "calib.npz", input=rng.standard_normal((calibration, *shape)).astype(np.float32))
     np.savez(folder / "held.npz", input=rng.standard_normal((held, *shape)).astype(np.float32))
     return folder
+
+
+def residual_model(seed: int = 0) -> onnx.ModelProto:
+    """x -> conv_a -> relu_a -> conv_b -> (+ x) -> relu_out -> head (1x1 conv) -> y: a ResNet
+    basic block (the skip is the graph input, which conv_a reads too) and a layer after it."""
+    rng = np.random.default_rng(seed)
+    nodes = [helper.make_node("Conv", ["x", "wa", "ba"], ["ca"], name="conv_a", pads=[1, 1, 1, 1]),
+             helper.make_node("Relu", ["ca"], ["ra"], name="relu_a"),
+             helper.make_node("Conv", ["ra", "wb", "bb"], ["cb"], name="conv_b", pads=[1, 1, 1, 1]),
+             helper.make_node("Add", ["cb", "x"], ["sum"], name="add"),
+             helper.make_node("Relu", ["sum"], ["r"], name="relu_out"),
+             helper.make_node("Conv", ["r", "wh"], ["y"], name="head")]
+    return _model(nodes, [helper.make_tensor_value_info("x", TensorProto.FLOAT, [1, 8, 8, 8])],
+                  [helper.make_tensor_value_info("y", TensorProto.FLOAT, [1, 8, 8, 8])],
+                  {"wa": (rng.standard_normal((8, 8, 3, 3)) * 0.15).astype(np.float32),
+                   "ba": (rng.standard_normal(8) * 0.1).astype(np.float32),
+                   "wb": (rng.standard_normal((8, 8, 3, 3)) * 0.15).astype(np.float32),
+                   "bb": (rng.standard_normal(8) * 0.1).astype(np.float32),
+                   "wh": (rng.standard_normal((8, 8, 1, 1)) * 0.3).astype(np.float32)}, "residual")

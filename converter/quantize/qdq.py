@@ -34,7 +34,7 @@ import onnx_graphsurgeon as gs
 
 from ..errors import RuntimeUnavailable
 from ..graph import NameAllocator, attr, constant_value, to_graph, to_model
-from .ranges import quiet_onnxruntime_quantization, range_of
+from .ranges import quiet_onnxruntime_quantization, range_of, share_add_ranges
 
 MODES = ("int8", "uint8", "int8-weights", "fp16")
 WEIGHT_OPS = {"Conv": 0, "ConvTranspose": 1, "Gemm": None, "MatMul": -1}  # op -> output-channel axis of input 1
@@ -90,7 +90,7 @@ def quantize_static_qdq(model: onnx.ModelProto, ranges, config: QuantConfig) -> 
     with tempfile.TemporaryDirectory(prefix="edgeconv-qdq-") as tmp, quiet_onnxruntime_quantization():
         src, out, cache = Path(tmp) / "float.onnx", Path(tmp) / "qdq.onnx", Path(tmp) / "ranges.json"
         onnx.save(model, str(src))
-        save_tensors_data(ranges, cache)
+        save_tensors_data(share_add_ranges(model, ranges), cache)
         quantize_static(str(src), str(out), calibration_data_reader=None, quant_format=QuantFormat.QDQ,
                         per_channel=config.per_channel, activation_type=qtype, weight_type=qtype,
                         nodes_to_exclude=list(config.nodes_to_exclude), calibrate_method=CalibrationMethod.MinMax,
