@@ -1,6 +1,7 @@
 """edgeconv's native int8 .tflite vs its fp32 file and vs TensorFlow's own full-integer quantization.
 
-For each zoo model (``--size full``: MobileNetV2 and ResNet at 224x224) this runs, on the same
+For each model (``real:mobilenet_v2``: torchvision's MobileNetV2, 3.5 M parameters, random init;
+zoo models at ``--size full``: MobileNetV2 and ResNet at 224x224) this runs, on the same
 ``--samples`` calibration inputs and ``--held-out`` evaluation inputs (seeded Gaussian, NCHW):
 
 * ``edgeconv port --to tflite --quantize int8`` (the port's quantize stage is timed: calibration
@@ -86,13 +87,12 @@ def edgeconv_int8(name: str, size: str, tmp: Path, calib: np.ndarray, held: np.n
     ``held`` (the reference every peer is judged against), edgeconv's SQNR and timings."""
     import onnx
 
-    from converter import zoo
     from converter.pipeline import PortOptions, port
     from converter.targets import get as get_target
     from converter.targets.base import Artifact
     from converter.verify.runtime import onnx_runner
 
-    onnx_path = zoo.export_onnx(name, tmp / f"{name}.onnx", size=size)
+    onnx_path = export_model(name, size, tmp)
     np.savez(tmp / "calib.npz", input=calib)
     np.savez(tmp / "held.npz", input=held)
     port(str(onnx_path), PortOptions(target="tflite", hw="cpu", out_dir=tmp / f"{name}_fp32", verify=False))
@@ -101,7 +101,11 @@ def edgeconv_int8(name: str, size: str, tmp: Path, calib: np.ndarray, held: np.n
                                             quantize="int8", calibration=str(tmp / "calib.npz"),
                                             inputs_npz=str(tmp / "held.npz")))
     port_seconds = time.perf_counter() - start
-    assert int8.status == "ok", int8.reason
+    # A random-init deep network can miss the 25 dB floor (its logits are mostly noise); the file
+    # is written all the same, and its size and speed are what this benchmark is about.
+    assert int8.status in ("ok", "verify_failed"), int8.reason
+    if int8.status != "ok":
+        print(f"{name}: the int8 port ends {int8.status}: {int8.reason}")
     (fp32_file,), (int8_file,) = (list((tmp / f"{name}_{k}").glob("*.tflite")) for k in ("fp32", "int8"))
     float_model = onnx.load(str(tmp / f"{name}_int8" / "float.onnx"))
     run_float = onnx_runner(float_model)
@@ -111,6 +115,40 @@ def edgeconv_int8(name: str, size: str, tmp: Path, calib: np.ndarray, held: np.n
     sqnr = median_sqnr(refs, [target.run(artifact, {"input": x})["output"] for x in held])
     return {"onnx_path": onnx_path, "fp32_file": fp32_file, "int8_file": int8_file, "float_model": float_model,
             "refs": refs, "sqnr_db": sqnr, "quantize_s": int8.timings["quantize"], "port_s": port_seconds}
+
+
+REAL_PREFIX = "real:"
+
+
+def input_shape(name: str, size: str) -> tuple[int, ...]:
+    """The zoo model's input, or for ``real:<arch>`` (benchmarks/real_zoo.py) 1x3x224x224."""
+    from converter import zoo
+
+    return (1, 3, 224, 224) if name.startswith(REAL_PREFIX) else zoo.input_shapes(name, size)["input"]
+
+
+def export_model(name: str, size: str, tmp: Path) -> Path:
+    """``name`` as ONNX with one input "input" and one output "output": a zoo model, or with
+    ``real:<arch>`` a published architecture from benchmarks/real_zoo.py (random init and
+    randomized BatchNorm statistics, the real layer sizes: ``real:mobilenet_v2`` is the 3.5 M
+    parameter MobileNetV2)."""
+    import warnings
+
+    from converter import zoo
+
+    path = tmp / f"{name.replace(':', '_')}.onnx"
+    if not name.startswith(REAL_PREFIX):
+        return zoo.export_onnx(name, path, size=size)
+    import torch
+    from real_zoo import ENTRIES, build
+
+    entry = next(e for e in ENTRIES if e.name == name[len(REAL_PREFIX):])
+    model = build(entry)
+    with warnings.catch_warnings(), torch.no_grad():
+        warnings.simplefilter("ignore")
+        torch.onnx.export(model, (torch.zeros(input_shape(name, size)),), str(path), dynamo=False, opset_version=17,
+                          input_names=["input"], output_names=["output"])
+    return path
 
 
 def keras_from_onnx(model):
@@ -203,10 +241,10 @@ def tensorflow_int8(model, calib: np.ndarray, out: Path) -> tuple[Path, Path, fl
 
 
 def main() -> None:
-    from converter import zoo
 
     ap = argparse.ArgumentParser()
-    ap.add_argument("--models", default="mobilenetv2,resnet")
+    ap.add_argument("--models", default="real:mobilenet_v2,mobilenetv2,resnet",
+                    help="zoo names, or real:<arch> for a benchmarks/real_zoo.py architecture at 224x224")
     ap.add_argument("--size", default="full")
     ap.add_argument("--samples", type=int, default=100)
     ap.add_argument("--held-out", type=int, default=16)
@@ -222,7 +260,7 @@ def main() -> None:
     with tempfile.TemporaryDirectory(prefix="bench-int8-") as tmp:
         tmp = Path(tmp)
         for name in args.models.split(","):
-            shape = zoo.input_shapes(name, args.size)["input"]
+            shape = input_shape(name, args.size)
             calib, held = samples(shape, args.samples, 0), samples(shape, args.held_out, 1)
             ours = edgeconv_int8(name, args.size, tmp, calib, held)
             fp32_file, int8_file, refs = ours["fp32_file"], ours["int8_file"], ours["refs"]
