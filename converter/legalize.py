@@ -27,6 +27,7 @@ from onnx_graphsurgeon.importers.onnx_importer import (get_onnx_tensor_dtype, ge
 from .errors import VerificationFailed
 from .graph import NameAllocator, provenance_of, to_graph, to_model
 from .neighbourhood import infer_nodes
+from .partition import ACCEL, CPU, partition
 from .normalize import seeded_inputs  # noqa: F401  (re-exported: plan tests and custom capture use it)
 from .plan import ChainSearch, Plan, plan_model
 from .rewrites import APPROXIMATE, EXACT, REGISTRY, RETRAIN, apply_rule_to_graph
@@ -50,10 +51,14 @@ class LegalizeResult:
     #: one line per node still rejected after rewriting that has no post-processing/custom remedy
     unresolved: list[str] = field(default_factory=list)
 
+    #: nodes rewrites emitted that only the runtime's fallback unit runs (a rank lowering's
+    #: Transpose on MACE's GPU)
+    emitted_fallback: set[str] = field(default_factory=set)
+
     @property
     def fallback_nodes(self) -> set[str]:
         """Nodes left in the file for the runtime to run on its fallback unit."""
-        return {e.node for e in self.plan.entries if e.remedy == "fallback"}
+        return {e.node for e in self.plan.entries if e.remedy == "fallback"} | self.emitted_fallback
 
     @property
     def kinds(self) -> set[str]:
@@ -97,7 +102,9 @@ def legalize(model: onnx.ModelProto, framework: str, hw: str, matrix=None,
     result = LegalizeResult(current, plan, applied,
                             {e.node for e in plan.entries if e.remedy == "postprocess"},
                             {e.node for e in plan.entries if e.remedy == "custom"}, None, reports)
-    result.unresolved = _unresolved(graph, matrix, framework, hw, keep)
+    result.unresolved, result.emitted_fallback = _unresolved(graph, matrix, framework, hw, keep, search)
+    if result.emitted_fallback:
+        plan.partitions = _partitions_after(graph, plan, result.fallback_nodes, hw, search.fallback_unit)
     if verify and applied:
         result.max_abs_error = _verify(model, current, applied, seed, matrix, framework, hw, search, keep)
     return result
@@ -153,7 +160,7 @@ def _rewrite_to_fixpoint(model, matrix, framework, hw, search, keep, limit=None,
             origin = prov.node_origin.get(node.name, {}).get("from", node.name)
             if counts.get(origin, 0) >= MAX_REWRITES_PER_NODE:
                 continue
-            found = search.for_node(node, graph)
+            found = search.chain_or_fallback(node, graph)
             if found is None:
                 continue
             rule_obj = REGISTRY[found[1][0]]
@@ -250,17 +257,31 @@ def _fit_retrain_rewrites(original: onnx.ModelProto, current: onnx.ModelProto, a
     return to_model(graph), reports
 
 
-def _unresolved(graph, matrix, framework, hw, keep) -> list[str]:
+def _unresolved(graph, matrix, framework, hw, keep, search) -> tuple[list[str], set[str]]:
+    """Nodes the hardware still rejects after rewriting, apart from what the plan moved or kept:
+    (one line per node nothing resolves, the nodes the runtime's fallback unit runs)."""
     prov = provenance_of(graph)
-    out = []
+    out, fallback = [], set()
     for node in graph.nodes:
         origin = prov.node_origin.get(node.name, {}).get("from", node.name)
         if node.name in keep or origin in keep:
             continue
         verdict = matrix.check_node(node, framework, hw)
-        if not verdict.supported:
+        if verdict.supported:
+            continue
+        if search.falls_back(node):  # a rewrite emitted it; the runtime runs it on its fallback unit
+            fallback.add(node.name)
+        else:
             out.append(f"{node.name} ({node.op}): {verdict.reason}")
-    return out
+    return out, fallback
+
+
+def _partitions_after(graph, plan, fallback_nodes: set[str], hw: str, fallback_unit: str):
+    """The partitions of the legalized graph: the plan's were counted before rewriting, which
+    emitted nodes that only the fallback unit runs."""
+    post = {e.node for e in plan.entries if e.remedy == "postprocess"}
+    units = {n.name: CPU if n.name in fallback_nodes else ACCEL for n in graph.nodes if n.name not in post}
+    return partition(graph, units, hw, fallback_unit)
 
 
 def run_onnx(model: onnx.ModelProto, feeds: dict[str, np.ndarray]) -> dict[str, np.ndarray]:

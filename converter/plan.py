@@ -85,6 +85,11 @@ class Plan:
                 "entries": [e.to_dict() for e in self.entries]}
 
 
+#: What a chain pays for each node it emits that only the fallback unit runs: more than any
+#: chain of rules (retraining costs 100), so a chain on the accelerator always wins.
+FALLBACK_COST = 1000
+
+
 class ChainSearch:
     """Cheapest rule chains for one framework × hardware.
 
@@ -98,43 +103,59 @@ class ChainSearch:
         self._op_cache: dict[tuple[str, frozenset], tuple[int, list[str]] | None] = {}
         self._trials: dict[tuple, tuple[int, list[str]] | None] = {}
         self.trials = 0
+        #: The unit the runtime hands nodes the accelerator cannot run (None: no fallback).
+        self.fallback_unit = matrix.fallback(framework, hw).to if hasattr(matrix, "fallback") else None
+
+    def falls_back(self, node) -> bool:
+        """The accelerator rejects ``node`` but the runtime's fallback unit runs it."""
+        return self.fallback_unit is not None and \
+            self.matrix.check_node(node, self.framework, self.fallback_unit).supported
+
+    def chain_or_fallback(self, node, graph) -> tuple[int, list[str]] | None:
+        """:meth:`for_node`, except None when the chain would only leave nodes to the fallback unit
+        that the node itself could go to: rewriting then buys nothing."""
+        found = self.for_node(node, graph)
+        if found is not None and found[0] >= FALLBACK_COST and self.falls_back(node):
+            return None
+        return found
 
     def supports(self, op: str) -> bool:
         return self.matrix.supports_op(self.framework, self.hw, op)
 
-    def for_node(self, node, graph, depth: int = 0) -> tuple[int, list[str]] | None:
+    def for_node(self, node, graph, depth: int = 0, fallback: bool | None = None) -> tuple[int, list[str]] | None:
         """(cost, chain) for a real node.
 
         Candidates are ranked by the op-level search; each is then tried on a copy of the node's
         neighbourhood (:mod:`converter.neighbourhood`), shapes inferred for what it emits, and
         every node it emits checked by the matrix with its real attributes and shapes (a 6-D
         Reshape fails a rank-4 delegate even though Reshape is supported): an emitted node that
-        is rejected needs its own chain, else the next candidate is tried.
+        is rejected needs its own chain, else the next candidate is tried.  Only when no chain
+        keeps everything on the accelerator, a second round (``fallback``; the chain a rule
+        nests in keeps its round) lets emitted nodes the fallback unit runs stay rejected, at
+        :data:`FALLBACK_COST` each.
         """
-        ranked = []
-        for r in rules_for(node.op):
-            if not r.matches(node, graph):
-                continue
-            found = self._emitted(r, frozenset({node.op}), 1)
-            if found is not None:
-                ranked.append(found)
-        if not ranked:
+        usable = [r for r in rules_for(node.op) if r.matches(node, graph)]
+        if not usable:
             return None
         around = {}
-        for cost, chain in sorted(ranked, key=lambda c: (c[0], c[1])):
-            r = REGISTRY[chain[0]]
-            # A rule that rewrites more than its node reads all of it: the copy must hold it all
-            # (a rank lowering's component can reach further than CONTEXT_RADIUS links).
-            radius = CONTEXT_RADIUS + (len(r.touches(node, graph)) - 1 if r.scope is not None else 0)
-            if radius not in around:
-                around[radius] = _keyed(neighbourhood(graph, node, radius))
-            tried = self._trial(*around[radius], r, depth)
-            if tried is not None:
-                return cost + tried[0], [chain[0]] + tried[1]
+        rounds = (False, True) if fallback is None and self.fallback_unit else (bool(fallback),)
+        for allow_fallback in rounds:
+            ranked = [found for r in usable
+                      if (found := self._emitted(r, frozenset({node.op}), 1, allow_fallback)) is not None]
+            for cost, chain in sorted(ranked, key=lambda c: (c[0], c[1])):
+                r = REGISTRY[chain[0]]
+                # A rule that rewrites more than its node reads all of it: the copy must hold it
+                # all (a rank lowering's component can reach further than CONTEXT_RADIUS links).
+                radius = CONTEXT_RADIUS + (len(r.touches(node, graph)) - 1 if r.scope is not None else 0)
+                if radius not in around:
+                    around[radius] = _keyed(neighbourhood(graph, node, radius))
+                tried = self._trial(*around[radius], r, depth, allow_fallback)
+                if tried is not None:
+                    return cost + tried[0], [chain[0]] + tried[1]
         return None
 
-    def _trial(self, around, signature, r, depth):
-        key = (r.name, signature)
+    def _trial(self, around, signature, r, depth, allow_fallback: bool = False):
+        key = (r.name, signature, allow_fallback)
         if key in self._trials:
             return self._trials[key]
         self._trials[key] = None  # guards against re-entry while this trial runs
@@ -147,7 +168,10 @@ class ChainSearch:
         for new in emitted:
             if self.matrix.check_node(new, self.framework, self.hw).supported:
                 continue
-            sub = self.for_node(new, small, depth + 1) if depth < MAX_CHAIN_DEPTH else None
+            sub = self.for_node(new, small, depth + 1, allow_fallback) if depth < MAX_CHAIN_DEPTH else None
+            if sub is None and allow_fallback and self.falls_back(new):  # a lowering's Transpose on MACE's GPU
+                extra_cost += FALLBACK_COST
+                continue
             if sub is None:
                 return None
             extra_cost += sub[0]
@@ -168,12 +192,15 @@ class ChainSearch:
         reasons = [f"{r.name}: {r.why_not(node, graph)}" for r in rules]
         return "no rewrite rule for " + node.op + (f" ({'; '.join(reasons)})" if reasons else "")
 
-    def _emitted(self, r, visiting: frozenset, depth: int) -> tuple[int, list[str]] | None:
+    def _emitted(self, r, visiting: frozenset, depth: int, allow_fallback: bool = False) -> tuple[int, list[str]] | None:
         cost, chain = r.cost, [r.name]
         for op in dict.fromkeys(r.emits):
             if self.supports(op):
                 continue
             sub = self.for_op(op, visiting, depth)
+            if sub is None and allow_fallback and self.matrix.supports_op(self.framework, self.fallback_unit, op):
+                cost += FALLBACK_COST
+                continue
             if sub is None:
                 return None
             cost += sub[0]
@@ -246,11 +273,10 @@ def plan_model(model: onnx.ModelProto, framework: str, hw: str, matrix=None, *, 
         if verdict.supported:
             plan.entries.append(PlanEntry(node.name, node.op, verdict.status, "supported", [], verdict.reason))
             continue
-        found = search.for_node(node, graph)
+        found = search.for_node(node, graph, fallback=False)
         if found is not None:
-            _, chain = found
-            plan.entries.append(PlanEntry(node.name, node.op, verdict.status, _kind_of(chain), chain,
-                                          f"{verdict.reason}; {_describe(chain)}"))
+            plan.entries.append(PlanEntry(node.name, node.op, verdict.status, _kind_of(found[1]), found[1],
+                                          f"{verdict.reason}; {_describe(found[1])}"))
             continue
         entry = PlanEntry(node.name, node.op, verdict.status, "unsupported" if moves_data(node) else "custom",
                           [], f"{verdict.reason}; {search.why_no_rule(node, graph)}")
@@ -259,7 +285,9 @@ def plan_model(model: onnx.ModelProto, framework: str, hw: str, matrix=None, *, 
     _assign_postprocess(graph, stuck)
     stuck = [e for e in stuck if e.remedy != "postprocess"]
     stuck += _follow_into_postprocess(graph, plan)
+    stuck = _rewrite_leaving_to_fallback(graph, stuck, search)
     _assign_fallback(graph, plan, stuck, matrix, framework, hw)
+    _rewrite_with_their_component(graph, plan)
     for e in stuck:
         if e.remedy != "fallback":
             e.reason += ": " + _last_resort(e)
@@ -316,6 +344,44 @@ def _follow_into_postprocess(graph, plan: Plan) -> list[PlanEntry]:
             e.reason += why + f", and it cannot follow ({cut.reason})"
             stuck.append(e)
     return stuck
+
+
+def _rewrite_leaving_to_fallback(graph, stuck: list[PlanEntry], search: ChainSearch) -> list[PlanEntry]:
+    """A stuck node that post-processing cannot take may still be rewritten when what the rule
+    emits and the accelerator rejects runs on the fallback unit (a rank-5 Transpose lowered to a
+    rank-4 one on MACE's GPU), unless the node could simply go there itself.  Returns the rest."""
+    if search.fallback_unit is None:
+        return stuck
+    nodes = {n.name: n for n in graph.nodes}
+    rest = []
+    for e in stuck:
+        found = search.chain_or_fallback(nodes[e.node], graph)
+        if found is None:
+            rest.append(e)
+            continue
+        e.remedy, e.rules = _kind_of(found[1]), found[1]
+        e.reason += (f"; but {_describe(found[1])}, and what it emits that {search.hw} rejects runs on "
+                     f"{search.fallback_unit}, the runtime's fallback")
+    return rest
+
+
+def _rewrite_with_their_component(graph, plan: Plan) -> None:
+    """A rule that rewrites a whole component (a rank lowering) rewrites the nodes of it the plan
+    left to the fallback unit too (what it emits that the accelerator rejects falls back): left
+    out, they would keep the rule from applying at all."""
+    left = {e.node: e for e in plan.entries if e.remedy == "fallback"}
+    if not left:
+        return
+    nodes = {n.name: n for n in graph.nodes}
+    for e in plan.entries:
+        if e.remedy != "rewrite" or not e.rules or REGISTRY[e.rules[0]].scope is None:
+            continue
+        rule_obj = REGISTRY[e.rules[0]]
+        for n in rule_obj.touches(nodes[e.node], graph):
+            other = left.pop(n.name, None)
+            if other is not None:
+                other.remedy, other.rules = "rewrite", [rule_obj.name]
+                other.reason += f"; rewritten with {e.node} ({rule_obj.name} rewrites their whole component)"
 
 
 def _assign_fallback(graph, plan: Plan, stuck: list[PlanEntry], matrix, framework: str, hw: str) -> None:
