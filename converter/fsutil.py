@@ -23,8 +23,10 @@ _UMASK = os.umask(0)
 os.umask(_UMASK)
 
 
-def atomic_write_bytes(path: str | os.PathLike, data: bytes) -> Path:
-    """Write ``data`` to ``path`` through a temp file in the same directory + rename."""
+def atomic_write_bytes(path: str | os.PathLike, data) -> Path:
+    """Write ``data`` to ``path`` through a temp file in the same directory + rename.
+
+    ``data``: bytes, or a function writing them to the binary file it is given (streamed)."""
     path = Path(path)
     if path.is_dir():
         raise BadInput(f"cannot write {path}: it is a directory; give a file name")
@@ -36,7 +38,10 @@ def atomic_write_bytes(path: str | os.PathLike, data: bytes) -> Path:
         raise _unwritable(path, err) from None
     try:
         with os.fdopen(fd, "wb") as f:
-            f.write(data)
+            if callable(data):
+                data(f)
+            else:
+                f.write(data)
             f.flush()
             os.fsync(f.fileno())
         os.chmod(tmp, 0o666 & ~_UMASK)

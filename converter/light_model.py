@@ -23,6 +23,10 @@ _FLOAT_TYPES = {onnx.TensorProto.FLOAT, onnx.TensorProto.FLOAT16, onnx.TensorPro
 
 
 def _is_weight(tensor: onnx.TensorProto) -> bool:
+    from .weights import is_reference
+
+    if is_reference(tensor):  # a weight store's (>= 1 MiB): no pass reads its values
+        return True
     if tensor.data_type not in _FLOAT_TYPES:
         return False
     count = 1
@@ -148,11 +152,21 @@ def without_weight_bytes(model: onnx.ModelProto, min_bytes: int = MIN_IN_MEMORY_
     so a session never needs the 45 MB of a ResNet-18 serialized into one more bytes object."""
     import numpy as np
 
+    from .weights import array_of
+
     shell = onnx.ModelProto()
     _copy_fields(model, shell, skip=("graph",))
     _copy_fields(model.graph, shell.graph, skip=("initializer",))
     arrays = {}
     for tensor in model.graph.initializer:
+        stored = array_of(tensor)
+        if stored is not None:  # held by a weight store: that very array
+            stub = shell.graph.initializer.add()
+            stub.CopyFrom(tensor)
+            del stub.external_data[:]
+            stub.external_data.add(key="location", value=f"edgeconv-in-memory:{len(arrays)}")
+            arrays[tensor.name] = stored if stored.flags.c_contiguous else np.ascontiguousarray(stored)
+            continue
         raw = tensor.raw_data if tensor.data_location != onnx.TensorProto.EXTERNAL else b""
         if len(raw) < min_bytes or tensor.data_type not in _IN_MEMORY_TYPES:
             shell.graph.initializer.append(tensor)

@@ -20,6 +20,7 @@ complete, failing verification report); see :func:`converter.fsutil.replace_outp
 
 from __future__ import annotations
 
+import contextlib
 import json
 import time
 from contextlib import contextmanager
@@ -112,16 +113,32 @@ class _Timer:
             self.timings[name] = round(time.perf_counter() - start, 4)
 
 
-def load_stage(model_path: str, opts: PortOptions):
-    """Load and normalize; returns (original ONNX, normalized ONNX)."""
+#: Targets whose ports hold big weights by reference (converter/weights.py): their exporter reads
+#: weights through graphsurgeon only.  The others get models holding their bytes.
+_BY_REFERENCE_TARGETS = frozenset({"tflite"})
+
+
+def load_stage(model_path: str, opts: PortOptions, store=None):
+    """Load and normalize; returns (original ONNX, normalized ONNX).
+
+    With a :class:`~converter.weights.WeightStore`, the big weights of a model with at least
+    ``RELEASE_MIN_BYTES`` of them go into the store and both models refer to them (the caller
+    keeps the store active while it uses the models: ``weights.holding(store)``)."""
+    from . import weights
     from .load import load_model
     from .normalize import dynamic_inputs, normalize
 
     shapes = dict(opts.input_shapes)
-    original = load_model(model_path, shapes, opts.trust_pickle, opts.timeout)
+    original = load_model(model_path, shapes, opts.trust_pickle, opts.timeout, store=store)
+    if store is not None:
+        weights.hold(original, store)  # big weights a non-ONNX source or the .onnx itself held
+        if store.nbytes < RELEASE_MIN_BYTES:  # small: not worth it; the models hold their bytes
+            weights.materialize(original)
+            store = None
     if "" in shapes:
         shapes[original.graph.input[0].name] = shapes.pop("")
-    normalized = normalize(original, shapes or None)
+    with weights.holding(store):
+        normalized = normalize(original, shapes or None)
     problems = dynamic_inputs(normalized)
     if problems:
         raise BadInput(problems[0])
@@ -164,15 +181,23 @@ def port(model_path: str, opts: PortOptions, progress=None, preloaded=None, shar
     if Path(model_path).is_file():
         report["model_sha256"] = sha256_file(model_path)
     out_dir = Path(opts.out_dir)
-    with replace_output_dir(out_dir) as tmp:
+    from . import weights
+
+    # The big weights held once, shared by every stage's model (converter/weights.py): for the
+    # targets whose whole path reads weights through graphsurgeon or the weight store.
+    store = weights.WeightStore() if (not preloaded and quant_plan is None
+                                      and opts.target in _BY_REFERENCE_TARGETS) else None
+    with replace_output_dir(out_dir) as tmp, contextlib.ExitStack() as held:
         if preloaded:  # loaded once for several targets; the caller may pass the time it took
             original, model = preloaded[:2]
             timer.heavy = weight_bytes(model) >= RELEASE_MIN_BYTES
             timer.timings["load+normalize"] = preloaded[2] if len(preloaded) > 2 else 0.0
         else:
             with timer.stage("load+normalize"):
-                original, model = load_stage(model_path, opts)
+                original, model = load_stage(model_path, opts, store)
                 timer.heavy = weight_bytes(model) >= RELEASE_MIN_BYTES
+            if weights.has_references(original):
+                held.enter_context(weights.holding(store))
         report["ops_before"] = _histogram(model)
         with timer.stage("check"):
             checked = check_model(model, opts.target, hw, matrix)
