@@ -115,7 +115,7 @@ class _Timer:
 
 #: Targets whose ports hold big weights by reference (converter/weights.py): their exporter reads
 #: weights through graphsurgeon only.  The others get models holding their bytes.
-_BY_REFERENCE_TARGETS = frozenset({"tflite"})
+BY_REFERENCE_TARGETS = frozenset({"tflite"})
 
 
 def load_stage(model_path: str, opts: PortOptions, store=None):
@@ -185,11 +185,16 @@ def port(model_path: str, opts: PortOptions, progress=None, preloaded=None, shar
 
     # The big weights held once, shared by every stage's model (converter/weights.py): for the
     # targets whose whole path reads weights through graphsurgeon or the weight store.
-    store = weights.WeightStore() if (not preloaded and quant_plan is None
-                                      and opts.target in _BY_REFERENCE_TARGETS) else None
+    by_reference = quant_plan is None and opts.target in BY_REFERENCE_TARGETS
+    store = weights.WeightStore() if by_reference and not preloaded else None
     with replace_output_dir(out_dir) as tmp, contextlib.ExitStack() as held:
         if preloaded:  # loaded once for several targets; the caller may pass the time it took
             original, model = preloaded[:2]
+            store = weights.store_of(model)
+            if store is not None and not by_reference:  # this target's path reads the bytes
+                original, model, store = weights.materialized(original), weights.materialized(model), None
+            if store is not None:
+                held.enter_context(weights.holding(store))
             timer.heavy = weight_bytes(model) >= RELEASE_MIN_BYTES
             timer.timings["load+normalize"] = preloaded[2] if len(preloaded) > 2 else 0.0
         else:

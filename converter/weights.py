@@ -129,6 +129,14 @@ def data_location_of(tensor: onnx.TensorProto) -> int | None:
     return None if value is None else int(value)
 
 
+def store_of(model: onnx.ModelProto) -> WeightStore | None:
+    """The store ``model``'s references point into (None when it holds all its bytes)."""
+    for tensor in model.graph.initializer:
+        if is_reference(tensor):
+            return _STORES.get(int(_entries(tensor)["location"][len(_LOCATION):]))
+    return None
+
+
 def has_references(model: onnx.ModelProto) -> bool:
     return any(is_reference(t) for t in model.graph.initializer)
 
