@@ -1,0 +1,147 @@
+"""Big weights held once, by reference (converter/weights.py): the mechanisms and their bytes."""
+
+from __future__ import annotations
+
+import io
+import sys
+
+import numpy as np
+import onnx
+import onnx_graphsurgeon as gs
+import pytest
+from onnx import TensorProto, helper, numpy_helper
+
+from converter import weights
+from converter.graph import to_graph, to_model
+from converter.load import load_onnx, save_onnx
+from converter.pipeline import PortOptions, load_stage, port
+
+import test_large_model as large
+
+#: 64 MiB of float32 weights: the size at which a port starts holding weights by reference.
+ROWS = (64 << 20) // (large.DIM * 4)
+
+
+def _status_bytes(key: str) -> int:
+    with open("/proc/self/status") as f:
+        for line in f:
+            if line.startswith(key):
+                return int(line.split()[1]) * 1024
+    raise KeyError(key)
+
+
+def _referenced_model(store):
+    """Two references (one with an explicit DEFAULT data_location, as onnx's loader leaves
+    external tensors) among ordinary initializers, a doc string and metadata around them."""
+    rng = np.random.default_rng(0)
+    big = rng.standard_normal((512, 1024)).astype(np.float32)
+    ints = np.arange(300_000, dtype=np.int64).reshape(1000, 300)
+    a = numpy_helper.from_array(big, "a")
+    a.data_location = TensorProto.DEFAULT
+    b = numpy_helper.from_array(ints, "b")
+    b.doc_string = "indices"
+    small = numpy_helper.from_array(np.float32([1, 2, 3]), "small")
+    graph = helper.make_graph(
+        [helper.make_node("Gather", ["a", "ids"], ["g"], axis=0), helper.make_node("Gather", ["b", "ids"], ["h"]),
+         helper.make_node("Mul", ["g", "g"], ["out"])],
+        "g", [helper.make_tensor_value_info("ids", TensorProto.INT64, [2])],
+        [helper.make_tensor_value_info("out", TensorProto.FLOAT, [2, 1024]),
+         helper.make_tensor_value_info("h", TensorProto.INT64, [2, 300])], [a, small, b], doc_string="doc")
+    model = helper.make_model(graph, opset_imports=[helper.make_opsetid("", 17)], ir_version=8)
+    model.metadata_props.add(key="k", value="v")
+    full = model.SerializeToString()
+    weights.hold(model, store)
+    return model, full, big
+
+
+def test_hold_refers_and_materialize_restores_the_bytes():
+    store = weights.WeightStore()
+    model, full, big = _referenced_model(store)
+    assert [weights.is_reference(t) for t in model.graph.initializer] == [True, False, True]
+    assert len(store.arrays) == 2 and model.ByteSize() < 4096  # the proto holds no weight bytes
+    np.testing.assert_array_equal(weights.array_of(model.graph.initializer[0]), big)
+    assert not weights.array_of(model.graph.initializer[0]).flags.writeable  # shared: read-only
+    assert weights.materialized(model).SerializeToString() == full
+
+
+def test_write_model_streams_exactly_the_materialized_bytes():
+    store = weights.WeightStore()
+    model, full, _ = _referenced_model(store)
+    out = io.BytesIO()
+    assert weights.write_model(model, out) == len(full)
+    assert out.getvalue() == full
+
+
+def test_save_onnx_streams_references(tmp_path):
+    store = weights.WeightStore()
+    model, full, _ = _referenced_model(store)
+    save_onnx(model, tmp_path / "m.onnx")
+    assert (tmp_path / "m.onnx").read_bytes() == full
+    assert weights.has_references(model)  # the model itself is unchanged
+
+
+def test_graph_round_trip_shares_the_array_and_keeps_the_reference():
+    store = weights.WeightStore()
+    model, full, _ = _referenced_model(store)
+    stored = store.arrays[0]
+    with weights.holding(store):
+        graph = to_graph(model)
+        table = graph.tensors()["a"]
+        assert table.values is stored  # no copy on import
+        scaled = gs.Constant("scale", np.ones((256, 2, 1024), np.float32))  # a new big array (2 MiB)
+        graph.nodes[2].inputs[1] = scaled
+        exported = to_model(graph, cleanup=False)
+    by_name = {t.name: t for t in exported.graph.initializer}
+    assert weights.array_of(by_name["a"]) is stored  # the same key: no second copy
+    assert weights.array_of(by_name["scale"]) is scaled.values  # a new array, added by reference
+    assert len(store.arrays) == 3
+    assert isinstance(table.values, np.ndarray) and table.values is stored  # export undid its swap
+    # the table's bytes as the original held them (data_location DEFAULT kept)
+    restored = {t.name: t for t in weights.materialized(exported).graph.initializer}["a"]
+    original = {t.name: t for t in onnx.ModelProto.FromString(full).graph.initializer}["a"]
+    assert restored.SerializeToString() == original.SerializeToString()
+
+
+def test_onnxruntime_runs_references():
+    from converter.verify.runtime import run_session, session
+
+    store = weights.WeightStore()
+    model, full, big = _referenced_model(store)
+    ids = np.array([3, 511], dtype=np.int64)
+    got = run_session(session(model), {"ids": ids})
+    np.testing.assert_array_equal(got["out"], big[ids] * big[ids])
+    np.testing.assert_array_equal(got["h"], np.arange(300_000).reshape(1000, 300)[ids])
+
+
+def test_load_onnx_reads_external_data_into_the_store(tmp_path):
+    path = large._write_big_model(tmp_path, rows=ROWS // 16)
+    store = weights.WeightStore()
+    model = load_onnx(path, store)
+    table = model.graph.initializer[0]
+    assert weights.is_reference(table) and store.arrays[0].shape == (ROWS // 16, large.DIM)
+    assert weights.materialized(model).SerializeToString() == load_onnx(path).SerializeToString()
+
+
+@pytest.mark.skipif(not sys.platform.startswith("linux"), reason="VmHWM is Linux's")
+def test_port_shares_weights_and_writes_the_same_bytes(tmp_path):
+    """A 64 MiB model ported with full models (preloaded, as before the store) and by reference:
+    the same files, byte for byte; by reference, the port's peak stays under 2x the weights
+    above where it started (it held ~5 copies before)."""
+    model_path = large._write_big_model(tmp_path, rows=ROWS)
+    size = ROWS * large.DIM * 4
+    opts = PortOptions(target="tflite", hw="cpu", out_dir=tmp_path / "full")
+    full = port(str(model_path), opts, preloaded=load_stage(str(model_path), opts))
+    assert full.status == "ok"
+    del full
+    import gc
+
+    gc.collect()
+    before = _status_bytes("VmRSS")
+    with open("/proc/self/clear_refs", "w") as f:
+        f.write("5")  # VmHWM := VmRSS
+    shared = port(str(model_path), PortOptions(target="tflite", hw="cpu", out_dir=tmp_path / "shared"))
+    peak = _status_bytes("VmHWM")
+    assert shared.status == "ok"
+    assert peak - before < 2 * size, f"peak {(peak - before) / size:.2f}x the weights above the start"
+    for name in ("normalized.onnx", "legalized.onnx", "big.tflite"):
+        assert (tmp_path / "shared" / name).read_bytes() == (tmp_path / "full" / name).read_bytes(), name
