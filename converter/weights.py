@@ -235,16 +235,10 @@ def _length_delimited(field: int) -> bytes:
 def _fields(message, low: int, high: int) -> bytes:
     """The serialized fields of ``message`` numbered in [low, high): protobuf writes known fields
     in field-number order, so these are the same bytes as in the whole message."""
+    from .light_model import _copy_fields
+
     part = type(message)()
-    for descriptor, value in message.ListFields():
-        if low <= descriptor.number < high:
-            if descriptor.label == descriptor.LABEL_REPEATED if not hasattr(descriptor, "is_repeated") \
-                    else descriptor.is_repeated:
-                getattr(part, descriptor.name).extend(value)
-            elif descriptor.message_type is not None:
-                getattr(part, descriptor.name).CopyFrom(value)
-            else:
-                setattr(part, descriptor.name, value)
+    _copy_fields(message, part, skip=tuple(d.name for d, _ in message.ListFields() if not low <= d.number < high))
     return part.SerializeToString()
 
 
@@ -274,17 +268,11 @@ def write_model(model: onnx.ModelProto, out) -> int:
     """Write to the binary file ``out`` exactly ``materialized(model).SerializeToString()``,
     streaming each referenced array from its memory instead of building the bytes; returns the
     byte count."""
+    from .light_model import _copy_fields
+
     graph = model.graph
     light = onnx.GraphProto()
-    for descriptor, value in graph.ListFields():
-        if descriptor.number != _INITIALIZER:
-            if descriptor.label == descriptor.LABEL_REPEATED if not hasattr(descriptor, "is_repeated") \
-                    else descriptor.is_repeated:
-                getattr(light, descriptor.name).extend(value)
-            elif descriptor.message_type is not None:
-                getattr(light, descriptor.name).CopyFrom(value)
-            else:
-                setattr(light, descriptor.name, value)
+    _copy_fields(graph, light, skip=("initializer",))
     graph_head, graph_tail = _fields(light, 0, _INITIALIZER), _fields(light, _INITIALIZER + 1, 1 << 29)
     entries = [_initializer_pieces(t) for t in graph.initializer]
     graph_size = len(graph_head) + len(graph_tail) + sum(len(p) if isinstance(p, bytes) else p.nbytes
