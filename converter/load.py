@@ -165,7 +165,7 @@ def _load_external_data(model: onnx.ModelProto, base_dir: Path, store) -> None:
         if array.size != count:
             raise ValueError(f"external data of '{tensor.name}' is truncated ({file.name})")
         tensor.data_location = onnx.TensorProto.DEFAULT  # as onnx's loader leaves it
-        weights.refer(tensor, store, array.reshape(tuple(tensor.dims)))
+        weights.refer(tensor, store, array.reshape(tuple(tensor.dims)), (str(file.resolve()), int(info.offset or 0)))
 
 
 #: The newest ONNX IR version onnxruntime 1.2x-1.3x reads.

@@ -51,6 +51,9 @@ class WeightStore:
         self.id = next(_ids)
         self.arrays: list[np.ndarray] = []
         self._keys: dict[int, int] = {}  # id(array) -> key
+        #: key -> (file, byte offset) holding the array's bytes (read from there at load):
+        #: onnxruntime maps that file instead of copying the array into its own buffers
+        self.sources: dict[int, tuple[str, int]] = {}
         _STORES[self.id] = self
 
     def key(self, array: np.ndarray) -> int:
@@ -173,14 +176,19 @@ def hold(model: onnx.ModelProto, store: WeightStore, min_bytes: int = MIN_BYTES)
         refer(tensor, store, array)
 
 
-def refer(tensor: onnx.TensorProto, store: WeightStore, array: np.ndarray) -> None:
-    """Make ``tensor`` (in place) a reference to ``array``, keeping its other fields."""
+def refer(tensor: onnx.TensorProto, store: WeightStore, array: np.ndarray,
+          source: tuple[str, int] | None = None) -> None:
+    """Make ``tensor`` (in place) a reference to ``array``, keeping its other fields;
+    ``source`` = (file, offset) where the same bytes are (the external-data file it was read from)."""
     location = tensor.data_location if tensor.HasField("data_location") else None
     tensor.ClearField("raw_data")
     del tensor.external_data[:]
     tensor.data_location = onnx.TensorProto.EXTERNAL
+    key = store.key(array)
+    if source is not None:
+        store.sources[key] = source
     tensor.external_data.add(key="location", value=f"{_LOCATION}{store.id}")
-    tensor.external_data.add(key=_KEY, value=str(store.key(array)))
+    tensor.external_data.add(key=_KEY, value=str(key))
     if location is not None:
         tensor.external_data.add(key=_DATA_LOCATION, value=str(int(location)))
 
@@ -292,30 +300,71 @@ def write_model(model: onnx.ModelProto, out) -> int:
 
 # ------------------------------------------------------------------------------ onnxruntime
 
+#: onnxruntime reads external data of a model given as bytes from this folder (memory-mapped).
+_ORT_FOLDER = "session.model_external_initializers_file_folder_path"
 
-def session_weights(model: onnx.ModelProto) -> dict[str, np.ndarray]:
-    """{name: array} of the referenced initializers (for ``add_external_initializers``)."""
-    return {t.name: a for t in model.graph.initializer if (a := array_of(t)) is not None}
+
+class SessionWeights:
+    """How one onnxruntime session gets the referenced weights: the ones read from a file are
+    external data in that file (onnxruntime maps it: no copy in this process's memory); the others
+    are external initializers (onnxruntime copies those into its own buffers when it creates the
+    session).  Only files in one folder can be mapped per session (``folder``)."""
+
+    def __init__(self):
+        self.folder: str | None = None
+        self.arrays: dict[str, np.ndarray] = {}
+
+    def stub(self, tensor: onnx.TensorProto, index: int) -> onnx.TensorProto:
+        """The external-data stub the session's model carries for reference ``tensor``."""
+        import os
+
+        stub = onnx.TensorProto()
+        stub.CopyFrom(tensor)
+        del stub.external_data[:]
+        entries = _entries(tensor)
+        store = _STORES.get(int(entries["location"][len(_LOCATION):]))
+        source = store.sources.get(int(entries[_KEY])) if store is not None else None
+        array = array_of(tensor)
+        if source is not None and os.path.isfile(source[0]) and self.folder in (None, os.path.dirname(source[0])):
+            self.folder = os.path.dirname(source[0])
+            for key, value in (("location", os.path.basename(source[0])), ("offset", source[1]),
+                               ("length", array.nbytes)):
+                stub.external_data.add(key=key, value=str(value))
+            return stub
+        stub.external_data.add(key="location", value=f"edgeconv-in-memory:{index}")
+        self.arrays[tensor.name] = _contiguous(array)
+        return stub
+
+    def configure(self, options) -> None:
+        """Tell onnxruntime (``options``) where the mapped files are."""
+        if self.folder is not None:
+            options.add_session_config_entry(_ORT_FOLDER, self.folder)
+
+    def apply(self, options) -> list:
+        """Configure ``options``; returns the OrtValues the session reads (keep them alive)."""
+        self.configure(options)
+        if not self.arrays:
+            return []
+        import onnxruntime as ort
+
+        values = [ort.OrtValue.ortvalue_from_numpy(a) for a in self.arrays.values()]
+        options.add_external_initializers(list(self.arrays), values)
+        return values
 
 
 def onnxruntime_source(model: onnx.ModelProto, options):
     """What ``ort.InferenceSession(source, options)`` takes to run ``model``: its serialized
-    bytes, the references supplied as external initializers (returned too: keep them alive as
-    long as the session)."""
-    arrays = session_weights(model)
-    if not arrays:
+    bytes, the references given as mapped files or external initializers (:class:`SessionWeights`;
+    the OrtValues are returned too: keep them alive as long as the session)."""
+    if not has_references(model):
         return model.SerializeToString(), []
-    import onnxruntime as ort
-
     shell = onnx.ModelProto()
     shell.CopyFrom(model)
-    for tensor in shell.graph.initializer:
-        if tensor.name in arrays:
-            del tensor.external_data[:]
-            tensor.external_data.add(key="location", value=f"edgeconv-in-memory:{tensor.name}")
-    values = [ort.OrtValue.ortvalue_from_numpy(_contiguous(a)) for a in arrays.values()]
-    options.add_external_initializers(list(arrays), values)
-    return shell.SerializeToString(), values
+    plan = SessionWeights()
+    for index, tensor in enumerate(shell.graph.initializer):
+        if is_reference(tensor):
+            tensor.CopyFrom(plan.stub(tensor, index))
+    return shell.SerializeToString(), plan.apply(options)
 
 
 def _contiguous(array: np.ndarray) -> np.ndarray:

@@ -145,3 +145,22 @@ def test_port_shares_weights_and_writes_the_same_bytes(tmp_path):
     assert peak - before < 2 * size, f"peak {(peak - before) / size:.2f}x the weights above the start"
     for name in ("normalized.onnx", "legalized.onnx", "big.tflite"):
         assert (tmp_path / "shared" / name).read_bytes() == (tmp_path / "full" / name).read_bytes(), name
+
+
+@pytest.mark.skipif(not sys.platform.startswith("linux"), reason="VmRSS is Linux's")
+def test_onnxruntime_maps_weights_read_from_a_file(tmp_path):
+    """A reference loaded from external data reaches onnxruntime as that file (mapped, only the
+    rows a Gather reads come in), not as an external initializer onnxruntime copies."""
+    from converter.verify.runtime import run_session, session
+
+    path = large._write_big_model(tmp_path, rows=ROWS)
+    store = weights.WeightStore()
+    model = load_onnx(path, store)
+    size = ROWS * large.DIM * 4
+    before = _status_bytes("VmRSS")
+    sess = session(model)
+    grown = _status_bytes("VmRSS") - before
+    assert grown < size // 4, f"the session took {grown / size:.2f}x the weights"
+    ids = large.lookup(ROWS)
+    got = run_session(sess, {"ids": ids})["out"]
+    np.testing.assert_array_equal(got, np.stack([large._row(int(i)) * 2 for i in ids]))
