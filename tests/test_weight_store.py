@@ -125,8 +125,8 @@ def test_load_onnx_reads_external_data_into_the_store(tmp_path):
 @pytest.mark.skipif(not sys.platform.startswith("linux"), reason="VmHWM is Linux's")
 def test_port_shares_weights_and_writes_the_same_bytes(tmp_path):
     """A 64 MiB model ported with full models (preloaded, as before the store) and by reference:
-    the same files, byte for byte; by reference, the port's peak stays under 2x the weights
-    above where it started (it held ~5 copies before)."""
+    the same files, byte for byte; by reference, the port's peak stays under 1.5x the weights
+    above where it started (1.03x measured: the store's one copy; ~5 copies before)."""
     model_path = large._write_big_model(tmp_path, rows=ROWS)
     size = ROWS * large.DIM * 4
     opts = PortOptions(target="tflite", hw="cpu", out_dir=tmp_path / "full")
@@ -142,7 +142,7 @@ def test_port_shares_weights_and_writes_the_same_bytes(tmp_path):
     shared = port(str(model_path), PortOptions(target="tflite", hw="cpu", out_dir=tmp_path / "shared"))
     peak = _status_bytes("VmHWM")
     assert shared.status == "ok"
-    assert peak - before < 2 * size, f"peak {(peak - before) / size:.2f}x the weights above the start"
+    assert peak - before < 1.5 * size, f"peak {(peak - before) / size:.2f}x the weights above the start"
     for name in ("normalized.onnx", "legalized.onnx", "big.tflite"):
         assert (tmp_path / "shared" / name).read_bytes() == (tmp_path / "full" / name).read_bytes(), name
 
@@ -164,3 +164,38 @@ def test_onnxruntime_maps_weights_read_from_a_file(tmp_path):
     ids = large.lookup(ROWS)
     got = run_session(sess, {"ids": ids})["out"]
     np.testing.assert_array_equal(got, np.stack([large._row(int(i)) * 2 for i in ids]))
+
+
+def test_streamed_flatbuffer_is_the_same_file_without_copying_the_weights(tmp_path):
+    """The TFLite writer's streamed build: byte for byte the bytearray build, the big buffers
+    never written into the builder's memory (their place stays zero pages), several holes."""
+    from converter.targets.tflite._generated import schema_generated as fb
+    from converter.targets.tflite.writer import STREAMED_MIN_BYTES, ModelWriter
+
+    rng = np.random.default_rng(1)
+    writer = ModelWriter()
+    x = writer.tensor("x", (4, 1024))
+    tables = [rng.standard_normal((512 * k, 1024)).astype(np.float32) for k in (1, 2)]
+    out = x
+    for k, table in enumerate(tables):
+        ids = writer.constant(f"ids{k}", np.array([0, 3, 5, 511], np.int32))
+        gathered = writer.tensor(f"g{k}", (4, 1024))
+        writer.op("GATHER", [writer.constant(f"table{k}", table), ids], [gathered], fb.GatherOptionsT())
+        added = writer.tensor(f"a{k}", (4, 1024))
+        writer.op("ADD", [out, gathered], [added])
+        out = added
+    small = writer.constant("bias", np.ones((4, 1024), np.float32))  # under STREAMED_MIN_BYTES
+    final = writer.tensor("y", (4, 1024))
+    writer.op("ADD", [out, small], [final])
+    plain = bytes(writer.serialize([x], [final]))
+    streamed = writer.serialize([x], [final], streamed=True)
+    assert len(streamed.holes) == 2 and all(v.nbytes >= STREAMED_MIN_BYTES for _, v in streamed.holes)
+    assert len(streamed) == len(plain) and streamed.tobytes() == plain
+    import hashlib
+
+    assert streamed.sha256() == hashlib.sha256(plain).hexdigest()
+    with open(tmp_path / "m.tflite", "wb") as f:
+        streamed.write(f)
+    assert (tmp_path / "m.tflite").read_bytes() == plain
+    for start, view in streamed.holes:  # the builder left the weights' place untouched
+        assert not any(streamed.memory[start:start + view.nbytes:4096])
