@@ -141,31 +141,35 @@ def _load_external_data(model: onnx.ModelProto, base_dir: Path, store) -> None:
     from . import weights
 
     top = {id(t) for t in model.graph.initializer}
+    # onnx's own opener: its checks that the file lies inside the model's directory (no "..",
+    # absolute paths or symlinks out of it); without it, onnx's reader for every tensor
+    opener = getattr(ext, "_open_external_data_fd", None)
     for tensor in ext._get_all_tensors(model):
         if not ext.uses_external_data(tensor):
             continue
         info = ext.ExternalDataInfo(tensor)
-        location = Path(info.location)
         count = int(np.prod(tensor.dims, dtype=np.int64))
-        dtype = None if tensor.data_type in (onnx.TensorProto.STRING, onnx.TensorProto.UNDEFINED) else \
+        dtype = None if tensor.data_type in (onnx.TensorProto.STRING, onnx.TensorProto.UNDEFINED,
+                                             onnx.TensorProto.BFLOAT16) else \
             np.dtype(onnx.helper.tensor_dtype_to_np_dtype(tensor.data_type))
         nbytes = count * dtype.itemsize if dtype is not None else 0
-        simple = (id(tensor) in top and dtype is not None and nbytes >= weights.MIN_BYTES and not location.is_absolute()
-                  and ".." not in location.parts and (info.length is None or int(info.length) == nbytes)
-                  and tensor.data_type not in (onnx.TensorProto.BFLOAT16,) and dtype.kind in "fiub")
-        if not simple:  # onnx's own reader (its path checks, its errors)
-            ext.load_external_data_for_tensor(tensor, str(base_dir))
+        if (opener is None or id(tensor) not in top or dtype is None or dtype.kind not in "fiub"
+                or nbytes < weights.MIN_BYTES or (info.length is not None and int(info.length) != nbytes)):
+            ext.load_external_data_for_tensor(tensor, str(base_dir))  # its checks, its errors
             tensor.data_location = onnx.TensorProto.DEFAULT
             del tensor.external_data[:]
             continue
-        file = base_dir / location
-        with open(file, "rb") as f:
-            f.seek(int(info.offset or 0))
+        offset = int(info.offset or 0)
+        with os.fdopen(opener(str(base_dir), info.location, tensor.name, True), "rb") as f:
+            if os.fstat(f.fileno()).st_size < offset + nbytes:
+                raise ValueError(f"external data of tensor {tensor.name!r} ({nbytes} bytes from offset {offset}) "
+                                 "runs past the end of its file")
+            f.seek(offset)
             array = np.fromfile(f, dtype=dtype, count=count)
-        if array.size != count:
-            raise ValueError(f"external data of '{tensor.name}' is truncated ({file.name})")
+            path = os.path.realpath(f"/proc/self/fd/{f.fileno()}") if os.path.exists("/proc/self/fd") else \
+                str((base_dir / info.location).resolve())
         tensor.data_location = onnx.TensorProto.DEFAULT  # as onnx's loader leaves it
-        weights.refer(tensor, store, array.reshape(tuple(tensor.dims)), (str(file.resolve()), int(info.offset or 0)))
+        weights.refer(tensor, store, array.reshape(tuple(tensor.dims)), (path, offset))
 
 
 #: The newest ONNX IR version onnxruntime 1.2x-1.3x reads.
