@@ -134,6 +134,7 @@ def load_stage(model_path: str, opts: PortOptions, store=None):
         weights.hold(original, store)  # big weights a non-ONNX source or the .onnx itself held
         if store.nbytes < RELEASE_MIN_BYTES:  # small: not worth it; the models hold their bytes
             weights.materialize(original)
+            store.clear()
             store = None
     if "" in shapes:
         shapes[original.graph.input[0].name] = shapes.pop("")

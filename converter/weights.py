@@ -26,6 +26,7 @@ from __future__ import annotations
 import contextlib
 import contextvars
 import itertools
+import threading
 import weakref
 
 import numpy as np
@@ -54,17 +55,24 @@ class WeightStore:
         #: key -> (file, byte offset) holding the array's bytes (read from there at load):
         #: onnxruntime maps that file instead of copying the array into its own buffers
         self.sources: dict[int, tuple[str, int]] = {}
+        self._lock = threading.Lock()  # `port --to tflite --hw all -j 2` exports in two threads
         _STORES[self.id] = self
 
     def key(self, array: np.ndarray) -> int:
         """The key of ``array`` (added when new; the same object always gets the same key)."""
-        key = self._keys.get(id(array))
-        if key is not None and self.arrays[key] is array:
-            return key
-        array.flags.writeable = False
-        self.arrays.append(array)
-        self._keys[id(array)] = len(self.arrays) - 1
-        return len(self.arrays) - 1
+        with self._lock:
+            key = self._keys.get(id(array))
+            if key is not None and self.arrays[key] is array:
+                return key
+            array.flags.writeable = False
+            self.arrays.append(array)
+            self._keys[id(array)] = len(self.arrays) - 1
+            return len(self.arrays) - 1
+
+    def clear(self) -> None:
+        """Drop every array (once no model refers to them any more)."""
+        with self._lock:
+            self.arrays, self._keys, self.sources = [], {}, {}
 
     @property
     def nbytes(self) -> int:
