@@ -21,8 +21,8 @@ import os
 import signal
 import tempfile
 import time
+from collections.abc import Callable, Iterable
 from pathlib import Path
-from collections.abc import Callable
 
 from .errors import EXIT_INTERNAL, BadInput, EdgeconvError, TimedOut
 
@@ -96,9 +96,13 @@ def die_with_parent(sig: int = signal.SIGKILL) -> None:
         libc.prctl(_PR_SET_PDEATHSIG, int(sig), 0, 0, 0)
 
 
-def run_models(fn: Callable, args: tuple, timeout: float | None, what: str) -> list:
+def run_models(fn: Callable, args: tuple, timeout: float | None, what: str,
+               meanwhile: Iterable[Callable[[], object]] = ()) -> list:
     """``fn(*args)`` -> ONNX model(s), computed in a child process killed after ``timeout``
     seconds (``None`` or ``0``: no limit, run here).
+
+    ``meanwhile``: steps this process runs while the child works (imports the later stages
+    need), one by one until the child is done; their errors are ignored.
 
     A single-threaded process forks (fast: the child already has our modules).  A process with
     threads (onnxruntime's or torch's pools after earlier work, a test runner) must not fork: a
@@ -113,9 +117,9 @@ def run_models(fn: Callable, args: tuple, timeout: float | None, what: str) -> l
     with tempfile.TemporaryDirectory(prefix="edgeconv-child-") as tmp:
         tmp_path = Path(tmp)
         if _single_threaded():
-            _run_forked(fn, args, tmp_path, timeout, what)
+            _run_forked(fn, args, tmp_path, timeout, what, meanwhile)
         else:
-            _run_spawned(fn, args, tmp_path, timeout, what)
+            _run_spawned(fn, args, tmp_path, timeout, what, meanwhile)
         status = _read_status(tmp_path)
         if status.get("error") is not None:
             raise _error(status)
@@ -129,7 +133,7 @@ def _single_threaded() -> bool:
         return False
 
 
-def _run_forked(fn, args, tmp: Path, timeout: float, what: str) -> None:
+def _run_forked(fn, args, tmp: Path, timeout: float, what: str, meanwhile=()) -> None:
     parent_pid = os.getpid()
     pid = os.fork()
     if pid == 0:  # the child: never returns into the caller's code
@@ -155,10 +159,10 @@ def _run_forked(fn, args, tmp: Path, timeout: float, what: str) -> None:
         with contextlib.suppress(ChildProcessError):
             os.waitpid(pid, 0)
 
-    _wait(poll, kill, tmp, timeout, what)
+    _wait(poll, kill, tmp, timeout, what, meanwhile)
 
 
-def _run_spawned(fn, args, tmp: Path, timeout: float, what: str) -> None:
+def _run_spawned(fn, args, tmp: Path, timeout: float, what: str, meanwhile=()) -> None:
     import pickle
     import subprocess
     import sys
@@ -185,7 +189,7 @@ def _run_spawned(fn, args, tmp: Path, timeout: float, what: str) -> None:
             proc.kill()
         proc.wait()
 
-    _wait(poll, kill, tmp, timeout, what)
+    _wait(poll, kill, tmp, timeout, what, meanwhile)
 
 
 def _spawned_main(tmp: str) -> None:
@@ -233,12 +237,18 @@ def _compute(fn, args, tmp: Path) -> int:
     return 0
 
 
-def _wait(poll, kill, tmp: Path, timeout: float, what: str) -> None:
+def _wait(poll, kill, tmp: Path, timeout: float, what: str, meanwhile=()) -> None:
     """Wait in Python (so SIGINT/SIGTERM handlers run) until the child exits; kill it on timeout
     or when the wait is interrupted.  Leaves status.json in ``tmp`` (or explains the death)."""
     deadline = time.monotonic() + timeout
     raw = None
     try:
+        for step in meanwhile:  # the child works on the other core: use this one
+            raw = poll()  # a reaped child cannot be polled again: keep what it said
+            if raw is not None:
+                break
+            with contextlib.suppress(Exception):  # the stage that needs it reports the failure
+                step()
         while raw is None:
             raw = poll()
             if raw is not None:

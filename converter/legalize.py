@@ -153,6 +153,8 @@ def _rewrite_to_fixpoint(model, matrix, framework, hw, search, keep, limit=None,
             if found is None:
                 continue
             rule_obj = REGISTRY[found[1][0]]
+            if any(n.name in keep for n in rule_obj.touches(node, graph) if n is not node):
+                continue  # it would rewrite a node the plan moved out of the file (plan.py says why)
             infer_nodes(apply_rule_to_graph(graph, rule_obj, node, names), graph, shapes_seen)
             applied.append((rule_obj.name, node.name))
             counts[origin] = counts.get(origin, 0) + 1

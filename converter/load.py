@@ -58,19 +58,20 @@ def load_model(
     input_shapes: dict[str, tuple[int, ...]] | None = None,
     trust_pickle: bool = False,
     timeout: float | None = None,
+    meanwhile=(),
     store=None,
 ) -> onnx.ModelProto:
     """Load ``path`` as ONNX.  ``input_shapes`` fixes shapes (required for TorchScript).
 
-    torch sources run user code (TorchScript ``forward``, tracing, export): that runs in a child
-    process stopped after ``timeout`` seconds (default :data:`converter.isolate.DEFAULT_TIMEOUT`;
-    ``0``: no limit, in this process)."""
+    torch and TensorFlow sources run user code or a converter (TorchScript ``forward``, tracing,
+    export; tf2onnx): that runs in a child process stopped after ``timeout`` seconds (default :data:`converter.isolate.DEFAULT_TIMEOUT`;
+    ``0``: no limit, in this process); this process runs the ``meanwhile`` steps while it waits."""
     path = Path(path)
     if not path.exists():
         raise BadInput(f"{path}: no such file or directory")
     if path.is_dir():
         if (path / "saved_model.pb").exists() or (path / "saved_model.pbtxt").exists():
-            return load_tf(path, input_shapes, trust_pickle)
+            return load_tf(path, input_shapes, trust_pickle, timeout, meanwhile)
         raise BadInput(f"{path}: a directory, but not a TF SavedModel (no saved_model.pb inside)")
     suffix = path.suffix.lower()
     if suffix in ONNX_SUFFIXES:
@@ -95,9 +96,10 @@ def load_model(
                 raise BadInput(_PICKLED_MODULE.format(path=path))
             loader, args = load_torch, (path, input_shapes, trust_pickle, True)
         limit = DEFAULT_TIMEOUT if timeout is None else timeout
-        return run_models(loader, args, limit, f"{path.name}: loading and exporting the torch model")[0]
+        return run_models(loader, args, limit, f"{path.name}: loading and exporting the torch model",
+                          meanwhile)[0]
     if suffix in TF_SUFFIXES:
-        return load_tf(path, input_shapes, trust_pickle)
+        return load_tf(path, input_shapes, trust_pickle, timeout, meanwhile)
     raise BadInput(f"{path}: unrecognized model file extension '{path.suffix}'; edgeconv reads {SUPPORTED}")
 
 
@@ -551,12 +553,18 @@ def _quiet_logging():
 # ----------------------------------------------------------------------------------------- TF
 
 
-def load_tf(path: Path, input_shapes=None, trust_pickle: bool = False) -> onnx.ModelProto:
+def load_tf(path: Path, input_shapes=None, trust_pickle: bool = False, timeout: float | None = None,
+            meanwhile=()) -> onnx.ModelProto:
+    """A TensorFlow source through tf2onnx, in a child process stopped after ``timeout`` seconds
+    (as torch sources are: a huge or adversarial graph must not hang the port); ``0``: here."""
     if importlib.util.find_spec("tf2onnx") is None or importlib.util.find_spec("tensorflow") is None:
         raise MissingExtra("tf", f"{path.name}: converting TensorFlow models")
+    from .isolate import DEFAULT_TIMEOUT, run_models
     from .load_tf import convert_tf
 
-    return convert_tf(path, input_shapes or {}, trust_pickle)
+    limit = DEFAULT_TIMEOUT if timeout is None else timeout
+    return run_models(convert_tf, (path, input_shapes or {}, trust_pickle), limit,
+                      f"{path.name}: converting the TensorFlow model", meanwhile)[0]
 
 
 def _one_line(err: BaseException) -> str:

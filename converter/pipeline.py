@@ -21,6 +21,8 @@ complete, failing verification report); see :func:`converter.fsutil.replace_outp
 from __future__ import annotations
 
 import contextlib
+import functools
+import importlib
 import json
 import time
 from contextlib import contextmanager
@@ -118,8 +120,21 @@ class _Timer:
 BY_REFERENCE_TARGETS = frozenset({"tflite"})
 
 
-def load_stage(model_path: str, opts: PortOptions, store=None):
-    """Load and normalize; returns (original ONNX, normalized ONNX).
+def preload_steps(frameworks, verify: bool) -> list:
+    """What the stages after loading import, as steps to run while a child process loads a torch
+    model (:func:`converter.isolate.run_models`): on two cores the imports then cost no wall time."""
+    from . import targets
+
+    modules = ["onnx_graphsurgeon", "converter.normalize", "converter.legalize", "converter.check"]
+    if verify:
+        modules += ["onnxruntime", "converter.verify"]
+    steps = [functools.partial(importlib.import_module, name) for name in modules]
+    return steps + [targets.get(fw).preload for fw in dict.fromkeys(frameworks)]
+
+
+def load_stage(model_path: str, opts: PortOptions, meanwhile=(), store=None):
+    """Load and normalize; returns (original ONNX, normalized ONNX).  ``meanwhile``: steps to run
+    while a torch model loads in its child process (:func:`preload_steps`).
 
     With a :class:`~converter.weights.WeightStore`, the big weights of a model with at least
     ``RELEASE_MIN_BYTES`` of them go into the store and both models refer to them (the caller
@@ -129,7 +144,7 @@ def load_stage(model_path: str, opts: PortOptions, store=None):
     from .normalize import dynamic_inputs, normalize
 
     shapes = dict(opts.input_shapes)
-    original = load_model(model_path, shapes, opts.trust_pickle, opts.timeout, store=store)
+    original = load_model(model_path, shapes, opts.trust_pickle, opts.timeout, meanwhile, store=store)
     if store is not None:
         weights.hold(original, store)  # big weights a non-ONNX source or the .onnx itself held
         if store.nbytes < RELEASE_MIN_BYTES:  # small: not worth it; the models hold their bytes
@@ -200,7 +215,7 @@ def port(model_path: str, opts: PortOptions, progress=None, preloaded=None, shar
             timer.timings["load+normalize"] = preloaded[2] if len(preloaded) > 2 else 0.0
         else:
             with timer.stage("load+normalize"):
-                original, model = load_stage(model_path, opts, store)
+                original, model = load_stage(model_path, opts, preload_steps([opts.target], opts.verify), store)
                 timer.heavy = weight_bytes(model) >= RELEASE_MIN_BYTES
             if weights.has_references(original):
                 held.enter_context(weights.holding(store))

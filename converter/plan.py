@@ -25,6 +25,7 @@ from .graph import is_constant, to_graph
 from .neighbourhood import Unkeyable, neighbourhood, settle
 from .partition import ACCEL, CPU, Partitions, absorb_small_islands, partition
 from .rewrites import REGISTRY, RETRAIN, apply_rule_to_graph, rules_for
+from .rewrites.base import CONTEXT_RADIUS
 
 REMEDIES = ("supported", "rewrite", "retrain", "fallback", "postprocess", "custom", "unsupported")
 MAX_CHAIN_DEPTH = 4
@@ -119,13 +120,15 @@ class ChainSearch:
                 ranked.append(found)
         if not ranked:
             return None
-        around = neighbourhood(graph, node)
-        try:
-            signature = around.signature()
-        except Unkeyable:
-            signature = object()  # never equal to another: no reuse
+        around = {}
         for cost, chain in sorted(ranked, key=lambda c: (c[0], c[1])):
-            tried = self._trial(around, signature, REGISTRY[chain[0]], depth)
+            r = REGISTRY[chain[0]]
+            # A rule that rewrites more than its node reads all of it: the copy must hold it all
+            # (a rank lowering's component can reach further than CONTEXT_RADIUS links).
+            radius = CONTEXT_RADIUS + (len(r.touches(node, graph)) - 1 if r.scope is not None else 0)
+            if radius not in around:
+                around[radius] = _keyed(neighbourhood(graph, node, radius))
+            tried = self._trial(*around[radius], r, depth)
             if tried is not None:
                 return cost + tried[0], [chain[0]] + tried[1]
         return None
@@ -137,6 +140,8 @@ class ChainSearch:
         self._trials[key] = None  # guards against re-entry while this trial runs
         self.trials += 1
         small, twin = around.copy()
+        if r.why_not(twin, small) is not None:  # it needs more than the copy holds: not judged here
+            return None
         emitted = settle(small, apply_rule_to_graph(small, r, twin))
         extra_cost, extra_chain = 0, []
         for new in emitted:
@@ -204,6 +209,14 @@ def _describe(chain: list[str]) -> str:
     return "; then ".join(parts)
 
 
+def _keyed(around):
+    """(neighbourhood, its signature); an unkeyable one gets a key equal to no other (no reuse)."""
+    try:
+        return around, around.signature()
+    except Unkeyable:
+        return around, object()
+
+
 def plan_model(model: onnx.ModelProto, framework: str, hw: str, matrix=None, *, custom_ops=(),
                search: ChainSearch | None = None, graph=None) -> Plan:
     """A :class:`Plan` with one entry per node, in graph order.
@@ -245,6 +258,7 @@ def plan_model(model: onnx.ModelProto, framework: str, hw: str, matrix=None, *, 
         stuck.append(entry)
     _assign_postprocess(graph, stuck)
     stuck = [e for e in stuck if e.remedy != "postprocess"]
+    stuck += _follow_into_postprocess(graph, plan)
     _assign_fallback(graph, plan, stuck, matrix, framework, hw)
     for e in stuck:
         if e.remedy != "fallback":
@@ -272,6 +286,36 @@ def _assign_postprocess(graph, stuck: list[PlanEntry]) -> None:
             e.reason += "; trailing: runs in generated post-processing"
         else:
             e.reason += f"; not trailing ({cut.reason})"
+
+
+def _follow_into_postprocess(graph, plan: Plan) -> list[PlanEntry]:
+    """A rewrite whose rule rewrites more than its node (a rank lowering rewrites the whole
+    component of rank-5 tensors) may not rewrite nodes moved to post-processing.  Such a node
+    moves to post-processing with them when the cut stays trailing; else it is stuck (returned)."""
+    post = {e.node for e in plan.entries if e.remedy == "postprocess"}
+    scoped = [e for e in plan.entries if e.rules and REGISTRY[e.rules[0]].scope is not None]
+    if not post or not scoped:
+        return []
+    from .postproc.cut import find_cut, trailing_region
+
+    nodes = {n.name: n for n in graph.nodes}
+    region, stuck = trailing_region(graph), []
+    for e in scoped:
+        rule_obj = REGISTRY[e.rules[0]]
+        touched = sorted(n.name for n in rule_obj.touches(nodes[e.node], graph) if n.name in post)
+        if not touched:
+            continue
+        why = f"; {rule_obj.name} would also rewrite {touched[0]}, which runs in post-processing"
+        e.rules, cut = [], find_cut(graph, post | {e.node}, region)
+        if cut.ok:
+            post.add(e.node)
+            e.remedy = "postprocess"
+            e.reason += why + ": moves there with it"
+        else:
+            e.remedy = "unsupported" if moves_data(nodes[e.node]) else "custom"
+            e.reason += why + f", and it cannot follow ({cut.reason})"
+            stuck.append(e)
+    return stuck
 
 
 def _assign_fallback(graph, plan: Plan, stuck: list[PlanEntry], matrix, framework: str, hw: str) -> None:

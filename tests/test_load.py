@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import os
+import time
 import subprocess
 import sys
 from pathlib import Path
@@ -206,6 +207,17 @@ def test_tensorflow_sources(keras_files, name):
     model = normalize(load_model(out / name))
     got = _ort(model, {model.graph.input[0].name: x})[0]
     assert np.max(np.abs(got - expected)) <= 1e-5
+
+
+def test_tensorflow_conversion_is_time_limited(keras_files):
+    """tf2onnx runs in the killable child, like torch's exporter: --timeout stops it (exit 9)."""
+    from converter.errors import TimedOut
+
+    out, _, _ = keras_files
+    start = time.monotonic()
+    with pytest.raises(TimedOut, match=r"saved: converting the TensorFlow model did not finish within 0\.2 s"):
+        load_model(out / "saved", timeout=0.2)
+    assert time.monotonic() - start < 30  # stopped, not waited for
 
 
 def test_corrupt_frozen_graph(tmp_path):

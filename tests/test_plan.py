@@ -296,3 +296,46 @@ def test_port_transformer_to_tflite_has_one_gelu_per_gelu(tmp_path, zoo_onnx_pat
     got = interp.get_tensor(outp["index"])
     want = ort.InferenceSession(str(source), providers=["CPUExecutionProvider"]).run(None, {"input": x})[0]
     assert float(np.max(np.abs(got - want))) <= 1e-4
+
+
+def _rank5_head() -> onnx.ModelProto:
+    """A detection head's box branch on a 1x1 feature map (SSD's last levels): Conv -> Reshape to
+    rank 5 -> Transpose -> Reshape to rank 3.  On MACE's GPU the Transpose has no kernel
+    (trailing: post-processing) while the rank-5 Reshape alone lowers (lower_rank_reshape: the
+    permutation moves unit dims only), but that rewrite covers the whole rank-5 component, the
+    Transpose included."""
+    rng = np.random.default_rng(0)
+    w = numpy_helper.from_array(rng.standard_normal((12, 3, 1, 1)).astype(np.float32), "w")
+    s5 = numpy_helper.from_array(np.array([1, 3, 4, 1, 1], np.int64), "s5")
+    s3 = numpy_helper.from_array(np.array([1, 3, 4], np.int64), "s3")
+    nodes = [helper.make_node("Conv", ["x", "w"], ["c"], name="conv"),
+             helper.make_node("Reshape", ["c", "s5"], ["r5"], name="to_rank5"),
+             helper.make_node("Transpose", ["r5"], ["t5"], name="boxes_transpose", perm=[0, 3, 4, 1, 2]),
+             helper.make_node("Reshape", ["t5", "s3"], ["boxes"], name="to_rank3")]
+    graph = helper.make_graph(nodes, "head", [helper.make_tensor_value_info("x", TensorProto.FLOAT, [1, 3, 1, 1])],
+                              [helper.make_tensor_value_info("boxes", TensorProto.FLOAT, [1, 3, 4])], [w, s5, s3])
+    model = helper.make_model(graph, opset_imports=[helper.make_opsetid("", 17)])
+    model.ir_version = 8
+    return onnx.shape_inference.infer_shapes(model)
+
+
+def test_a_rewrite_never_rewrites_a_node_moved_to_post_processing(matrix, tmp_path):
+    """Found by real_zoo (ssdlite/retinanet heads on mace:gpu): the rank lowering of the rank-5
+    Reshape rewrote the Transpose planned for post-processing, and the split found no such node.
+    The Reshape now follows the Transpose into post-processing, and the split is exact."""
+    from converter.postproc import split
+
+    model = _rank5_head()
+    result = legalize(model, "mace", "gpu", matrix)
+    remedies = {e.node: e.remedy for e in result.plan.entries}
+    assert remedies == {"conv": "supported", "to_rank5": "postprocess", "boxes_transpose": "postprocess",
+                        "to_rank3": "postprocess"}
+    reason = next(e.reason for e in result.plan.entries if e.node == "to_rank5")
+    assert "lower_rank_reshape would also rewrite boxes_transpose" in reason
+    assert result.applied == [] and result.unresolved == []
+    cut = split(result.model, result.postprocess_nodes, out_dir=tmp_path)
+    assert op_histogram(cut.model) == {"Conv": 1}
+    x = seeded_inputs(model, 0)
+    expected = run_onnx(model, x)["boxes"]
+    post = cut.postprocess(run_onnx(cut.model, x))
+    assert np.max(np.abs(post["boxes"] - expected)) == 0.0  # data movement only: exact

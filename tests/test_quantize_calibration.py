@@ -169,3 +169,29 @@ def test_cli_bad_calibration_exit_2_one_line_no_output(tmp_path):
                "-o", str(out), cwd=tmp_path)
     assert res.returncode == 2 and "tflite/gpu runs float16/float32 models, not int8" in res.stderr
     assert not out.exists()
+
+
+def test_calibration_runs_stop_at_the_time_limit():
+    """onnxruntime's calibrator runs the model inside onnxruntime.quantization; its runs obey
+    --timeout like every other inference (a model that runs too long is stopped, exit 9)."""
+    from onnx import TensorProto, helper, numpy_helper
+
+    from converter import isolate
+    from converter.errors import TimedOut
+    from converter.quantize.ranges import collect_ranges
+
+    weight = numpy_helper.from_array(np.eye(512, dtype=np.float32), "w")
+    nodes = [helper.make_node("MatMul", [f"t{i}", "w"], [f"t{i + 1}"], name=f"mm{i}") for i in range(200)]
+    graph = helper.make_graph(nodes, "slow", [helper.make_tensor_value_info("t0", TensorProto.FLOAT, [512, 512])],
+                              [helper.make_tensor_value_info("t200", TensorProto.FLOAT, [512, 512])], [weight])
+    model = helper.make_model(graph, opset_imports=[helper.make_opsetid("", 17)])
+    model.ir_version = 8
+    samples = [{"t0": np.ones((512, 512), np.float32)}] * 4
+    isolate.set_time_limit(0.01)
+    try:
+        with pytest.raises(TimedOut, match=r"calibration \(onnxruntime\) did not finish within 0\.01 s"):
+            collect_ranges(model, samples)
+    finally:
+        isolate.set_time_limit(None)
+    ranges = collect_ranges(model, samples[:1]).data  # unlimited again: every activation calibrated
+    assert sorted(ranges) == sorted(f"t{i}" for i in range(201))

@@ -336,3 +336,31 @@ def test_gather_scalar_to_slice(shape, axis, index):
     assert hist["Slice"] == 1 and "Gather" not in hist
     slice_in = next(n for n in out.graph.node if n.op_type == "Slice").input[0]
     assert ranks(out)[slice_in] == max(3, len(shape))  # the GPU delegate slices rank 3-4 only
+
+
+def _long_rank5_component(k: int) -> onnx.ModelProto:
+    """x -> Reshape to rank 5 -> k elementwise ops (rank 5) -> Reshape back: one component of
+    rank-5 tensors k + 2 nodes long, beyond the planner's CONTEXT_RADIUS."""
+    s5 = numpy_helper.from_array(np.array([1, 2, 3, 4, 5], np.int64), "s5")
+    s4 = numpy_helper.from_array(np.array([1, 6, 4, 5], np.int64), "s4")
+    nodes = [helper.make_node("Reshape", ["x", "s5"], ["r0"], name="to_rank5")]
+    nodes += [helper.make_node("Relu" if i % 2 else "Neg", [f"r{i}"], [f"r{i + 1}"], name=f"act{i}") for i in range(k)]
+    nodes += [helper.make_node("Reshape", [f"r{k}", "s4"], ["y"], name="to_rank4")]
+    graph = helper.make_graph(nodes, "long", [helper.make_tensor_value_info("x", TensorProto.FLOAT, [1, 6, 4, 5])],
+                              [helper.make_tensor_value_info("y", TensorProto.FLOAT, [1, 6, 4, 5])], [s5, s4])
+    model = helper.make_model(graph, opset_imports=[helper.make_opsetid("", 17)])
+    model.ir_version = 8
+    return onnx.shape_inference.infer_shapes(model)
+
+
+def test_a_component_longer_than_the_planners_context_lowers_whole():
+    """Found by real_zoo (maxvit_t on tflite:gpu): the planner tried lower_rank_* on a copy of
+    the node's neighbourhood, which cut a long rank-5 component, and the rule failed inside the
+    trial ("no producer in the component").  The copy now holds all the rule rewrites."""
+    from converter.legalize import legalize
+
+    model = _long_rank5_component(12)
+    result = legalize(model, "tflite", "gpu")
+    assert result.unresolved == []
+    assert op_histogram(result.model) == {"Neg": 6, "Relu": 6}  # the two Reshapes cancel out
+    assert result.max_abs_error == 0.0

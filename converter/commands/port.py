@@ -45,7 +45,7 @@ def register(app: typer.Typer) -> None:
         import time
         from pathlib import Path
 
-        from ..pipeline import PortOptions, load_stage
+        from ..pipeline import PortOptions, load_stage, preload_steps
         from ..quantize.modes import QuantRequest
         from ..runtimes import parse_runtime_flags, validate
         from .port_run import combinations, run_ports
@@ -70,7 +70,8 @@ def register(app: typer.Typer) -> None:
         # big weights held once (converter/weights.py), alive here while the ports run; for the
         # other targets (and quantization) each port gets models holding their bytes
         store = WeightStore() if quantize is None and any(fw in BY_REFERENCE_TARGETS for fw, _ in combos) else None
-        preloaded = (*load_stage(source.path, base, store), round(time.perf_counter() - start, 4))
+        meanwhile = preload_steps([fw for fw, _ in combos], base.verify)
+        preloaded = (*load_stage(source.path, base, meanwhile, store), round(time.perf_counter() - start, 4))
         code = run_ports(source.path, base, combos, preloaded, json_out, jobs)
         del preloaded, store
         return code

@@ -92,7 +92,7 @@ def collect_ranges(model: onnx.ModelProto, samples: list[dict[str, np.ndarray]],
         onnx.save(model, str(model_path))
         calibrator = create_calibrator(model_path, [], augmented_model_path=str(Path(tmp) / "augmented.onnx"),
                                        calibrate_method=ort_method, extra_options=options)
-        calibrator.infer_session = _optimized_session(calibrator.augmented_model_path)
+        calibrator.infer_session = _GuardedSession(_optimized_session(calibrator.augmented_model_path))
         for start in range(0, len(samples), CHUNK):
             calibrator.collect_data(_Chunk(samples[start:start + CHUNK]))
         if method == "mse":
@@ -101,6 +101,22 @@ def collect_ranges(model: onnx.ModelProto, samples: list[dict[str, np.ndarray]],
             data = as_minmax(calibrator.compute_data())
         del calibrator
     return data
+
+
+class _GuardedSession:
+    """The calibrator's session, each of its runs stopped by ``--timeout`` and Ctrl-C like every
+    other onnxruntime run (:func:`converter.isolate.guarded_run`); the rest is the session's."""
+
+    def __init__(self, session):
+        self._session = session
+
+    def __getattr__(self, name):
+        return getattr(self._session, name)
+
+    def run(self, names, feeds, run_options=None):
+        from ..isolate import guarded_run
+
+        return guarded_run(self._session, names, feeds, "calibration (onnxruntime)")
 
 
 def _optimized_session(path: str):

@@ -79,6 +79,14 @@ class Rule:
     when: Callable[[gs.Node, gs.Graph], str | None] | None = field(default=None, repr=False)
     cost: int = 1
     error_bound: float | None = None
+    #: The existing nodes the rule rewrites along with ``node`` (a rank lowering rewrites the
+    #: whole component of rank-5 tensors), None: ``node`` alone.  The legalizer never lets a rule
+    #: rewrite a node planned for post-processing, a custom layer or the fallback unit.
+    scope: Callable[[gs.Node, gs.Graph], Sequence[gs.Node]] | None = field(default=None, repr=False)
+
+    def touches(self, node: gs.Node, graph: gs.Graph) -> list[gs.Node]:
+        """``node`` and every other existing node applying the rule to it rewrites."""
+        return [node] if self.scope is None else list(self.scope(node, graph))
 
     def why_not(self, node: gs.Node, graph: gs.Graph) -> str | None:
         if node.op != self.op:
@@ -97,7 +105,7 @@ REGISTRY: dict[str, Rule] = {}
 
 
 def rule(op: str, emits: Sequence[str], kind: str = EXACT, *, when=None, cost: int | None = None,
-         error_bound: float | None = None, name: str | None = None):
+         error_bound: float | None = None, name: str | None = None, scope=None):
     """Register the decorated ``fn(rw, node)`` as a rule; returns the :class:`Rule`."""
     if kind not in KINDS:
         raise ValueError(f"rule kind must be one of {KINDS}")
@@ -109,7 +117,7 @@ def rule(op: str, emits: Sequence[str], kind: str = EXACT, *, when=None, cost: i
         base = len(emits) if cost is None else cost
         penalty = {EXACT: 0, APPROXIMATE: 20, RETRAIN: 100}[kind]
         r = Rule(name or fn.__name__, op, tuple(emits), kind, fn.__doc__ or "", fn, when,
-                 base + penalty, error_bound)
+                 base + penalty, error_bound, scope)
         if r.name in REGISTRY:
             raise ValueError(f"duplicate rule name {r.name}")
         REGISTRY[r.name] = r

@@ -577,6 +577,14 @@ def lowerable(node: gs.Node, graph: gs.Graph) -> str | None:
         return str(why)
 
 
+def rewritten_with(node: gs.Node, graph: gs.Graph) -> list[gs.Node]:
+    """The rule's scope: the whole component is rewritten, not just ``node``."""
+    try:
+        return component(node, graph)
+    except Refuse:
+        return [node]
+
+
 def _lower(rw, node):
     def outs(n):
         return (rw.outputs if n is node else n.outputs)
@@ -608,7 +616,7 @@ def _register(op: str):
 
     lower.__doc__ = _DOC
     emits = ("Reshape",) + (() if op in SAME_ORDER else _EMITS.get(op, (op,)))
-    return rule(op, emits=emits, when=lowerable, name=f"lower_rank_{op.lower()}")(lower)
+    return rule(op, emits=emits, when=lowerable, name=f"lower_rank_{op.lower()}", scope=rewritten_with)(lower)
 
 
 RULES = {op: _register(op) for op in LOWERED_OPS}

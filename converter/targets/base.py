@@ -134,6 +134,12 @@ class Target(ABC):
         if hw not in self.hardware:
             raise BadInput(f"unknown {self.title} hardware '{hw}'; choose one of: {', '.join(self.hardware)}")
 
+    def preload(self) -> None:
+        """Import now the heavy modules ``export`` and ``run`` will import.  The pipeline calls it
+        while a child process loads a torch model, so that the import overlaps that work instead
+        of following it; a failure here is ignored (``export`` reports it).  Default: nothing."""
+        return None
+
     @abstractmethod
     def export(self, model: onnx.ModelProto, out_dir: Path, hw: str,
                options: ExportOptions | None = None) -> Artifact: ...

@@ -72,6 +72,13 @@ class CoreMLTarget(Target):
     #: constexpr_affine_dequantize (quantized.py).
     quantized_modes = ("int8-weights",)
 
+    def preload(self) -> None:
+        from . import mil_executor, package_writer  # noqa: F401 - imported early, see Target.preload
+        from .quiet import coremltools
+
+        coremltools()
+        import coremltools.converters.mil.mil.passes.pass_pipeline  # noqa: F401
+
     def export(self, model: onnx.ModelProto, out_dir: Path, hw: str,
                options: ExportOptions | None = None) -> Artifact:
         # coremltools' builder keeps the block being built, and its symbol counters, in module

@@ -57,6 +57,7 @@ class MaceTarget(Target):
         import onnxruntime as ort
 
         from .intermediates import feeds
+        from ...isolate import guarded_run  # --timeout and Ctrl-C stop it like every other run
         from .reader import read
 
         name = artifact.meta["name"]
@@ -64,7 +65,7 @@ class MaceTarget(Target):
         options = ort.SessionOptions()
         options.intra_op_num_threads = 1
         session = ort.InferenceSession(model.SerializeToString(), options, providers=["CPUExecutionProvider"])
-        results = session.run(None, feeds(artifact, inputs))
+        results = guarded_run(session, None, feeds(artifact, inputs), "the MACE reader's onnxruntime run")
         outs = {}
         for info, value in zip(artifact.meta["outputs"], results):
             value = value.transpose(0, 3, 1, 2) if info["data_format"] == 1 else value

@@ -60,6 +60,11 @@ class TFLiteTarget(Target):
                     num_threads=options.extra.get("num_threads"))
         return Artifact(target=self.name, hw=hw, files=[path], out_dir=out_dir, meta=meta, runtime="litert")
 
+    def preload(self) -> None:
+        import ai_edge_litert.interpreter  # noqa: F401 - imported early on purpose, see Target.preload
+
+        from . import writer  # noqa: F401
+
     def run(self, artifact: Artifact, inputs: dict[str, np.ndarray]) -> dict[str, np.ndarray]:
         try:
             from ai_edge_litert.interpreter import Interpreter

@@ -78,13 +78,14 @@ class TnnTarget(Target):
     def run(self, artifact: Artifact, inputs: dict[str, np.ndarray]) -> dict[str, np.ndarray]:
         import onnxruntime as ort
 
+        from ...isolate import guarded_run  # --timeout and Ctrl-C stop it like every other run
         from .intermediates import feeds
         from .reader import load_as_onnx
 
         model = load_as_onnx(artifact.files[0], artifact.files[1])
         session = ort.InferenceSession(model.SerializeToString(), providers=["CPUExecutionProvider"])
         names = [o["tnn_name"] for o in artifact.meta["outputs"]]
-        values = session.run(names, feeds(model, artifact, inputs))
+        values = guarded_run(session, names, feeds(model, artifact, inputs), "the TNN reader's onnxruntime run")
         artifact.runtime = RUNTIME
         return {o["name"]: v for o, v in zip(artifact.meta["outputs"], values)}
 
