@@ -199,3 +199,19 @@ def test_streamed_flatbuffer_is_the_same_file_without_copying_the_weights(tmp_pa
     assert (tmp_path / "m.tflite").read_bytes() == plain
     for start, view in streamed.holes:  # the builder left the weights' place untouched
         assert not any(streamed.memory[start:start + view.nbytes:4096])
+
+
+def test_external_data_writer_takes_references(tmp_path):
+    """A model over protobuf's limit is saved with external data: references write their arrays
+    to the .data file and stay references in the model."""
+    from converter.load import write_with_external_weights
+
+    store = weights.WeightStore()
+    model, full, big = _referenced_model(store)
+    before = model.SerializeToString()
+    write_with_external_weights(model, tmp_path / "m.onnx")
+    assert model.SerializeToString() == before
+    loaded = onnx.load(str(tmp_path / "m.onnx"))
+    by_name = {t.name: numpy_helper.to_array(t) for t in loaded.graph.initializer}
+    np.testing.assert_array_equal(by_name["a"], big)
+    np.testing.assert_array_equal(by_name["b"], np.arange(300_000).reshape(1000, 300))
