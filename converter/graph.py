@@ -78,8 +78,54 @@ def provenance_of(model_or_graph: onnx.ModelProto | gs.Graph) -> Provenance:
     return Provenance()
 
 
+class _StoredValues(gs.ir.tensor.LazyValues):
+    """A constant held by reference (converter/weights.py): loading it is the stored array itself."""
+
+    def load(self):
+        from . import weights
+
+        return weights.array_of(self.tensor)
+
+
+def _adopt_references(graph: gs.Graph) -> None:
+    """Constants imported from weight references load as the stored arrays (no copy) and keep
+    the ``data_location`` the tensor had before it became a reference."""
+    from . import weights
+
+    for tensor in graph.tensors().values():
+        values = getattr(tensor, "_values", None)
+        if isinstance(tensor, gs.Constant) and type(values) is gs.ir.tensor.LazyValues and \
+                weights.is_reference(values.tensor):
+            tensor._values = _StoredValues(values.tensor)
+            tensor.data_location = weights.data_location_of(values.tensor)
+
+
+def _export_references(graph: gs.Graph, store) -> list:
+    """Big array constants become references into ``store`` for the export (undone by
+    :func:`_undo_references`): the exported model shares the arrays instead of copying them."""
+    from . import weights
+
+    swapped = []
+    for tensor in graph.tensors().values():
+        values = getattr(tensor, "_values", None)
+        if (isinstance(tensor, gs.Constant) and isinstance(values, np.ndarray) and values.nbytes >= weights.MIN_BYTES
+                and weights._numpy_type(values) is not None and tensor.export_dtype == tensor.dtype):
+            tensor._values = _StoredValues(weights.reference_tensor(store, values, tensor.name, tensor.data_location))
+            swapped.append((tensor, values))
+    return swapped
+
+
+def _undo_references(swapped: list) -> None:
+    for tensor, values in swapped:
+        tensor._values = values
+
+
 def to_graph(model: onnx.ModelProto) -> gs.Graph:
     graph = gs.import_onnx(model)
+    from . import weights
+
+    if weights.has_references(model):
+        _adopt_references(graph)
     graph.provenance = provenance_of(model)
     graph.metadata = {p.key: p.value for p in model.metadata_props if p.key != _PROVENANCE_KEY}
     return graph
@@ -91,7 +137,14 @@ def to_model(graph: gs.Graph, opset: int | None = None, *, cleanup: bool = True)
         graph.cleanup(remove_unused_graph_inputs=False).toposort()
     if opset is not None:
         graph.opset = opset
-    model = gs.export_onnx(graph, do_type_check=False)
+    from . import weights
+
+    store = weights.active()
+    swapped = _export_references(graph, store) if store is not None else []
+    try:
+        model = gs.export_onnx(graph, do_type_check=False)
+    finally:
+        _undo_references(swapped)
     model.producer_name = "edgeconv"
     if model_opset(model) <= CANONICAL_OPSET:
         model.ir_version = min(model.ir_version, CANONICAL_IR_VERSION)

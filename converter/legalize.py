@@ -290,7 +290,10 @@ def run_onnx(model: onnx.ModelProto, feeds: dict[str, np.ndarray]) -> dict[str, 
     opts = ort.SessionOptions()
     opts.graph_optimization_level = ort.GraphOptimizationLevel.ORT_DISABLE_ALL
     opts.log_severity_level = 3
-    sess = ort.InferenceSession(model.SerializeToString(), opts, providers=["CPUExecutionProvider"])
+    from .weights import onnxruntime_source
+
+    source, _held = onnxruntime_source(model, opts)  # weight-store arrays as external initializers
+    sess = ort.InferenceSession(source, opts, providers=["CPUExecutionProvider"])
     names = [o.name for o in sess.get_outputs()]
     from .isolate import guarded_run  #  (--timeout and Ctrl-C stop a model that never ends)
 

@@ -23,6 +23,10 @@ _FLOAT_TYPES = {onnx.TensorProto.FLOAT, onnx.TensorProto.FLOAT16, onnx.TensorPro
 
 
 def _is_weight(tensor: onnx.TensorProto) -> bool:
+    from .weights import is_reference
+
+    if is_reference(tensor):  # a weight store's (>= 1 MiB): no pass reads its values
+        return True
     if tensor.data_type not in _FLOAT_TYPES:
         return False
     count = 1
@@ -141,18 +145,36 @@ _IN_MEMORY_TYPES = {onnx.TensorProto.FLOAT, onnx.TensorProto.FLOAT16, onnx.Tenso
                     onnx.TensorProto.INT32, onnx.TensorProto.INT64, onnx.TensorProto.BOOL}
 
 
-def without_weight_bytes(model: onnx.ModelProto, min_bytes: int = MIN_IN_MEMORY_BYTES):
+def without_weight_bytes(model: onnx.ModelProto, min_bytes: int = MIN_IN_MEMORY_BYTES, options=None):
     """(serialized model whose large initializers are external-data stubs, {name: array}).
 
     onnxruntime's ``SessionOptions.add_external_initializers`` supplies the arrays for the stubs,
-    so a session never needs the 45 MB of a ResNet-18 serialized into one more bytes object."""
+    so a session never needs the 45 MB of a ResNet-18 serialized into one more bytes object.
+    With the session's ``options``, weight-store references read from a file stay external data
+    in that file (:class:`converter.weights.SessionWeights`: onnxruntime maps it; the OrtValues
+    it needs for the rest are among the arrays returned)."""
     import numpy as np
+
+    from .weights import SessionWeights, array_of, is_reference
+
+    plan = SessionWeights() if options is not None else None
 
     shell = onnx.ModelProto()
     _copy_fields(model, shell, skip=("graph",))
     _copy_fields(model.graph, shell.graph, skip=("initializer",))
     arrays = {}
-    for tensor in model.graph.initializer:
+    for index, tensor in enumerate(model.graph.initializer):
+        if plan is not None and is_reference(tensor):
+            shell.graph.initializer.append(plan.stub(tensor, index))
+            continue
+        stored = array_of(tensor)
+        if stored is not None:  # held by a weight store: that very array
+            stub = shell.graph.initializer.add()
+            stub.CopyFrom(tensor)
+            del stub.external_data[:]
+            stub.external_data.add(key="location", value=f"edgeconv-in-memory:{len(arrays)}")
+            arrays[tensor.name] = stored if stored.flags.c_contiguous else np.ascontiguousarray(stored)
+            continue
         raw = tensor.raw_data if tensor.data_location != onnx.TensorProto.EXTERNAL else b""
         if len(raw) < min_bytes or tensor.data_type not in _IN_MEMORY_TYPES:
             shell.graph.initializer.append(tensor)
@@ -162,4 +184,7 @@ def without_weight_bytes(model: onnx.ModelProto, min_bytes: int = MIN_IN_MEMORY_
         stub.external_data.add(key="location", value=f"edgeconv-in-memory:{len(arrays)}")
         dtype = onnx.helper.tensor_dtype_to_np_dtype(tensor.data_type)
         arrays[tensor.name] = np.frombuffer(raw, dtype=dtype).reshape(tuple(tensor.dims))
+    if plan is not None:
+        arrays.update(plan.arrays)
+        plan.configure(options)
     return shell.SerializeToString(), arrays

@@ -59,6 +59,7 @@ def load_model(
     trust_pickle: bool = False,
     timeout: float | None = None,
     meanwhile=(),
+    store=None,
 ) -> onnx.ModelProto:
     """Load ``path`` as ONNX.  ``input_shapes`` fixes shapes (required for TorchScript).
 
@@ -74,7 +75,7 @@ def load_model(
         raise BadInput(f"{path}: a directory, but not a TF SavedModel (no saved_model.pb inside)")
     suffix = path.suffix.lower()
     if suffix in ONNX_SUFFIXES:
-        return load_onnx(path)
+        return load_onnx(path, store)
     if suffix in TORCHSCRIPT_SUFFIXES | EXPORTED_PROGRAM_SUFFIXES:
         from .isolate import DEFAULT_TIMEOUT, run_models
 
@@ -105,11 +106,17 @@ def load_model(
 # --------------------------------------------------------------------------------------- ONNX
 
 
-def load_onnx(path: Path) -> onnx.ModelProto:
+def load_onnx(path: Path, store=None) -> onnx.ModelProto:
+    """The model at ``path`` with its external data; with a :class:`~converter.weights.WeightStore`,
+    big external tensors are read straight into arrays the store holds (the model refers to them)."""
     if zipfile.is_zipfile(path):
         raise BadInput(f"{path}: not an ONNX file (it is a zip archive, like a torch .pt file)")
     try:
-        model = onnx.load(str(path), load_external_data=True)
+        if store is None:
+            model = onnx.load(str(path), load_external_data=True)
+        else:
+            model = onnx.load(str(path), load_external_data=False)
+            _load_external_data(model, Path(path).parent, store)
     except Exception as err:
         raise BadInput(f"{path}: not a valid ONNX model ({_one_line(err) or 'protobuf parse failed'})") from None
     if not model.graph.node and not model.graph.output:
@@ -125,6 +132,46 @@ def load_onnx(path: Path) -> onnx.ModelProto:
             raise BadInput(f"{path}: the graph has a cycle or is not topologically sorted ({text.split(',')[0]})") from None
         raise BadInput(f"{path}: invalid ONNX model: {text}") from None
     return model
+
+
+def _load_external_data(model: onnx.ModelProto, base_dir: Path, store) -> None:
+    """onnx's external-data loading, except that big top-level initializers are read into arrays
+    held by ``store`` (one copy; onnx's loader reads bytes, then copies them into the proto)."""
+    import numpy as np
+    from onnx import external_data_helper as ext
+
+    from . import weights
+
+    top = {id(t) for t in model.graph.initializer}
+    # onnx's own opener: its checks that the file lies inside the model's directory (no "..",
+    # absolute paths or symlinks out of it); without it, onnx's reader for every tensor
+    opener = getattr(ext, "_open_external_data_fd", None)
+    for tensor in ext._get_all_tensors(model):
+        if not ext.uses_external_data(tensor):
+            continue
+        info = ext.ExternalDataInfo(tensor)
+        count = int(np.prod(tensor.dims, dtype=np.int64))
+        dtype = None if tensor.data_type in (onnx.TensorProto.STRING, onnx.TensorProto.UNDEFINED,
+                                             onnx.TensorProto.BFLOAT16) else \
+            np.dtype(onnx.helper.tensor_dtype_to_np_dtype(tensor.data_type))
+        nbytes = count * dtype.itemsize if dtype is not None else 0
+        if (opener is None or id(tensor) not in top or dtype is None or dtype.kind not in "fiub"
+                or nbytes < weights.MIN_BYTES or (info.length is not None and int(info.length) != nbytes)):
+            ext.load_external_data_for_tensor(tensor, str(base_dir))  # its checks, its errors
+            tensor.data_location = onnx.TensorProto.DEFAULT
+            del tensor.external_data[:]
+            continue
+        offset = int(info.offset or 0)
+        with os.fdopen(opener(str(base_dir), info.location, tensor.name, True), "rb") as f:
+            if os.fstat(f.fileno()).st_size < offset + nbytes:
+                raise ValueError(f"external data of tensor {tensor.name!r} ({nbytes} bytes from offset {offset}) "
+                                 "runs past the end of its file")
+            f.seek(offset)
+            array = np.fromfile(f, dtype=dtype, count=count)
+            path = os.path.realpath(f"/proc/self/fd/{f.fileno()}") if os.path.exists("/proc/self/fd") else \
+                str((base_dir / info.location).resolve())
+        tensor.data_location = onnx.TensorProto.DEFAULT  # as onnx's loader leaves it
+        weights.refer(tensor, store, array.reshape(tuple(tensor.dims)), (path, offset))
 
 
 #: The newest ONNX IR version onnxruntime 1.2x-1.3x reads.
@@ -146,8 +193,13 @@ def _lower_ir_version(model: onnx.ModelProto) -> None:
 def save_onnx(model: onnx.ModelProto, path: str | os.PathLike) -> Path:
     """Write atomically; models over protobuf's 2 GB limit get their big weights in
     ``<name>.data`` beside the ``.onnx`` (ONNX external data).  ``model`` is not modified."""
+    from . import weights
+
     path = Path(path)
     if not _too_large_to_serialize(model):
+        if weights.has_references(model):
+            # the referenced weights streamed from their arrays, never one bytes object
+            return atomic_write_bytes(path, lambda out: weights.write_model(model, out))
         return atomic_write_bytes(path, model.SerializeToString())
     with atomic_output_dir(path.parent) as tmp:
         write_with_external_weights(model, tmp / path.name)
@@ -160,9 +212,9 @@ _EXTERNAL_MIN_BYTES = 1 << 20
 
 def _too_large_to_serialize(model: onnx.ModelProto) -> bool:
     # Initializers dominate a model's size; keep a margin under protobuf's hard limit.
-    from .memory import weight_bytes
+    from .weights import tensor_bytes
 
-    return weight_bytes(model) > onnx.checker.MAXIMUM_PROTOBUF - (64 << 20)
+    return sum(tensor_bytes(t) for t in model.graph.initializer) > onnx.checker.MAXIMUM_PROTOBUF - (64 << 20)
 
 
 @contextlib.contextmanager
@@ -172,10 +224,19 @@ def external_references(model: onnx.ModelProto, reference, min_bytes: int = _EXT
 
     ``onnx.save_model(save_as_external_data=True)`` rewrites the model it is given for good;
     this puts the bytes back on exit, so callers can serialize a large model and keep it."""
-    held = [t for t in model.graph.initializer if len(t.raw_data) >= min_bytes]
-    originals = [t.raw_data for t in held]
+    from . import weights
+
+    held = [t for t in model.graph.initializer if weights.tensor_bytes(t) >= min_bytes]
+    # a weight-store reference is kept as it is (its fields put back on exit), its array written
+    originals = [onnx.TensorProto() if weights.is_reference(t) else t.raw_data for t in held]
+    for tensor, original in zip(held, originals):
+        if isinstance(original, onnx.TensorProto):
+            original.CopyFrom(tensor)
     try:
         for index, (tensor, raw) in enumerate(zip(held, originals)):
+            if isinstance(raw, onnx.TensorProto):
+                array = weights.array_of(raw)
+                raw = memoryview(array if array.flags.c_contiguous else array.copy()).cast("B")
             entries = reference(index, raw)
             tensor.ClearField("raw_data")
             tensor.data_location = onnx.TensorProto.EXTERNAL
@@ -185,6 +246,9 @@ def external_references(model: onnx.ModelProto, reference, min_bytes: int = _EXT
         yield model
     finally:
         for tensor, raw in zip(held, originals):
+            if isinstance(raw, onnx.TensorProto):
+                tensor.CopyFrom(raw)
+                continue
             del tensor.external_data[:]
             tensor.data_location = onnx.TensorProto.DEFAULT
             tensor.raw_data = raw

@@ -68,7 +68,9 @@ def _tensor_bytes(value_info) -> tuple[int, int] | None:
 def inference_bytes(model) -> tuple[int, str]:
     """(estimated bytes, the biggest tensor as ``'name' 1x3x224x224 float32``)."""
     graph = model.graph
-    total = sum(len(t.raw_data) or 0 for t in graph.initializer)
+    from .weights import tensor_bytes
+
+    total = sum(tensor_bytes(t) for t in graph.initializer)
     seen, biggest, biggest_bytes = set(), "", 0
     interface = {v.name for v in list(graph.input) + list(graph.output)}
     for vi in list(graph.input) + list(graph.value_info) + list(graph.output):
@@ -104,8 +106,10 @@ RELEASE_MIN_BYTES = 64 << 20
 
 
 def weight_bytes(model) -> int:
-    """Bytes of the model's initializers held in memory."""
-    return sum(raw_nbytes(t) for t in model.graph.initializer)
+    """Bytes of the model's initializers held in memory (or by reference in a weight store)."""
+    from .weights import tensor_bytes
+
+    return sum(tensor_bytes(t) for t in model.graph.initializer)
 
 
 #: Bytes per element of the tensor types whose ``raw_data`` is one fixed-size value per element

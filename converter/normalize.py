@@ -141,9 +141,21 @@ def _fold_constants(graph: gs.Graph, limit: int = FOLD_LIMIT_BYTES) -> list[str]
                 return True
         return False
 
+    _load_stored_constants(graph)
     graph.fold_constants(error_ok=True, size_threshold=limit, should_exclude_node=too_big)
     graph.cleanup(remove_unused_graph_inputs=False)
     return list(dict.fromkeys(skipped))  # graphsurgeon asks about a node more than once
+
+
+def _load_stored_constants(graph: gs.Graph) -> None:
+    """Weight-store constants (converter/weights.py) as their arrays: graphsurgeon's folding
+    exports the subgraphs it evaluates, and onnxruntime cannot follow a store reference (an
+    array exports as bytes; to_model turns it back into the same reference)."""
+    from .graph import _StoredValues
+
+    for tensor in graph.tensors().values():
+        if isinstance(tensor, gs.Constant) and isinstance(tensor._values, _StoredValues):
+            tensor.values  # noqa: B018 - loads the stored array (no copy)
 
 
 def unfolded_note(skipped: list[str]) -> str:

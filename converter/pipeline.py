@@ -20,6 +20,7 @@ complete, failing verification report); see :func:`converter.fsutil.replace_outp
 
 from __future__ import annotations
 
+import contextlib
 import functools
 import importlib
 import json
@@ -114,6 +115,11 @@ class _Timer:
             self.timings[name] = round(time.perf_counter() - start, 4)
 
 
+#: Targets whose ports hold big weights by reference (converter/weights.py): their exporter reads
+#: weights through graphsurgeon only.  The others get models holding their bytes.
+BY_REFERENCE_TARGETS = frozenset({"tflite"})
+
+
 def preload_steps(frameworks, verify: bool) -> list:
     """What the stages after loading import, as steps to run while a child process loads a torch
     model (:func:`converter.isolate.run_models`): on two cores the imports then cost no wall time."""
@@ -126,17 +132,29 @@ def preload_steps(frameworks, verify: bool) -> list:
     return steps + [targets.get(fw).preload for fw in dict.fromkeys(frameworks)]
 
 
-def load_stage(model_path: str, opts: PortOptions, meanwhile=()):
+def load_stage(model_path: str, opts: PortOptions, meanwhile=(), store=None):
     """Load and normalize; returns (original ONNX, normalized ONNX).  ``meanwhile``: steps to run
-    while a torch model loads in its child process (:func:`preload_steps`)."""
+    while a torch model loads in its child process (:func:`preload_steps`).
+
+    With a :class:`~converter.weights.WeightStore`, the big weights of a model with at least
+    ``RELEASE_MIN_BYTES`` of them go into the store and both models refer to them (the caller
+    keeps the store active while it uses the models: ``weights.holding(store)``)."""
+    from . import weights
     from .load import load_model
     from .normalize import dynamic_inputs, normalize
 
     shapes = dict(opts.input_shapes)
-    original = load_model(model_path, shapes, opts.trust_pickle, opts.timeout, meanwhile)
+    original = load_model(model_path, shapes, opts.trust_pickle, opts.timeout, meanwhile, store=store)
+    if store is not None:
+        weights.hold(original, store)  # big weights a non-ONNX source or the .onnx itself held
+        if store.nbytes < RELEASE_MIN_BYTES:  # small: not worth it; the models hold their bytes
+            weights.materialize(original)
+            store.clear()
+            store = None
     if "" in shapes:
         shapes[original.graph.input[0].name] = shapes.pop("")
-    normalized = normalize(original, shapes or None)
+    with weights.holding(store):
+        normalized = normalize(original, shapes or None)
     problems = dynamic_inputs(normalized)
     if problems:
         raise BadInput(problems[0])
@@ -179,15 +197,28 @@ def port(model_path: str, opts: PortOptions, progress=None, preloaded=None, shar
     if Path(model_path).is_file():
         report["model_sha256"] = sha256_file(model_path)
     out_dir = Path(opts.out_dir)
-    with replace_output_dir(out_dir) as tmp:
+    from . import weights
+
+    # The big weights held once, shared by every stage's model (converter/weights.py): for the
+    # targets whose whole path reads weights through graphsurgeon or the weight store.
+    by_reference = quant_plan is None and opts.target in BY_REFERENCE_TARGETS
+    store = weights.WeightStore() if by_reference and not preloaded else None
+    with replace_output_dir(out_dir) as tmp, contextlib.ExitStack() as held:
         if preloaded:  # loaded once for several targets; the caller may pass the time it took
             original, model = preloaded[:2]
+            store = weights.store_of(model)
+            if store is not None and not by_reference:  # this target's path reads the bytes
+                original, model, store = weights.materialized(original), weights.materialized(model), None
+            if store is not None:
+                held.enter_context(weights.holding(store))
             timer.heavy = weight_bytes(model) >= RELEASE_MIN_BYTES
             timer.timings["load+normalize"] = preloaded[2] if len(preloaded) > 2 else 0.0
         else:
             with timer.stage("load+normalize"):
-                original, model = load_stage(model_path, opts, preload_steps([opts.target], opts.verify))
+                original, model = load_stage(model_path, opts, preload_steps([opts.target], opts.verify), store)
                 timer.heavy = weight_bytes(model) >= RELEASE_MIN_BYTES
+            if weights.has_references(original):
+                held.enter_context(weights.holding(store))
         report["ops_before"] = _histogram(model)
         with timer.stage("check"):
             checked = check_model(model, opts.target, hw, matrix)

@@ -63,7 +63,15 @@ def register(app: typer.Typer) -> None:
         validate(base.runtimes)
         QuantRequest(quantize, calibration, calibration_method, per_tensor, preprocess).validate()
         combos = combinations(base, to, hw)
+        from ..pipeline import BY_REFERENCE_TARGETS
+        from ..weights import WeightStore
+
         start = time.perf_counter()
+        # big weights held once (converter/weights.py), alive here while the ports run; for the
+        # other targets (and quantization) each port gets models holding their bytes
+        store = WeightStore() if quantize is None and any(fw in BY_REFERENCE_TARGETS for fw, _ in combos) else None
         meanwhile = preload_steps([fw for fw, _ in combos], base.verify)
-        preloaded = (*load_stage(source.path, base, meanwhile), round(time.perf_counter() - start, 4))
-        return run_ports(source.path, base, combos, preloaded, json_out, jobs)
+        preloaded = (*load_stage(source.path, base, meanwhile, store), round(time.perf_counter() - start, 4))
+        code = run_ports(source.path, base, combos, preloaded, json_out, jobs)
+        del preloaded, store
+        return code

@@ -38,7 +38,10 @@ def _run(model: onnx.ModelProto, feeds: dict, names: list[str]) -> dict[str, np.
     opts = ort.SessionOptions()
     opts.graph_optimization_level = ort.GraphOptimizationLevel.ORT_DISABLE_ALL
     opts.log_severity_level = 3
-    session = ort.InferenceSession(exposed.SerializeToString(), opts, providers=["CPUExecutionProvider"])
+    from ..weights import onnxruntime_source
+
+    source, _held = onnxruntime_source(exposed, opts)  # weight-store arrays as external initializers
+    session = ort.InferenceSession(source, opts, providers=["CPUExecutionProvider"])
     wanted = {i.name for i in session.get_inputs()}
     from ..isolate import guarded_run  #  (--timeout and Ctrl-C stop a model that never ends)
 

@@ -57,12 +57,14 @@ def _nudge(values: np.ndarray, rng: np.random.Generator) -> np.ndarray:
 
 def perturbed_model(model: onnx.ModelProto, seed: int = 0) -> onnx.ModelProto:
     """``model`` with every float32 initializer (and Constant node) moved by one rounding."""
+    from ..weights import to_array
+
     rng = np.random.default_rng(seed)
     twin = onnx.ModelProto()
     twin.CopyFrom(model)
     for init in twin.graph.initializer:
         if init.data_type == onnx.TensorProto.FLOAT:
-            init.CopyFrom(numpy_helper.from_array(_nudge(numpy_helper.to_array(init), rng), init.name))
+            init.CopyFrom(numpy_helper.from_array(_nudge(to_array(init), rng), init.name))
     for node in twin.graph.node:
         if node.op_type == "Constant":
             for attr in node.attribute:

@@ -40,7 +40,7 @@ def session(model: onnx.ModelProto | bytes | str | os.PathLike, threads: int | N
         # The weights go in as arrays (no 45 MB serialization per session); same session otherwise.
         from ..light_model import without_weight_bytes
 
-        source, arrays = without_weight_bytes(model)
+        source, arrays = without_weight_bytes(model, options=opts)
         if arrays:
             weights = [ort.OrtValue.ortvalue_from_numpy(a) for a in arrays.values()]
             opts.add_external_initializers(list(arrays), weights)

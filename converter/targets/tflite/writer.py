@@ -166,7 +166,10 @@ class ModelWriter:
         return op
 
     # -- serialization -------------------------------------------------------------------
-    def serialize(self, inputs: list[int], outputs: list[int], description: str = "edgeconv") -> bytes:
+    def serialize(self, inputs: list[int], outputs: list[int], description: str = "edgeconv",
+                  streamed: bool = False):
+        """The ``.tflite`` bytes (a bytearray); ``streamed=True``: the same bytes as a
+        :class:`FlatbufferFile`, whose big weight buffers are never copied into the builder."""
         used = referenced(self.ops, inputs, outputs)
         new_index = {old: new for new, old in enumerate(used)}
         buffer_index: dict[int, int] = {0: 0}
@@ -235,7 +238,10 @@ class ModelWriter:
         model.buffers = buffers
         model.signatureDefs = [signature]
 
-        builder = flatbuffers.Builder(_builder_size(buffers, tensors, operators))
+        size = _builder_size(buffers, tensors, operators)
+        if streamed:
+            return _streamed(model, buffers, size + 4096 * (len(tensors) + len(operators)) + (16 << 20))
+        builder = flatbuffers.Builder(size)
         builder.Finish(model.Pack(builder), file_identifier=b"TFL3")
         # The finished flatbuffer is the tail of the builder's bytearray: cut the unused head off
         # in place (CPython moves the start pointer) instead of ``bytes(builder.Output())``, which
@@ -256,6 +262,63 @@ def _same_bytes(a: memoryview, b: memoryview) -> bool:
     if a[:64] != b[:64]:
         return False
     return bool(np.array_equal(np.frombuffer(a, np.uint8), np.frombuffer(b, np.uint8)))
+
+
+#: Weight buffers at least this big are left out of a streamed builder (written from their arrays).
+STREAMED_MIN_BYTES = 1 << 20
+
+
+def _streamed(model, buffers: list, size: int) -> FlatbufferFile:
+    """Build ``model`` in anonymous memory (pages never written cost nothing) with the big
+    buffers' bytes left out: the builder only reserves their place, :class:`FlatbufferFile`
+    writes them from the arrays."""
+    import mmap
+
+    holes: list[tuple[int, memoryview]] = []
+    for buffer in buffers:
+        buffer.holes = holes
+    builder = flatbuffers.Builder(0)
+    builder.Bytes = mmap.mmap(-1, min(size, flatbuffers.Builder.MAX_BUFFER_SIZE))
+    builder.head = len(builder.Bytes)
+    builder.Finish(model.Pack(builder), file_identifier=b"TFL3")
+    return FlatbufferFile(builder.Bytes, builder.Head(), holes)
+
+
+class FlatbufferFile:
+    """A finished flatbuffer as pieces: the builder's memory from ``head`` on, where each hole
+    (its distance from the memory's end, the bytes that belong there) takes its bytes from the
+    weight array instead.  ``len``, :meth:`write`, :meth:`sha256` and :meth:`tobytes` all see the
+    file's bytes."""
+
+    def __init__(self, memory, head: int, holes: list[tuple[int, memoryview]]):
+        self.memory, self.head = memory, head
+        end = len(memory)
+        self.holes = sorted((end - from_end, view) for from_end, view in holes)
+
+    def pieces(self):
+        with memoryview(self.memory) as whole:
+            at = self.head
+            for start, view in self.holes:
+                yield whole[at:start]
+                yield view
+                at = start + view.nbytes
+            yield whole[at:]
+
+    def __len__(self) -> int:
+        return len(self.memory) - self.head
+
+    def write(self, out) -> None:
+        for piece in self.pieces():
+            out.write(piece)
+
+    def sha256(self) -> str:
+        digest = hashlib.sha256()
+        for piece in self.pieces():
+            digest.update(piece)
+        return digest.hexdigest()
+
+    def tobytes(self) -> bytes:
+        return b"".join(bytes(piece) for piece in self.pieces())
 
 
 def _bytes_of(value: np.ndarray) -> tuple[memoryview, bytes]:
@@ -306,6 +369,8 @@ class AlignedBuffer:
 
     def __init__(self, data: bytes):
         self.data = data
+        #: a streamed build's list of (distance from the builder's end, bytes) left out
+        self.holes: list | None = None
 
     def Pack(self, builder):  # noqa: N802 (the generated object API's method name)
         vector = None
@@ -313,10 +378,13 @@ class AlignedBuffer:
         if n:
             builder.StartVector(1, n, 16)
             builder.head = builder.head - n
-            # through a memoryview: ``bytearray[a:b] = view`` first copies the view into a
-            # temporary bytearray (one more copy of the weight)
-            with memoryview(builder.Bytes) as target:
-                target[builder.head : builder.head + n] = self.data
+            if self.holes is not None and n >= STREAMED_MIN_BYTES:
+                self.holes.append((len(builder.Bytes) - builder.head, memoryview(self.data)))
+            else:
+                # through a memoryview: ``bytearray[a:b] = view`` first copies the view into a
+                # temporary bytearray (one more copy of the weight)
+                with memoryview(builder.Bytes) as target:
+                    target[builder.head : builder.head + n] = self.data
             vector = builder.EndVector()
         fb.BufferStart(builder)
         if vector is not None:
