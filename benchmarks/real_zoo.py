@@ -28,6 +28,7 @@ from __future__ import annotations
 
 import argparse
 import json
+import shutil
 import sys
 import tempfile
 import time
@@ -532,6 +533,9 @@ def main() -> None:
         work.mkdir(parents=True, exist_ok=True)
         for name in names:
             cells += port_model(BY_NAME[name], targets, work, progress=lambda s: print(s, flush=True))
+            if not args.out:  # a model's ported files (up to GBs for ViT-B) are not kept: free them now
+                for leftover in work.glob(f"{name}*"):
+                    shutil.rmtree(leftover) if leftover.is_dir() else leftover.unlink()
             if args.json:  # after every model: a long run stopped midway keeps what it measured
                 Path(args.json).write_text(json.dumps([asdict(c) for c in cells], indent=1))
     print()
