@@ -125,3 +125,88 @@ def residual_model(seed: int = 0) -> onnx.ModelProto:
                    "wb": (rng.standard_normal((8, 8, 3, 3)) * 0.15).astype(np.float32),
                    "bb": (rng.standard_normal(8) * 0.1).astype(np.float32),
                    "wh": (rng.standard_normal((8, 8, 1, 1)) * 0.3).astype(np.float32)}, "residual")
+
+
+def assert_mace_reexport_identical(out, name: str, hw: str, full_integer: bool, tmp_path) -> None:
+    """Exporting a MACE 8-bit port's float model again from its quantization.json, twice,
+    gives the port's files byte for byte."""
+    import json
+    from pathlib import Path
+
+    from converter.targets import get as get_target
+    from converter.targets.base import ExportOptions
+
+    params = json.loads((out / "quantization.json").read_text())["params"]
+    spec = {"mode": "uint8", "params": params, "full_integer": full_integer}
+    model = onnx.load(str(out / "float.onnx"))
+    for k in range(2):
+        artifact = get_target("mace").export(model, tmp_path / f"a{k}", hw,
+                                             ExportOptions(extra={"name": name, "quantization": spec}))
+        for path in artifact.files:
+            assert path.read_bytes() == (out / Path(path).name).read_bytes(), path.name
+
+
+def assert_mace_reader_sqnr(result, out, hw: str, held, min_db: float, against=("float.onnx",)) -> None:
+    """The written MACE 8-bit file, run by edgeconv's reader on held-out samples, is within
+    ``min_db`` SQNR of each model in ``against`` (the float model, and the QDQ one)."""
+    from converter.targets import get as get_target
+    from converter.targets.base import Artifact
+    from converter.verify.metrics import sqnr_db
+    from converter.verify.runtime import onnx_runner
+
+    artifact = Artifact("mace", hw, [], out, result.report["artifact"]["meta"])
+    references = [onnx_runner(str(out / name)) for name in against]
+    for x in held:
+        got = get_target("mace").run(artifact, {"input": x})
+        for reference in references:
+            expected = reference({"input": x})
+            for key, value in got.items():
+                assert sqnr_db(expected[key], value) >= min_db, key
+
+
+def mace_ports(zoo_onnx_path, data, tmp_path_factory, hw: str, **options):
+    """``name -> (PortResult, out dir)``: the zoo model ported once to MACE ``hw`` with the
+    calibration set in ``data`` (calib.npz, verified on held.npz)."""
+    from converter.pipeline import PortOptions, port
+
+    cache: dict = {}
+
+    def ported(name: str):
+        if name not in cache:
+            out = tmp_path_factory.mktemp(f"mace-{hw}-{name}") / "out"
+            cache[name] = port(str(zoo_onnx_path(name)), PortOptions(
+                target="mace", hw=hw, out_dir=out, calibration=str(data / "calib.npz"),
+                inputs_npz=str(data / "held.npz"), **options)), out
+        return cache[name]
+
+    return ported
+
+
+def read_mace_netdef(path):
+    """The first NetDef of a MACE ``.pb``."""
+    from converter.targets.mace._generated import mace_pb2
+
+    multi = mace_pb2.MultiNetDef()
+    multi.ParseFromString(path.read_bytes())
+    return multi.net_def[0]
+
+
+def two_input_add_port(tmp_path, hw: str, **options):
+    """A seeded model adding two 1x4x5x5 inputs (ranges 1 and 3), saved as add.onnx and ported
+    to MACE ``hw`` with 16 calibration samples of each, unverified (the tests check the numbers
+    themselves); returns (PortResult, out dir, the generator, for the samples the test draws next)."""
+    from converter.pipeline import PortOptions, port
+
+    rng = np.random.default_rng(5)
+    graph = helper.make_graph(
+        [helper.make_node("Add", ["a", "c"], ["y"], name="add")], "one_add",
+        [helper.make_tensor_value_info(n, TensorProto.FLOAT, [1, 4, 5, 5]) for n in ("a", "c")],
+        [helper.make_tensor_value_info("y", TensorProto.FLOAT, [1, 4, 5, 5])])
+    path = tmp_path / "add.onnx"
+    onnx.save(helper.make_model(graph, opset_imports=[helper.make_opsetid("", 17)]), str(path))
+    np.savez(tmp_path / "calib.npz", a=rng.standard_normal((16, 1, 4, 5, 5)).astype(np.float32),
+             c=(rng.standard_normal((16, 1, 4, 5, 5)) * 3).astype(np.float32))
+    out = tmp_path / "out"
+    result = port(str(path), PortOptions(target="mace", hw=hw, out_dir=out, calibration=str(tmp_path / "calib.npz"),
+                                         verify=False, **options))
+    return result, out, rng

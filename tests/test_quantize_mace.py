@@ -6,25 +6,21 @@ edges), run by edgeconv's reader in MACE's integer arithmetic.  No MACE runtime 
 
 from __future__ import annotations
 
-import json
 import math
 from collections import Counter
-from pathlib import Path
 from types import SimpleNamespace
 
 import numpy as np
 import onnx
 import pytest
 from onnx import TensorProto, helper, numpy_helper
-from quant_models import calibration_folder
+from quant_models import (assert_mace_reader_sqnr, assert_mace_reexport_identical, calibration_folder, mace_ports,
+                         read_mace_netdef, two_input_add_port)
 from rank_runtimes import MACE_RUN, need
 
 from converter.pipeline import PortOptions, port
 from converter.targets import get as get_target
-from converter.targets.base import Artifact, ExportOptions
-from converter.targets.mace._generated import mace_pb2
-from converter.verify.metrics import sqnr_db
-from converter.verify.runtime import onnx_runner
+from converter.targets.base import Artifact
 
 DT_FLOAT, DT_UINT8, DT_INT32 = 1, 2, 4
 #: Least SQNR (dB) of the uint8 file (edgeconv's reader) against the float model on held-out
@@ -40,20 +36,10 @@ def data(tmp_path_factory):
 
 @pytest.fixture(scope="module")
 def ported(zoo_onnx_path, data, tmp_path_factory):
-    def run(name):
-        out = tmp_path_factory.mktemp(f"mace8{name}") / "out"
-        result = port(str(zoo_onnx_path(name)), PortOptions(target="mace", hw="cpu", out_dir=out, quantize="uint8",
-                                                           calibration=str(data / "calib.npz"),
-                                                           inputs_npz=str(data / "held.npz")))
-        return result, out
-    cache = {}
-    return lambda name: cache.setdefault(name, run(name))
+    return mace_ports(zoo_onnx_path, data, tmp_path_factory, "cpu", quantize="uint8")
 
 
-def _net(path: Path):
-    multi = mace_pb2.MultiNetDef()
-    multi.ParseFromString(path.read_bytes())
-    return multi.net_def[0]
+_net = read_mace_netdef
 
 
 def _t(op) -> int:
@@ -123,26 +109,13 @@ def test_uint8_netdef_as_mace_quantize_writes_it(name, ops, edges, ported, data)
     assert judged["runtime"].startswith("edgeconv MACE reader")
     assert min(o["sqnr_db"] for o in judged["outputs"]) >= MIN_SQNR_DB
     # and against the QDQ model, sample by sample
-    artifact = Artifact("mace", "cpu", [], out, result.report["artifact"]["meta"])
-    qdq, float_run = onnx_runner(str(out / "quantized.onnx")), onnx_runner(str(out / "float.onnx"))
-    held = np.load(data / "held.npz")["input"]
-    for x in held[:2]:
-        got = get_target("mace").run(artifact, {"input": x})
-        for key, value in got.items():
-            assert sqnr_db(float_run({"input": x})[key], value) >= MIN_SQNR_DB
-            assert sqnr_db(qdq({"input": x})[key], value) >= MIN_SQNR_DB
+    assert_mace_reader_sqnr(result, out, "cpu", np.load(data / "held.npz")["input"][:2], MIN_SQNR_DB,
+                            against=("float.onnx", "quantized.onnx"))
 
 
 def test_uint8_reexport_is_byte_identical(ported, tmp_path):
-    result, out = ported("resnet")
-    params = json.loads((out / "quantization.json").read_text())["params"]
-    spec = {"mode": "uint8", "params": params, "full_integer": False}
-    model = onnx.load(str(out / "float.onnx"))
-    for k in range(2):
-        a = get_target("mace").export(model, tmp_path / f"a{k}", "cpu",
-                                      ExportOptions(extra={"name": "resnet", "quantization": spec}))
-        for path in a.files:
-            assert path.read_bytes() == (out / Path(path).name).read_bytes(), path.name
+    _, out = ported("resnet")
+    assert_mace_reexport_identical(out, "resnet", "cpu", False, tmp_path)
 
 
 # ------------------------------------------------------------------ the reader's integer arithmetic
@@ -279,18 +252,7 @@ def _mace_add_reference(q0, s0, z0, q1, s1, z1, so, zo):
 def test_reader_add_is_maces_neon_arithmetic_bit_for_bit(tmp_path):
     """Two model inputs (each quantized with its own per-sample range) added in uint8: 100
     elements, so the NEON blocks and a 4-element scalar tail are both exercised."""
-    rng = np.random.default_rng(5)
-    graph = helper.make_graph(
-        [helper.make_node("Add", ["a", "c"], ["y"], name="add")], "one_add",
-        [helper.make_tensor_value_info(n, TensorProto.FLOAT, [1, 4, 5, 5]) for n in ("a", "c")],
-        [helper.make_tensor_value_info("y", TensorProto.FLOAT, [1, 4, 5, 5])])
-    path = tmp_path / "add.onnx"
-    onnx.save(helper.make_model(graph, opset_imports=[helper.make_opsetid("", 17)]), str(path))
-    np.savez(tmp_path / "calib.npz", a=rng.standard_normal((16, 1, 4, 5, 5)).astype(np.float32),
-             c=(rng.standard_normal((16, 1, 4, 5, 5)) * 3).astype(np.float32))
-    out = tmp_path / "out"
-    result = port(str(path), PortOptions(target="mace", hw="cpu", out_dir=out, quantize="uint8",
-                                         calibration=str(tmp_path / "calib.npz"), verify=False))
+    result, out, rng = two_input_add_port(tmp_path, "cpu", quantize="uint8")
     net = _net(out / "add.pb")
     assert [(op.type, _t(op)) for op in net.op] == [("Quantize", DT_UINT8), ("Quantize", DT_UINT8),
                                                     ("Eltwise", DT_UINT8), ("Dequantize", DT_UINT8)]

@@ -5,23 +5,19 @@ arithmetic.  No DSP exists here, so every such port ends `unverified` with the r
 
 from __future__ import annotations
 
-import json
 import math
 from collections import Counter
-from pathlib import Path
 
 import numpy as np
 import onnx
 import pytest
 from onnx import TensorProto, helper, numpy_helper
-from quant_models import calibration_folder
+from quant_models import (assert_mace_reader_sqnr, assert_mace_reexport_identical, calibration_folder, mace_ports,
+                         read_mace_netdef, two_input_add_port)
 
 from converter.pipeline import PortOptions, port
 from converter.targets import get as get_target
-from converter.targets.base import Artifact, ExportOptions
-from converter.targets.mace._generated import mace_pb2
-from converter.verify.metrics import sqnr_db
-from converter.verify.runtime import onnx_runner
+from converter.targets.base import Artifact
 
 DT_FLOAT, DT_UINT8, DT_INT32 = 1, 2, 4
 NN_PAD_VALID, NN_PAD_SAME_CAFFE = 2, 5
@@ -40,20 +36,10 @@ def data(tmp_path_factory):
 
 @pytest.fixture(scope="module")
 def ported(zoo_onnx_path, data, tmp_path_factory):
-    def run(name):
-        out = tmp_path_factory.mktemp(f"dsp{name}") / "out"
-        result = port(str(zoo_onnx_path(name)), PortOptions(target="mace", hw="dsp", out_dir=out,
-                                                           calibration=str(data / "calib.npz"),
-                                                           inputs_npz=str(data / "held.npz")))
-        return result, out
-    cache = {}
-    return lambda name: cache.setdefault(name, run(name))
+    return mace_ports(zoo_onnx_path, data, tmp_path_factory, "dsp")
 
 
-def _net(path: Path):
-    multi = mace_pb2.MultiNetDef()
-    multi.ParseFromString(path.read_bytes())
-    return multi.net_def[0]
+_net = read_mace_netdef
 
 
 def _values(net, blob):
@@ -153,24 +139,12 @@ def test_hexagon_netdef_as_maces_hexagon_converter_writes_it(name, ops, ported, 
     judged = result.report["quantization"]["file_verification"]
     assert judged["runtime"].startswith("edgeconv MACE reader")
     assert min(o["sqnr_db"] for o in judged["outputs"]) >= MIN_SQNR_DB
-    artifact = Artifact("mace", "dsp", [], out, result.report["artifact"]["meta"])
-    float_run = onnx_runner(str(out / "float.onnx"))
-    for x in np.load(data / "held.npz")["input"][:2]:
-        got = get_target("mace").run(artifact, {"input": x})
-        for key, value in got.items():
-            assert sqnr_db(float_run({"input": x})[key], value) >= MIN_SQNR_DB
+    assert_mace_reader_sqnr(result, out, "dsp", np.load(data / "held.npz")["input"][:2], MIN_SQNR_DB)
 
 
 def test_hexagon_reexport_is_byte_identical(ported, tmp_path):
-    result, out = ported("detector")
-    params = json.loads((out / "quantization.json").read_text())["params"]
-    spec = {"mode": "uint8", "params": params, "full_integer": True}
-    model = onnx.load(str(out / "float.onnx"))
-    for k in range(2):
-        a = get_target("mace").export(model, tmp_path / f"a{k}", "dsp",
-                                      ExportOptions(extra={"name": "detector", "quantization": spec}))
-        for path in a.files:
-            assert path.read_bytes() == (out / Path(path).name).read_bytes(), path.name
+    _, out = ported("detector")
+    assert_mace_reexport_identical(out, "detector", "dsp", True, tmp_path)
 
 
 def test_concat_pool_relux_sigmoid_mean_reshape(tmp_path):
@@ -342,18 +316,7 @@ def _input_quantized(x):
 def test_two_inputs_share_the_input_node_and_add_bit_for_bit(tmp_path):
     """Input i is ports 3i, 3i+1, 3i+2 of the one QuantizeINPUT_f_to_8 node (add_node_id); the
     QuantizedAdd_8p8to8 sum requantized to its out_min/out_max, against Python numbers."""
-    rng = np.random.default_rng(5)
-    graph = helper.make_graph(
-        [helper.make_node("Add", ["a", "c"], ["y"], name="add")], "one_add",
-        [helper.make_tensor_value_info(n, TensorProto.FLOAT, [1, 4, 5, 5]) for n in ("a", "c")],
-        [helper.make_tensor_value_info("y", TensorProto.FLOAT, [1, 4, 5, 5])])
-    path = tmp_path / "add.onnx"
-    onnx.save(helper.make_model(graph, opset_imports=[helper.make_opsetid("", 17)]), str(path))
-    np.savez(tmp_path / "calib.npz", a=rng.standard_normal((16, 1, 4, 5, 5)).astype(np.float32),
-             c=(rng.standard_normal((16, 1, 4, 5, 5)) * 3).astype(np.float32))
-    out = tmp_path / "out"
-    result = port(str(path), PortOptions(target="mace", hw="dsp", out_dir=out, calibration=str(tmp_path / "calib.npz"),
-                                         verify=False))
+    result, out, rng = two_input_add_port(tmp_path, "dsp")
     net = _net(out / "add.pb")
     node, add, last = net.op
     assert (node.type, list(node.output)) == ("QuantizeINPUT_f_to_8", ["mace_input_node_a", "mace_input_node_c"])

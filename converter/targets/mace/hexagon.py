@@ -50,7 +50,7 @@ import numpy as np
 
 from ...errors import Unsupported
 from .data_file import DT_FLOAT, DT_INT32, DT_UINT8
-from .quantized import QInfo, _arg, _arg_i, _fold_activations, _readers, activation_infos
+from .quantized import QInfo, _arg, _arg_i, _fold_activations, _readers, activation_infos, to_uint8
 
 NN_PAD_NA, NN_PAD_VALID, NN_PAD_SAME_CAFFE = 0, 2, 5
 INPUT_NODE, OUTPUT_PREFIX, INPUT_PREFIX = "mace_input_node", "mace_output_node", "mace_input_node"
@@ -97,8 +97,7 @@ def quantize_for_hexagon(data: np.ndarray) -> tuple[np.ndarray, QInfo]:
     info = adjust_range_for_hexagon(float(values.min()), float(values.max()))
     if info.scale == 0:
         raise Unsupported("mace dsp: an all-zero constant cannot be quantized for Hexagon")
-    q = np.clip(np.round(info.zero_point + values / info.scale).astype(np.int32), 0, 255)
-    return q.astype(np.uint8), info
+    return to_uint8(values, info), info
 
 
 def _nhwc(dims):

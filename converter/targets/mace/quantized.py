@@ -89,8 +89,12 @@ def quantize_weights(data: np.ndarray) -> tuple[np.ndarray, QInfo]:
     info = adjust_range(float(values.min()), float(values.max()), non_zero=True)
     if info.scale == 0:
         raise ValueError("all-zero weights")
-    q = np.clip(np.round(info.zero_point + values / info.scale).astype(np.int32), 0, 255)
-    return q.astype(np.uint8), info
+    return to_uint8(values, info), info
+
+
+def to_uint8(values: np.ndarray, info: QInfo) -> np.ndarray:
+    """``values`` on ``info``'s uint8 grid (round half to even, as numpy and MACE's converter)."""
+    return np.clip(np.round(info.zero_point + values / info.scale).astype(np.int32), 0, 255).astype(np.uint8)
 
 
 def quantize_bias(bias: np.ndarray, scale: float) -> np.ndarray:
