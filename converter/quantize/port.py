@@ -76,6 +76,9 @@ class QuantResult:
     file_runtime: str = ""
     #: Per layer, the file against its QDQ model (:mod:`.file_layers`), or None.
     file_layers: dict | None = None
+    #: The float model an integer exporter quantizes: the legalized model with the biases
+    #: bias correction changed (:func:`.bias_correction.with_corrected_biases`), else None.
+    export_model: onnx.ModelProto | None = None
 
     @property
     def native_integer(self) -> bool:
@@ -121,6 +124,7 @@ class QuantResult:
             "layers": self.table.to_dict() if self.table is not None else None,
             "auto_decisions": [d.to_dict() for d in self.decisions],
             "float_nodes": self.params.get("float_nodes", []),
+            "bias_correction": self.params.get("bias_correction"),
             "inputs": self.params.get("inputs"),
             "outputs": self.params.get("outputs"),
             "preprocess": self.preprocess,
@@ -192,7 +196,7 @@ def quantize_for_port(model: onnx.ModelProto, opts, plan: QuantPlan, target, out
                              plan.float_allowed, evaluate)
         config, quantized, table, quality, decisions = auto.config, auto.model, auto.table, auto.quality, auto.decisions
     else:
-        quantized = quantize_model(model, config, ranges)
+        quantized = quantize_model(model, config, ranges, calibration.samples if calibration else None)
         quality = evaluate(quantized)
         table = debug_layers(model, quantized, evaluation, plan.mode)
     params = quant_params(QdqView(model, quantized), config)
@@ -202,6 +206,10 @@ def quantize_for_port(model: onnx.ModelProto, opts, plan: QuantPlan, target, out
     save_onnx(model, out_dir / "float.onnx")
     result = QuantResult(plan, quantized, params, quality, table, decisions, cal_info, warnings, preprocess_info,
                          native_export(target, plan), target.name)
+    if result.native_integer:
+        from .bias_correction import with_corrected_biases
+
+        result.export_model = with_corrected_biases(model, quantized)
     from ..verify.report import json_safe
 
     record = json_safe({"params": params, "layers": table.to_dict() if table else None,
