@@ -66,6 +66,8 @@ class PortOptions:
     calibration: str | None = None
     calibration_method: str = "minmax"
     per_tensor: bool = False
+    #: --no-bias-correction: keep round(b / scale) (TensorFlow's converter's biases).
+    bias_correction: bool = True
     preprocess: str | None = None
     #: Real runtimes by framework (``--runtime tnn=PATH``, a manifest's ``runtimes:``); the
     #: environment variables fill in the rest (converter/runtimes).

@@ -141,11 +141,11 @@ def test_exported_files_carry_the_corrected_integers(tmp_path):
 
 
 def test_correction_that_hurts_on_the_calibration_data_is_dropped():
-    """The means come from every calibration sample, the keep-or-drop check from the first 16:
-    when those 16 come from another distribution (inputs of mean -1 instead of +1) the correction
-    fitted to the rest lowers their SQNR, so the QDQ model keeps round(b / scale)."""
+    """The means come from the first 32 calibration samples, the keep-or-drop check from the first
+    16: when those 16 (inputs of mean -1) differ from the next 16 (mean +3), the correction fitted
+    to their average (+1) lowers the first 16's SQNR, so the QDQ model keeps round(b / scale)."""
     model = biased_rounding_model()
-    samples = positive_samples(16, 2, mean=-1.0) + positive_samples(200, 0)
+    samples = positive_samples(16, 2, mean=-1.0) + positive_samples(16, 0, mean=3.0) + positive_samples(50, 3)
     quantized = _quantize(model, samples)
     record = bias_correction_record(quantized)
     assert record["applied"] is False and record["sqnr_db_after"] < record["sqnr_db_before"], record
@@ -164,3 +164,28 @@ def test_nothing_to_correct_is_recorded():
     samples = [{"x": rng.standard_normal((4, 8)).astype(np.float32)} for _ in range(8)]
     record = bias_correction_record(_quantize(model, samples))
     assert record == {"layers": 0, "applied": False, "why": "no Conv/Gemm with an integer weight and an int32 bias of its own"}
+
+
+def test_no_bias_correction_flag_keeps_the_plain_biases(tmp_path):
+    """``port --no-bias-correction``: the record says it was not tried, the biases are round(b / scale)."""
+    pytest.importorskip("ai_edge_litert")
+    import json
+
+    from converter.cli import main
+
+    model = biased_rounding_model()
+    onnx.save(model, str(tmp_path / "m.onnx"))
+    np.savez(tmp_path / "calib.npz", x=np.stack([s["x"] for s in positive_samples(32, 0)]))
+    code = main(["port", str(tmp_path / "m.onnx"), "--to", "tflite", "--hw", "cpu", "--quantize", "int8",
+                 "--calibration", str(tmp_path / "calib.npz"), "--no-bias-correction", "-o", str(tmp_path / "out"),
+                 "--json"])
+    assert code == 0
+    record = json.loads((tmp_path / "out" / "quantization.json").read_text())["params"]
+    assert record["bias_correction"] is None
+    quantized = onnx.load(str(tmp_path / "out" / "quantized.onnx"))
+    floats = {i.name: numpy_helper.to_array(i) for i in model.graph.initializer}
+    convs = [n for n in quantized.graph.node if n.op_type == "Conv"]  # the depthwise conv, then the 1x1
+    assert len(convs) == 2
+    for node, bias in zip(convs, ("b1", "b2")):
+        ints, scale = _dequantized_const(quantized, node.name, 2)
+        assert np.array_equal(ints, np.round(floats[bias] / scale).astype(np.int32)), node.name

@@ -40,7 +40,8 @@ NATIVE_FP16 = ("tflite", "tnn", "mace", "coreml")
 def request_from(opts) -> QuantRequest:
     return QuantRequest(mode=getattr(opts, "quantize", None), calibration=getattr(opts, "calibration", None),
                         method=getattr(opts, "calibration_method", "minmax") or "minmax",
-                        per_tensor=bool(getattr(opts, "per_tensor", False)), preprocess=getattr(opts, "preprocess", None))
+                        per_tensor=bool(getattr(opts, "per_tensor", False)), preprocess=getattr(opts, "preprocess", None),
+                        bias_correction=bool(getattr(opts, "bias_correction", True)))
 
 
 def plan_for_port(opts, matrix, framework: str, hw: str) -> QuantPlan | None:
@@ -175,7 +176,8 @@ def quantize_for_port(model: onnx.ModelProto, opts, plan: QuantPlan, target, out
     evaluation = held_out or (calibration.samples if calibration else random_inputs(model, getattr(opts, "seed", 0),
                                                                                      samples=8))
     tolerances = load_tolerances(getattr(opts, "tolerances", None))
-    config = QuantConfig(plan.mode, per_channel=plan.per_channel, method=plan.method, full_integer=plan.full_integer)
+    config = QuantConfig(plan.mode, per_channel=plan.per_channel, method=plan.method, full_integer=plan.full_integer,
+                         bias_correction=plan.bias_correction)
     ranges = None
     if plan.needs_calibration:
         from .ranges import collect_ranges
