@@ -189,3 +189,21 @@ def test_no_bias_correction_flag_keeps_the_plain_biases(tmp_path):
     for node, bias in zip(convs, ("b1", "b2")):
         ints, scale = _dequantized_const(quantized, node.name, 2)
         assert np.array_equal(ints, np.round(floats[bias] / scale).astype(np.int32)), node.name
+
+
+@pytest.mark.parametrize("target, hw, mode", [("tnn", "cpu", "int8"), ("mace", "cpu", "uint8")])
+def test_targets_with_their_own_weight_scheme_keep_the_plain_biases(target, hw, mode, tmp_path):
+    """TNN and MACE quantize the float weights themselves (other scales and rounding than the QDQ
+    model's): the port leaves the biases uncorrected and says why."""
+    from converter.pipeline import PortOptions, port
+
+    model = biased_rounding_model()
+    onnx.save(model, str(tmp_path / "m.onnx"))
+    np.savez(tmp_path / "calib.npz", x=np.stack([s["x"] for s in positive_samples(32, 0)]))
+    result = port(str(tmp_path / "m.onnx"), PortOptions(target=target, hw=hw, out_dir=tmp_path / "out", quantize=mode,
+                                                        calibration=str(tmp_path / "calib.npz"), verify=False))
+    assert result.status == "ok", result.reason
+    record = result.report["quantization"]["bias_correction"]
+    assert record["applied"] is False and "own scheme" in record["why"], record
+    quantized = onnx.load(str(tmp_path / "out" / "quantized.onnx"))
+    assert bias_correction_record(quantized) is None

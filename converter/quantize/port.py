@@ -176,8 +176,12 @@ def quantize_for_port(model: onnx.ModelProto, opts, plan: QuantPlan, target, out
     evaluation = held_out or (calibration.samples if calibration else random_inputs(model, getattr(opts, "seed", 0),
                                                                                      samples=8))
     tolerances = load_tolerances(getattr(opts, "tolerances", None))
+    # TNN and MACE files quantize the float weights with their own schemes (other scales, other
+    # rounding): a correction fitted to the QDQ model's weight errors would be noise for them.
+    own_weights = (native_export(target, plan) and plan.mode in ("int8", "uint8")
+                   and not getattr(target, "qdq_weight_integers", False))
     config = QuantConfig(plan.mode, per_channel=plan.per_channel, method=plan.method, full_integer=plan.full_integer,
-                         bias_correction=plan.bias_correction)
+                         bias_correction=plan.bias_correction and not own_weights)
     ranges = None
     if plan.needs_calibration:
         from .ranges import collect_ranges
@@ -202,6 +206,10 @@ def quantize_for_port(model: onnx.ModelProto, opts, plan: QuantPlan, target, out
         quality = evaluate(quantized)
         table = debug_layers(model, quantized, evaluation, plan.mode)
     params = quant_params(QdqView(model, quantized), config)
+    if plan.bias_correction and own_weights and plan.needs_calibration:
+        params["bias_correction"] = {"applied": False, "layers": 0, "why": (
+            f"the {target.title} file quantizes the weights with {target.title}'s own scheme, so a correction "
+            "for the QDQ model's weight rounding would not hold for it")}
     if plan.full_integer and ranges is not None:
         params["calibrated"] = calibrated_params(ranges, params, plan.mode)
     save_onnx(quantized, out_dir / "quantized.onnx")
