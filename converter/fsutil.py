@@ -358,7 +358,44 @@ def quiet_native_stderr() -> Iterator[None]:
         stream.close()
 
 
+#: Digests of files already read whole (:func:`remember_sha256`), by the file's identity.
+_DIGESTS: dict[tuple, object] = {}
+#: Files at least this big are hashed in a thread (hashlib releases the GIL) while the reader
+#: goes on parsing what it read.
+_THREAD_HASH_BYTES = 1 << 20
+
+
+def _identity(status: os.stat_result) -> tuple:
+    return status.st_dev, status.st_ino, status.st_size, status.st_mtime_ns, status.st_ctime_ns
+
+
+def remember_sha256(path: str | os.PathLike, status: os.stat_result, data: bytes) -> None:
+    """``data`` is the whole content of ``path`` (``status``: its ``fstat`` when read): a later
+    :func:`sha256_file` of the unchanged file takes the digest of these bytes instead of reading
+    the file again."""
+    if len(data) != status.st_size:
+        return
+    if len(data) < _THREAD_HASH_BYTES:
+        _DIGESTS[_identity(status)] = hashlib.sha256(data).hexdigest()
+        return
+    import threading
+
+    result: list[str] = []
+    worker = threading.Thread(target=lambda: result.append(hashlib.sha256(data).hexdigest()),
+                              name="edgeconv-sha256", daemon=True)
+    worker.start()
+    _DIGESTS[_identity(status)] = (worker, result)
+
+
 def sha256_file(path: str | os.PathLike) -> str:
+    known = _DIGESTS.get(_identity(os.stat(path)))
+    if isinstance(known, str):
+        return known
+    if known is not None:
+        worker, result = known
+        worker.join()
+        if result:
+            return result[0]
     h = hashlib.sha256()
     with open(path, "rb") as f:
         for chunk in iter(lambda: f.read(1 << 20), b""):
