@@ -43,7 +43,11 @@ def atomic_write_bytes(path: str | os.PathLike, data) -> Path:
             else:
                 f.write(data)
             f.flush()
-            os.fsync(f.fileno())
+            syncs = _deferred_syncs(path)
+            if syncs is None:
+                os.fsync(f.fileno())
+            else:
+                syncs.start(f.fileno())
         os.chmod(tmp, 0o666 & ~_UMASK)
         os.replace(tmp, path)
     except BaseException as err:
@@ -78,6 +82,67 @@ def atomic_copy_file(src: str | os.PathLike, dst: str | os.PathLike) -> Path:
                 shutil.copyfileobj(f, out, 1 << 20)
 
     return atomic_write_bytes(dst, copy)
+
+
+class _Syncs:
+    """The ``fsync`` of each file written into a directory that is published only as a whole
+    (:func:`replace_output_dir`): each runs in a thread while the port goes on (the disk writes
+    overlap the next stage instead of stalling it), and all are done before the directory is
+    published, so a crash still never leaves a partial file in an output."""
+
+    def __init__(self):
+        self._workers: list = []
+        self._errors: list[OSError] = []
+
+    def start(self, fd: int) -> None:
+        import threading
+
+        own = os.dup(fd)  # the writer closes its descriptor; this one is the thread's
+
+        def sync() -> None:
+            try:
+                os.fsync(own)
+            except OSError as err:
+                self._errors.append(err)
+            finally:
+                os.close(own)
+
+        worker = threading.Thread(target=sync, name="edgeconv-fsync", daemon=True)
+        worker.start()
+        self._workers.append(worker)
+
+    def wait(self) -> None:
+        """Every file synced; the first failure raised."""
+        for worker in self._workers:
+            worker.join()
+        if self._errors:
+            raise self._errors[0]
+
+
+#: Directories being built by :func:`replace_output_dir` (absolute path -> their syncs).
+_BUILDING: dict[str, _Syncs] = {}
+
+
+def _deferred_syncs(path: Path) -> _Syncs | None:
+    if not _BUILDING:
+        return None
+    where = os.path.abspath(path)
+    for directory, syncs in list(_BUILDING.items()):
+        if where.startswith(directory + os.sep):
+            return syncs
+    return None
+
+
+@contextlib.contextmanager
+def _syncing_in_background(directory: Path) -> Iterator[_Syncs]:
+    key = os.path.abspath(directory)
+    syncs = _BUILDING[key] = _Syncs()
+    try:
+        yield syncs
+    finally:
+        _BUILDING.pop(key, None)
+        with contextlib.suppress(OSError):
+            syncs.wait()  # on the error path too: no thread outlives the directory's run
 
 
 @contextlib.contextmanager
@@ -152,9 +217,14 @@ def replace_output_dir(path: str | os.PathLike) -> Iterator[Path]:
                 raise _unwritable(path, err) from None
             finished = False
             try:
-                yield tmp
-                (tmp / OUTPUT_MARKER).write_text("written by edgeconv; the next run into this directory replaces it "
-                                                 "as a whole\n", encoding="utf-8")
+                with _syncing_in_background(tmp) as syncs:
+                    yield tmp
+                    (tmp / OUTPUT_MARKER).write_text("written by edgeconv; the next run into this directory replaces "
+                                                     "it as a whole\n", encoding="utf-8")
+                    try:
+                        syncs.wait()
+                    except OSError as err:
+                        raise _unwritable(path, err) from None
                 swap_in_dir(tmp, path)
                 finished = True
             finally:
