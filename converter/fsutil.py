@@ -86,35 +86,41 @@ def atomic_copy_file(src: str | os.PathLike, dst: str | os.PathLike) -> Path:
 
 class _Syncs:
     """The ``fsync`` of each file written into a directory that is published only as a whole
-    (:func:`replace_output_dir`): each runs in a thread while the port goes on (the disk writes
-    overlap the next stage instead of stalling it), and all are done before the directory is
-    published, so a crash still never leaves a partial file in an output."""
+    (:func:`replace_output_dir`): one thread syncs them in turn while the port goes on (the disk
+    writes overlap the next stage instead of stalling it), and all are done before the directory
+    is published, so a crash still never leaves a partial file in an output."""
 
     def __init__(self):
-        self._workers: list = []
+        self._queue = None
+        self._worker = None
         self._errors: list[OSError] = []
 
     def start(self, fd: int) -> None:
-        import threading
-
         own = os.dup(fd)  # the writer closes its descriptor; this one is the thread's
+        if self._worker is None:
+            import queue
+            import threading
 
-        def sync() -> None:
+            self._queue = queue.SimpleQueue()
+            self._worker = threading.Thread(target=self._run, name="edgeconv-fsync", daemon=True)
+            self._worker.start()
+        self._queue.put(own)
+
+    def _run(self) -> None:
+        while (fd := self._queue.get()) is not None:
             try:
-                os.fsync(own)
+                os.fsync(fd)
             except OSError as err:
                 self._errors.append(err)
             finally:
-                os.close(own)
-
-        worker = threading.Thread(target=sync, name="edgeconv-fsync", daemon=True)
-        worker.start()
-        self._workers.append(worker)
+                os.close(fd)
 
     def wait(self) -> None:
-        """Every file synced; the first failure raised."""
-        for worker in self._workers:
-            worker.join()
+        """Every file synced (the thread ends); the first failure raised."""
+        if self._worker is not None:
+            self._queue.put(None)
+            self._worker.join()
+            self._worker = None
         if self._errors:
             raise self._errors[0]
 
