@@ -35,7 +35,8 @@ print(json.dumps({"code": code, "heavy": heavy, "threads": threads}))
 
 
 def _run(*argv: str, heavy=HEAVY, write_caches: bool = False) -> dict:
-    env = {k: v for k, v in os.environ.items() if k not in _BLAS_THREAD_VARIABLES}
+    # as for a user: numpy's BLAS threads and rich's terminal detection left to their defaults
+    env = {k: v for k, v in os.environ.items() if k not in _BLAS_THREAD_VARIABLES + _RICH_VARIABLES}
     env["PYTHONPATH"] = str(ROOT)
     if write_caches:
         env.pop("PYTHONDONTWRITEBYTECODE", None)
@@ -52,6 +53,8 @@ def _imports(*argv: str, heavy=HEAVY, write_caches: bool = False) -> tuple[int, 
 
 #: What OpenBLAS reads for its thread count (converter/blas.py): unset, as for a user.
 _BLAS_THREAD_VARIABLES = ("OPENBLAS_NUM_THREADS", "GOTO_NUM_THREADS", "OMP_NUM_THREADS")
+#: What makes rich treat a pipe as a terminal (converter/commands/plain_table.py).
+_RICH_VARIABLES = ("FORCE_COLOR", "TTY_COMPATIBLE", "COLUMNS")
 
 
 def test_help_imports_no_heavy_library():
@@ -71,10 +74,11 @@ def test_port_onnx_to_tflite_imports_neither_torch_tensorflow_nor_coremltools(zo
 def test_port_no_verify_imports_only_what_the_file_needs(zoo_onnx_path, tmp_path):
     """``--no-verify``: no reference run (onnxruntime) and no file run (LiteRT); typer's values
     are taken without Pydantic (commands/coercion.py) and the matrix from its parse cache, once
-    a process has written it (matrix/compiled.py), so neither Pydantic nor PyYAML loads."""
+    a process has written it (matrix/compiled.py), so neither Pydantic nor PyYAML loads; the
+    summary on a pipe is written without rich (commands/plain_table.py), as ``--json`` is."""
     argv = ("port", str(zoo_onnx_path("normalized_input")), "--to", "tflite", "--hw", "cpu", "--no-verify",
-            "-o", str(tmp_path / "out"), "--json")
-    extra = ("pydantic", "yaml", "jinja2")
+            "-o", str(tmp_path / "out"))
+    extra = ("pydantic", "yaml", "jinja2", "rich")
     code, _ = _imports(*argv, heavy=HEAVY + extra, write_caches=True)  # writes the matrix cache
     assert code == 0
     code, heavy = _imports(*argv, heavy=HEAVY + extra)
