@@ -60,8 +60,11 @@ def load_model(
     timeout: float | None = None,
     meanwhile=(),
     store=None,
+    sha256: bool = False,
 ) -> onnx.ModelProto:
     """Load ``path`` as ONNX.  ``input_shapes`` fixes shapes (required for TorchScript).
+    ``sha256``: the caller will want the file's digest (:func:`converter.fsutil.sha256_file`):
+    an ``.onnx`` file is hashed from the bytes read here.
 
     torch and TensorFlow sources run user code or a converter (TorchScript ``forward``, tracing,
     export; tf2onnx): that runs in a child process stopped after ``timeout`` seconds (default :data:`converter.isolate.DEFAULT_TIMEOUT`;
@@ -75,7 +78,7 @@ def load_model(
         raise BadInput(f"{path}: a directory, but not a TF SavedModel (no saved_model.pb inside)")
     suffix = path.suffix.lower()
     if suffix in ONNX_SUFFIXES:
-        return load_onnx(path, store)
+        return load_onnx(path, store, sha256)
     if suffix in TORCHSCRIPT_SUFFIXES | EXPORTED_PROGRAM_SUFFIXES:
         from .isolate import DEFAULT_TIMEOUT, run_models
 
@@ -106,12 +109,13 @@ def load_model(
 # --------------------------------------------------------------------------------------- ONNX
 
 
-def load_onnx(path: Path, store=None) -> onnx.ModelProto:
+def load_onnx(path: Path, store=None, sha256: bool = False) -> onnx.ModelProto:
     """The model at ``path`` with its external data; with a :class:`~converter.weights.WeightStore`,
     big external tensors are read straight into arrays the store holds (the model refers to them).
 
-    The file is read once: its bytes are parsed, checked and hashed (the report's
-    ``model_sha256``, :func:`converter.fsutil.sha256_file` finds the digest)."""
+    The file is read once: its bytes are parsed and checked, and with ``sha256`` hashed in a
+    thread meanwhile (:func:`converter.fsutil.sha256_file` then finds the digest: the report's
+    ``model_sha256``)."""
     from onnx import external_data_helper as ext
 
     if zipfile.is_zipfile(path):
@@ -121,7 +125,8 @@ def load_onnx(path: Path, store=None) -> onnx.ModelProto:
         with open(path, "rb") as f:
             status = os.fstat(f.fileno())
             data = f.read()
-        remember_sha256(path, status, data)
+        if sha256:
+            remember_sha256(path, status, data)
         model = onnx.load(_ReadOnce(path, data), load_external_data=False)
         external = any(ext.uses_external_data(t) for t in ext._get_all_tensors(model))
         if external:

@@ -148,7 +148,8 @@ def load_stage(model_path: str, opts: PortOptions, meanwhile=(), store=None):
     from .normalize import dynamic_inputs, normalize
 
     shapes = dict(opts.input_shapes)
-    original = load_model(model_path, shapes, opts.trust_pickle, opts.timeout, meanwhile, store=store)
+    original = load_model(model_path, shapes, opts.trust_pickle, opts.timeout, meanwhile, store=store,
+                          sha256=True)  # the report's model_sha256
     if store is not None:
         if store.nbytes + weights.holdable_bytes(original) >= STORE_MIN_BYTES:
             weights.hold(original, store)  # big weights a non-ONNX source or the .onnx itself held
@@ -199,8 +200,6 @@ def port(model_path: str, opts: PortOptions, progress=None, preloaded=None, shar
         "target": opts.target,
         "hw": hw,
     }
-    if Path(model_path).is_file():
-        report["model_sha256"] = sha256_file(model_path)
     out_dir = Path(opts.out_dir)
     from . import weights
 
@@ -224,6 +223,8 @@ def port(model_path: str, opts: PortOptions, progress=None, preloaded=None, shar
                 timer.heavy = weight_bytes(model) >= RELEASE_MIN_BYTES
             if weights.has_references(original):
                 held.enter_context(weights.holding(store))
+        if Path(model_path).is_file():  # after loading: an .onnx was hashed from the bytes it read
+            report["model_sha256"] = sha256_file(model_path)
         report["ops_before"] = _histogram(model)
         with timer.stage("check"):
             checked = check_model(model, opts.target, hw, matrix)
