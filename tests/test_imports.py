@@ -107,3 +107,27 @@ def test_port_onnx_to_coreml_imports_no_frontend(zoo_onnx_path, tmp_path):
     assert code == 0
     # coremltools' _deps would import both to probe its TF and torch frontends.
     assert "coremltools" in heavy and heavy & {"torch", "tensorflow", "keras"} == set()
+
+
+def test_a_command_builds_only_its_own_parser(zoo_onnx_path, tmp_path):
+    """``edgeconv port ...`` registers only ``port`` (converter/cli.py ``_app_for``): the other
+    command modules are never imported; ``converter.cli.app`` still has every command."""
+    driver = """
+import contextlib, io, json, sys
+from converter import cli
+from converter.commands import COMMAND_MODULES
+with contextlib.redirect_stdout(io.StringIO()):
+    code = cli.main(sys.argv[1:])
+loaded = sorted(m for m in COMMAND_MODULES if f"converter.commands.{m}" in sys.modules)
+import typer.main
+names = sorted(typer.main.get_command(cli.app).commands)
+print(json.dumps({"code": code, "loaded": loaded, "names": names, "all": sorted(COMMAND_MODULES)}))
+"""
+    env = {**os.environ, "PYTHONPATH": str(ROOT)}
+    done = subprocess.run([sys.executable, "-c", driver, "port", str(zoo_onnx_path("normalized_input")), "--to",
+                           "tflite", "--hw", "cpu", "--no-verify", "-o", str(tmp_path / "out"), "--json"],
+                          capture_output=True, text=True, env=env, timeout=300, cwd=ROOT)
+    assert done.returncode == 0, done.stderr[-2000:]
+    result = json.loads(done.stdout.strip().splitlines()[-1])
+    assert result["code"] == 0 and result["loaded"] == ["port"]
+    assert result["names"] == result["all"] and len(result["all"]) == 10
