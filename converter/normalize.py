@@ -141,10 +141,34 @@ def _fold_constants(graph: gs.Graph, limit: int = FOLD_LIMIT_BYTES) -> list[str]
                 return True
         return False
 
-    _load_stored_constants(graph)
-    graph.fold_constants(error_ok=True, size_threshold=limit, should_exclude_node=too_big)
+    if not _nothing_to_fold(graph):
+        _load_stored_constants(graph)
+        graph.fold_constants(error_ok=True, size_threshold=limit, should_exclude_node=too_big)
     graph.cleanup(remove_unused_graph_inputs=False)
     return list(dict.fromkeys(skipped))  # graphsurgeon asks about a node more than once
+
+
+#: Ops graphsurgeon's folding rewrites even when no node has only constant inputs: Constant
+#: nodes become tensors, Shape/Size of static shapes become constants, Cast pairs around shape
+#: arithmetic are elided.
+_FOLDING_OPS = frozenset({"Constant", "Shape", "Size", "Cast"})
+
+
+def _nothing_to_fold(graph: gs.Graph) -> bool:
+    """Whether ``graph.fold_constants`` would leave ``graph`` as it is: no node computable from
+    constants alone (or without inputs), none of :data:`_FOLDING_OPS`, no subgraph or function.
+    Folding first copies the whole graph (a third of a MobileNet's normalization), so a graph
+    of weights and layers only (most exported CNNs once folded) skips it."""
+    if getattr(graph, "functions", None):
+        return False
+    for node in graph.nodes:
+        if node.op in _FOLDING_OPS or any(isinstance(v, gs.Graph) or (isinstance(v, list) and v and
+                                                                      isinstance(v[0], gs.Graph))
+                                          for v in node.attrs.values()):
+            return False
+        if all(isinstance(t, gs.Constant) for t in node.inputs if not t.is_empty()):
+            return False
+    return True
 
 
 def _load_stored_constants(graph: gs.Graph) -> None:
