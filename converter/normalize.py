@@ -92,6 +92,11 @@ def _normalize(model: onnx.ModelProto, input_shapes, check: bool = True) -> onnx
     if input_shapes:
         _fix_input_shapes(graph, input_shapes)
     _remove_passthrough(graph)
+    # Constant nodes as initializers now (folding would make them the same tensors): a graph of
+    # layers whose parameters were Constant nodes (torch exports Clip's bounds so) then has
+    # nothing to fold and skips the fold (see _nothing_to_fold).  Big ones are left to folding,
+    # which lists them as left unfolded.
+    _inline_constant_nodes(graph, max_bytes=FOLD_LIMIT_BYTES)
     graph.cleanup(remove_unused_graph_inputs=False).toposort()
     # gs folding evaluates constant subgraphs with onnxruntime and turns Constant nodes into
     # initializers; shapes must be inferred first so shape-only subgraphs fold too.
@@ -401,14 +406,17 @@ def _remove_passthrough(graph: gs.Graph) -> None:
     graph.cleanup(remove_unused_graph_inputs=False)
 
 
-def _inline_constant_nodes(graph: gs.Graph) -> None:
-    """Constant nodes that folding left behind become initializers."""
+def _inline_constant_nodes(graph: gs.Graph, max_bytes: int | None = None) -> None:
+    """Constant nodes (with a ``value``, of at most ``max_bytes``) become initializers."""
     for node in list(graph.nodes):
         if node.op != "Constant" or "value" not in node.attrs or node.outputs[0] in graph.outputs:
             continue
         out = node.outputs[0]
         value = node.attrs["value"]
-        const = gs.Constant(out.name, np.asarray(value.values if isinstance(value, gs.Constant) else value))
+        array = np.asarray(value.values if isinstance(value, gs.Constant) else value)
+        if max_bytes is not None and array.nbytes > max_bytes:
+            continue
+        const = gs.Constant(out.name, array)
         for consumer in list(out.outputs):
             for i, t in enumerate(consumer.inputs):
                 if t is out:

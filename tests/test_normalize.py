@@ -142,11 +142,12 @@ def test_unsafe_names_are_sanitized_for_the_edge_formats():
     assert norm.graph.output[0].name == "out__1_"
 
 
-@pytest.mark.parametrize("name", ["unet", "resnet", "mobilenetv2", "detector"])
+@pytest.mark.parametrize("name", ["unet", "resnet", "mobilenetv2", "detector", "transformer"])
 def test_skipping_a_fold_with_nothing_to_fold_changes_no_byte(name, zoo_onnx_path, monkeypatch):
     """``_nothing_to_fold`` lets normalization skip graphsurgeon's folding (which copies the whole
     graph first) only where folding would change nothing: the result is the same bytes as with
-    folding forced.  unet and resnet skip it, mobilenetv2 (Constant nodes) and the detector fold."""
+    folding forced.  mobilenetv2's Constant nodes (Clip bounds) are initializers before the
+    fold, so it skips it like unet and resnet; the transformer block folds (shape arithmetic)."""
     import converter.normalize as normalize_module
 
     raw = onnx.load(zoo_onnx_path(name))
@@ -156,7 +157,9 @@ def test_skipping_a_fold_with_nothing_to_fold_changes_no_byte(name, zoo_onnx_pat
     skipped = normalize(raw).SerializeToString()
     monkeypatch.setattr(normalize_module, "_nothing_to_fold", lambda g: False)
     assert normalize(raw).SerializeToString() == skipped
-    assert answers == ([True] if name in ("unet", "resnet") else [False])
+    monkeypatch.setattr(normalize_module, "FOLD_LIMIT_BYTES", -1)  # no Constant node inlined before folding
+    assert normalize(raw).SerializeToString() == skipped
+    assert answers == ([False] if name == "transformer" else [True])
 
 
 def test_nothing_to_fold_sees_every_kind_of_folding():
