@@ -28,6 +28,7 @@ from __future__ import annotations
 
 import argparse
 import json
+import os
 import shutil
 import sys
 import tempfile
@@ -528,7 +529,11 @@ def main() -> None:
     targets = parse_targets(args.targets)
     cells: list[Cell] = []
     begin = time.perf_counter()
-    with tempfile.TemporaryDirectory() as tmp:
+    from converter.fsutil import remove_stale
+
+    # a run killed with SIGKILL cannot remove its directory (traced models, GBs): the next run does
+    remove_stale(Path(tempfile.gettempdir()), "real-zoo-")
+    with tempfile.TemporaryDirectory(prefix=f"real-zoo-{os.getpid()}-") as tmp:
         work = Path(args.out) if args.out else Path(tmp)
         work.mkdir(parents=True, exist_ok=True)
         for name in names:

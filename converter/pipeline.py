@@ -66,6 +66,8 @@ class PortOptions:
     calibration: str | None = None
     calibration_method: str = "minmax"
     per_tensor: bool = False
+    #: --no-bias-correction: keep round(b / scale) (TensorFlow's converter's biases).
+    bias_correction: bool = True
     preprocess: str | None = None
     #: Real runtimes by framework (``--runtime tnn=PATH``, a manifest's ``runtimes:``); the
     #: environment variables fill in the rest (converter/runtimes).
@@ -275,7 +277,8 @@ def port(model_path: str, opts: PortOptions, progress=None, preloaded=None, shar
         if status == "ok":
             try:
                 with timer.stage("export"):
-                    artifact = target.export(final, tmp, hw, ExportOptions(
+                    exported = quant.export_model if quant is not None and quant.export_model is not None else final
+                    artifact = target.export(exported, tmp, hw, ExportOptions(
                         fp16_weights=opts.fp16_weights or (quant is not None and quant.export_fp16),
                         keep_nchw_io=opts.keep_nchw_io,
                         extra={"name": _model_name(model_path), "fallback_nodes": sorted(legal.fallback_nodes),

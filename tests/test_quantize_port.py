@@ -178,12 +178,14 @@ def test_batch_manifest_quantization_keys(tmp_path, zoo_onnx_path, calib):
     manifest = tmp_path / "release.yaml"
     manifest.write_text("targets:\n  - {to: tflite, hw: edgetpu}\nmodels:\n  - path: mb.onnx\n"
                         "    quantize: int8\n    calibration: calib.npz\n    calibration_method: mse\n"
-                        "    per_tensor: true\n    preprocess: rgb,range=0-1\n")
+                        "    per_tensor: true\n    bias_correction: false\n    preprocess: rgb,range=0-1\n")
     (job,) = load_manifest(manifest).jobs
     assert job.entry["calibration"] == str(tmp_path / "calib.npz") and job.entry["per_tensor"] is True
+    assert job.entry["bias_correction"] is False
     for bad, message in [("quantize: int4", "models.0.quantize: one of int8, uint8, fp16, int8-weights, auto"),
                          ("calibration: nowhere", "models.0.calibration: nowhere: no such file or directory"),
                          ("calibration_method: kl", "models.0.calibration_method: one of minmax, percentile"),
+                         ("bias_correction: maybe", "models.0.bias_correction: true or false"),
                          ("preprocess: rgb,range=2-1", "models.0.preprocess: range needs LOW < HIGH")]:
         manifest.write_text(f"targets:\n  - {{to: tflite, hw: cpu}}\nmodels:\n  - path: mb.onnx\n    {bad}\n")
         with pytest.raises(BadInput) as info:

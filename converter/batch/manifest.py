@@ -20,6 +20,7 @@ models:
                                # an .npz also serves as verification inputs when 'inputs' is not given
     calibration_method: minmax # optional: minmax, percentile, entropy, mse
     per_tensor: false          # optional: one weight scale per tensor
+    bias_correction: true      # optional: false keeps the biases uncorrected (port --no-bias-correction)
     preprocess: "rgb,range=0-1"  # optional: inline spec, or a YAML file relative to this file
     atol: 1.0e-4               # optional; also rtol, tolerances (a profile YAML)
     trust_pickle: false
@@ -42,7 +43,7 @@ from ..matrix.loader import line_of, read_yaml_with_lines
 
 _MODEL_KEYS = {"path", "name", "input_shapes", "calibration", "atol", "rtol", "tolerances", "trust_pickle",
                "targets", "fp16_weights", "keep_nchw_io", "custom_ops", "inputs", "quantize", "calibration_method",
-               "per_tensor", "preprocess", "runtimes", "timeout", "max_memory"}
+               "per_tensor", "bias_correction", "preprocess", "runtimes", "timeout", "max_memory"}
 _TOP_KEYS = {"output", "defaults", "targets", "models", "runtimes"}
 _SAFE_NAME = re.compile(r"^[A-Za-z0-9_.-]+$")
 
@@ -175,8 +176,9 @@ def _check_quantization(entry: dict, base: Path, at: tuple, fail) -> None:
         fail(at + ("quantize",), f"one of {', '.join(MODES)}")
     if "calibration_method" in entry and entry["calibration_method"] not in METHODS:
         fail(at + ("calibration_method",), f"one of {', '.join(METHODS)}")
-    if "per_tensor" in entry and not isinstance(entry["per_tensor"], bool):
-        fail(at + ("per_tensor",), "true or false")
+    for key in ("per_tensor", "bias_correction"):
+        if key in entry and not isinstance(entry[key], bool):
+            fail(at + (key,), "true or false")
     if "preprocess" in entry:
         spec = entry["preprocess"]
         if not isinstance(spec, str):

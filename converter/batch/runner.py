@@ -130,6 +130,7 @@ def run_job(job: Job, out_dir: str, key: str) -> dict[str, Any]:
         tolerances=e.get("tolerances"), command_line=f"edgeconv batch (job {job.id})",
         quantize=e.get("quantize"), calibration=e.get("calibration"),
         calibration_method=e.get("calibration_method", "minmax"), per_tensor=bool(e.get("per_tensor")),
+        bias_correction=bool(e.get("bias_correction", True)),
         preprocess=e.get("preprocess"), runtimes=dict(e.get("runtimes") or {}),
         timeout=e.get("timeout"), max_memory=e.get("max_memory"),
     )

@@ -79,6 +79,9 @@ Calibration = typer.Option(None, "--calibration", metavar="SRC",
 CalibrationMethod = typer.Option("minmax", "--calibration-method", metavar="METHOD",
                                  help="Activation ranges: minmax, percentile, entropy or mse.")
 PerTensor = typer.Option(False, "--per-tensor", help="One weight scale per tensor instead of per output channel.")
+NoBiasCorrection = typer.Option(False, "--no-bias-correction",
+                                help="int8/uint8: keep the biases as quantized, without correcting them for the "
+                                     "mean shift of weight rounding.")
 Preprocess = typer.Option(None, "--preprocess", metavar="SPEC",
                           help="How images become inputs, e.g. rgb,resize=224x224,range=0-1,mean=0.485/0.456/0.406,"
                                "std=0.229/0.224/0.225,layout=nchw (or a YAML file); writes preproc/ code too.")

@@ -6,7 +6,7 @@ from __future__ import annotations
 import typer
 
 from .options import (Atol, Calibration, CalibrationMethod, Framework, Hardware, Json, MatrixSource, ModelSource,
-                      PerTensor, Preprocess, Quantize, Rtol, Runtime, Seed, Tolerances, VerifyInputs, matrix_options,
+                      NoBiasCorrection, PerTensor, Preprocess, Quantize, Rtol, Runtime, Seed, Tolerances, VerifyInputs, matrix_options,
                       model_options, out_dir)
 
 
@@ -35,6 +35,7 @@ def register(app: typer.Typer) -> None:
         calibration: str | None = Calibration,
         calibration_method: str = CalibrationMethod,
         per_tensor: bool = PerTensor,
+        no_bias_correction: bool = NoBiasCorrection,
         preprocess: str | None = Preprocess,
         json_out: bool = Json,
         jobs: int = typer.Option(1, "-j", "--jobs", min=1, metavar="N", help="With several targets: port up to N at once (one load, shared reference outputs)."),
@@ -61,7 +62,8 @@ def register(app: typer.Typer) -> None:
             custom_ops=tuple(custom_op or ()), inputs_npz=inputs, atol=atol, rtol=rtol, tolerances=tolerances,
             seed=seed, verify=not no_verify, command_line="edgeconv " + shlex.join(sys.argv[1:]),
             quantize=quantize, calibration=calibration, calibration_method=calibration_method,
-            per_tensor=per_tensor, preprocess=preprocess, timeout=source.timeout, max_memory=source.max_memory,
+            per_tensor=per_tensor, bias_correction=not no_bias_correction, preprocess=preprocess,
+            timeout=source.timeout, max_memory=source.max_memory,
             runtimes=parse_runtime_flags(runtime),
         )
         validate(base.runtimes)

@@ -114,7 +114,7 @@ def auto_quantize(model: onnx.ModelProto, config: QuantConfig, ranges, calibrati
             return compare_quantized(run_float, onnx_runner(candidate), evaluation, tolerances, config.mode)
 
     def attempt(cfg, rng):
-        candidate = quantize_model(model, cfg, rng)
+        candidate = quantize_model(model, cfg, rng, calibration)
         return candidate, evaluate(candidate)
 
     current, quality = attempt(config, ranges)

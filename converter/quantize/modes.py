@@ -41,6 +41,8 @@ class QuantRequest:
     method: str = "minmax"
     per_tensor: bool = False
     preprocess: str | None = None
+    #: Correct the int32 biases for weight rounding (``--no-bias-correction`` turns it off).
+    bias_correction: bool = True
 
     def validate(self) -> None:
         """Every flag on its own (before any model is loaded); one BadInput line per mistake."""
@@ -72,6 +74,7 @@ class QuantPlan:
     method: str
     #: Why this mode, for the report ("edgetpu runs only int8/uint8: full-integer int8 implied").
     reason: str
+    bias_correction: bool = True
 
     @property
     def needs_calibration(self) -> bool:
@@ -108,7 +111,8 @@ def plan_quantization(request: QuantRequest, dtypes, framework: str, hw: str) ->
                            "choose another mode or auto")
         reason = f"--quantize {mode}"
     plan = QuantPlan(mode=mode, auto=auto, full_integer=not runs_float, float_allowed=runs_float,
-                     per_channel=not request.per_tensor, method=request.method, reason=reason)
+                     per_channel=not request.per_tensor, method=request.method, reason=reason,
+                     bias_correction=request.bias_correction)
     if plan.needs_calibration and not request.calibration:
         if not runs_float:
             raise CalibrationRequired(f"{hw} runs only {listed} models: full-integer quantization needs calibration "

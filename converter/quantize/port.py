@@ -40,7 +40,8 @@ NATIVE_FP16 = ("tflite", "tnn", "mace", "coreml")
 def request_from(opts) -> QuantRequest:
     return QuantRequest(mode=getattr(opts, "quantize", None), calibration=getattr(opts, "calibration", None),
                         method=getattr(opts, "calibration_method", "minmax") or "minmax",
-                        per_tensor=bool(getattr(opts, "per_tensor", False)), preprocess=getattr(opts, "preprocess", None))
+                        per_tensor=bool(getattr(opts, "per_tensor", False)), preprocess=getattr(opts, "preprocess", None),
+                        bias_correction=bool(getattr(opts, "bias_correction", True)))
 
 
 def plan_for_port(opts, matrix, framework: str, hw: str) -> QuantPlan | None:
@@ -76,6 +77,9 @@ class QuantResult:
     file_runtime: str = ""
     #: Per layer, the file against its QDQ model (:mod:`.file_layers`), or None.
     file_layers: dict | None = None
+    #: The float model an integer exporter quantizes: the legalized model with the biases
+    #: bias correction changed (:func:`.bias_correction.with_corrected_biases`), else None.
+    export_model: onnx.ModelProto | None = None
 
     @property
     def native_integer(self) -> bool:
@@ -121,6 +125,7 @@ class QuantResult:
             "layers": self.table.to_dict() if self.table is not None else None,
             "auto_decisions": [d.to_dict() for d in self.decisions],
             "float_nodes": self.params.get("float_nodes", []),
+            "bias_correction": self.params.get("bias_correction"),
             "inputs": self.params.get("inputs"),
             "outputs": self.params.get("outputs"),
             "preprocess": self.preprocess,
@@ -171,7 +176,12 @@ def quantize_for_port(model: onnx.ModelProto, opts, plan: QuantPlan, target, out
     evaluation = held_out or (calibration.samples if calibration else random_inputs(model, getattr(opts, "seed", 0),
                                                                                      samples=8))
     tolerances = load_tolerances(getattr(opts, "tolerances", None))
-    config = QuantConfig(plan.mode, per_channel=plan.per_channel, method=plan.method, full_integer=plan.full_integer)
+    # TNN and MACE files quantize the float weights with their own schemes (other scales, other
+    # rounding): a correction fitted to the QDQ model's weight errors would be noise for them.
+    own_weights = (native_export(target, plan) and plan.mode in ("int8", "uint8")
+                   and not getattr(target, "qdq_weight_integers", False))
+    config = QuantConfig(plan.mode, per_channel=plan.per_channel, method=plan.method, full_integer=plan.full_integer,
+                         bias_correction=plan.bias_correction and not own_weights)
     ranges = None
     if plan.needs_calibration:
         from .ranges import collect_ranges
@@ -192,16 +202,24 @@ def quantize_for_port(model: onnx.ModelProto, opts, plan: QuantPlan, target, out
                              plan.float_allowed, evaluate)
         config, quantized, table, quality, decisions = auto.config, auto.model, auto.table, auto.quality, auto.decisions
     else:
-        quantized = quantize_model(model, config, ranges)
+        quantized = quantize_model(model, config, ranges, calibration.samples if calibration else None)
         quality = evaluate(quantized)
         table = debug_layers(model, quantized, evaluation, plan.mode)
     params = quant_params(QdqView(model, quantized), config)
+    if plan.bias_correction and own_weights and plan.needs_calibration:
+        params["bias_correction"] = {"applied": False, "layers": 0, "why": (
+            f"the {target.title} file quantizes the weights with {target.title}'s own scheme, so a correction "
+            "for the QDQ model's weight rounding would not hold for it")}
     if plan.full_integer and ranges is not None:
         params["calibrated"] = calibrated_params(ranges, params, plan.mode)
     save_onnx(quantized, out_dir / "quantized.onnx")
     save_onnx(model, out_dir / "float.onnx")
     result = QuantResult(plan, quantized, params, quality, table, decisions, cal_info, warnings, preprocess_info,
                          native_export(target, plan), target.name)
+    if result.native_integer:
+        from .bias_correction import with_corrected_biases
+
+        result.export_model = with_corrected_biases(model, quantized)
     from ..verify.report import json_safe
 
     record = json_safe({"params": params, "layers": table.to_dict() if table else None,

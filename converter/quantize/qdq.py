@@ -10,6 +10,8 @@ Modes (``QuantConfig.mode``):
   graph input and output gets its Q/DQ pair too (``ForceQuantizeNoInputCheck``, plus a pair
   edgeconv adds with the calibrated range where onnxruntime left an edge float), so the QDQ
   model's float interface carries the integer I/O parameters an 8-bit-only accelerator needs.
+  Given the calibration samples, the int32 biases are then corrected for the mean output shift
+  of weight rounding (:mod:`.bias_correction`; kept only where it helps on those samples).
 * ``int8-weights`` — weight-only: each Conv/ConvTranspose/Gemm/MatMul constant weight becomes
   int8 (symmetric, per output channel unless ``per_channel=False``) behind a DequantizeLinear;
   activations stay float.  onnxruntime's ``quantize_dynamic`` would also quantize activations
@@ -49,15 +51,18 @@ class QuantConfig:
     full_integer: bool = False
     #: Nodes left in float (``auto`` mixed precision).
     nodes_to_exclude: tuple[str, ...] = field(default=())
+    #: Correct the int32 biases for the mean shift of weight rounding (:mod:`.bias_correction`;
+    #: needs the calibration samples, and is kept only where it helps on them).
+    bias_correction: bool = True
 
     @property
     def integer(self) -> bool:
         return self.mode in ("int8", "uint8")
 
 
-def quantize_model(model: onnx.ModelProto, config: QuantConfig, ranges=None) -> onnx.ModelProto:
+def quantize_model(model: onnx.ModelProto, config: QuantConfig, ranges=None, samples=None) -> onnx.ModelProto:
     """The quantized model for ``config`` (``ranges``: :func:`.ranges.collect_ranges` output,
-    required for int8/uint8)."""
+    required for int8/uint8; ``samples``: the calibration samples, for bias correction)."""
     if config.mode == "fp16":
         return to_fp16(model, config.nodes_to_exclude)
     if config.mode == "int8-weights":
@@ -66,7 +71,12 @@ def quantize_model(model: onnx.ModelProto, config: QuantConfig, ranges=None) -> 
         raise ValueError(f"unknown quantization mode {config.mode!r}")
     if ranges is None:
         raise ValueError("int8/uint8 quantization needs calibration ranges")
-    return quantize_static_qdq(model, ranges, config)
+    quantized = quantize_static_qdq(model, ranges, config)
+    if config.bias_correction and samples:
+        from .bias_correction import correct_biases
+
+        quantized = correct_biases(model, quantized, samples)
+    return quantized
 
 
 def _check_onnxruntime():

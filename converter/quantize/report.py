@@ -9,6 +9,16 @@ import html
 TOP_LAYERS = 10
 
 
+def bias_correction_line(record: dict | None) -> str:
+    """One line on what bias correction did (empty when it was not tried)."""
+    if not record:
+        return ""
+    if record.get("applied"):
+        return (f"{record['layers']} layers, worst output SQNR {record['sqnr_db_before']:.1f} -> "
+                f"{record['sqnr_db_after']:.1f} dB on {record['samples']} calibration samples")
+    return f"not applied: {record.get('why', '')}"
+
+
 def summary_line(quant: dict) -> str:
     plan = quant.get("plan") or {}
     mode = plan.get("mode", "?") + (" full-integer" if plan.get("full_integer") else "")
@@ -21,6 +31,8 @@ def summary_line(quant: dict) -> str:
     layers = quant.get("layers") or {}
     if layers.get("summary"):
         parts.append(f"per layer: {layers['summary']}")
+    if quant.get("bias_correction"):
+        parts.append(f"bias correction: {bias_correction_line(quant['bias_correction'])}")
     kept = [d for d in quant.get("auto_decisions", []) if d.get("kept")]
     if kept:
         parts.append("auto: " + "; ".join(f"{d['layer']} -> {d['choice']}" for d in kept))
@@ -49,6 +61,8 @@ def html_section(quant: dict) -> str:
              "(its reference), <code>quantization.json</code> (scales and zero points).</p>"]
     if quant.get("calibration"):
         parts.append(f"<p>Calibration: {esc(quant['calibration'].get('source', ''))}.</p>")
+    if quant.get("bias_correction"):
+        parts.append(f"<p>Bias correction: {esc(bias_correction_line(quant['bias_correction']))}.</p>")
     parts += [f"<p class='muted'>{esc(w)}</p>" for w in quant.get("warnings", [])]
     parts.append(f"<p><b>{esc(verification.get('summary', ''))}</b></p>")
     parts.append(_table(["output", "SQNR dB (median)", "lowest", "least allowed", "cosine", "max abs", "top-1", "top-5"],

@@ -120,6 +120,12 @@ class Target(ABC):
     #: What ``--hw`` defaults to: the framework's CPU (one of ``hardware``).
     default_hw: str
     custom_layers: bool = True
+    #: ``--quantize`` modes the exporter writes natively (other modes keep the QDQ model only).
+    quantized_modes: tuple[str, ...] = ()
+    #: Its int8/uint8 files carry the QDQ model's weight integers, not a weight scheme of its own,
+    #: so the bias correction computed for those integers (converter/quantize/bias_correction.py)
+    #: holds for the file too.
+    qdq_weight_integers: bool = False
     #: The module whose import fills the target's op registry (its ``OPS``); None for a target
     #: that does not map ONNX ops one by one.
     ops_module: str | None = None

@@ -44,6 +44,7 @@ class TFLiteTarget(Target):
     default_hw = "cpu"
     #: --quantize modes written natively (besides fp16): int8 tensors, see quantized.py.
     quantized_modes = ("int8", "int8-weights")
+    qdq_weight_integers = True  # quantized.py: onnxruntime's symmetric per-channel int8 scheme
 
     def export(self, model: onnx.ModelProto, out_dir: Path, hw: str = "cpu",
                options: ExportOptions | None = None) -> Artifact:
