@@ -130,13 +130,12 @@ _BUILDING: dict[str, _Syncs] = {}
 
 
 def _deferred_syncs(path: Path) -> _Syncs | None:
+    """The syncs of the innermost directory being built that ``path`` lies in (None: none)."""
     if not _BUILDING:
         return None
     where = os.path.abspath(path)
-    for directory, syncs in list(_BUILDING.items()):
-        if where.startswith(directory + os.sep):
-            return syncs
-    return None
+    inside = [d for d in list(_BUILDING) if where.startswith(d + os.sep)]
+    return _BUILDING.get(max(inside, key=len)) if inside else None
 
 
 @contextlib.contextmanager

@@ -61,3 +61,17 @@ def test_files_of_an_output_dir_are_synced_in_the_background_before_it_is_publis
     assert not (tmp_path / "new").exists()
     assert sorted(p.name for p in tmp_path.iterdir()) == ["out", "plain.bin"]
     assert fsutil._BUILDING == {}
+
+
+def test_a_file_is_synced_by_the_innermost_directory_being_built(tmp_path):
+    import os
+
+    from converter import fsutil
+
+    with fsutil.replace_output_dir(tmp_path / "outer") as outer:
+        with fsutil.replace_output_dir(outer / "inner") as inner:
+            assert fsutil._deferred_syncs(inner / "m.tflite") is fsutil._BUILDING[os.path.abspath(inner)]
+            assert fsutil._deferred_syncs(outer / "report.json") is fsutil._BUILDING[os.path.abspath(outer)]
+            assert fsutil._deferred_syncs(tmp_path / "elsewhere.bin") is None
+            fsutil.atomic_write_bytes(inner / "m.tflite", b"m")
+    assert (tmp_path / "outer" / "inner" / "m.tflite").read_bytes() == b"m"
