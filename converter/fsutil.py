@@ -43,7 +43,11 @@ def atomic_write_bytes(path: str | os.PathLike, data) -> Path:
             else:
                 f.write(data)
             f.flush()
-            os.fsync(f.fileno())
+            syncs = _deferred_syncs(path)
+            if syncs is None:
+                os.fsync(f.fileno())
+            else:
+                syncs.start(f.fileno())
         os.chmod(tmp, 0o666 & ~_UMASK)
         os.replace(tmp, path)
     except BaseException as err:
@@ -78,6 +82,72 @@ def atomic_copy_file(src: str | os.PathLike, dst: str | os.PathLike) -> Path:
                 shutil.copyfileobj(f, out, 1 << 20)
 
     return atomic_write_bytes(dst, copy)
+
+
+class _Syncs:
+    """The ``fsync`` of each file written into a directory that is published only as a whole
+    (:func:`replace_output_dir`): one thread syncs them in turn while the port goes on (the disk
+    writes overlap the next stage instead of stalling it), and all are done before the directory
+    is published, so a crash still never leaves a partial file in an output."""
+
+    def __init__(self):
+        self._queue = None
+        self._worker = None
+        self._errors: list[OSError] = []
+
+    def start(self, fd: int) -> None:
+        own = os.dup(fd)  # the writer closes its descriptor; this one is the thread's
+        if self._worker is None:
+            import queue
+            import threading
+
+            self._queue = queue.SimpleQueue()
+            self._worker = threading.Thread(target=self._run, name="edgeconv-fsync", daemon=True)
+            self._worker.start()
+        self._queue.put(own)
+
+    def _run(self) -> None:
+        while (fd := self._queue.get()) is not None:
+            try:
+                os.fsync(fd)
+            except OSError as err:
+                self._errors.append(err)
+            finally:
+                os.close(fd)
+
+    def wait(self) -> None:
+        """Every file synced (the thread ends); the first failure raised."""
+        if self._worker is not None:
+            self._queue.put(None)
+            self._worker.join()
+            self._worker = None
+        if self._errors:
+            raise self._errors[0]
+
+
+#: Directories being built by :func:`replace_output_dir` (absolute path -> their syncs).
+_BUILDING: dict[str, _Syncs] = {}
+
+
+def _deferred_syncs(path: Path) -> _Syncs | None:
+    """The syncs of the innermost directory being built that ``path`` lies in (None: none)."""
+    if not _BUILDING:
+        return None
+    where = os.path.abspath(path)
+    inside = [d for d in list(_BUILDING) if where.startswith(d + os.sep)]
+    return _BUILDING.get(max(inside, key=len)) if inside else None
+
+
+@contextlib.contextmanager
+def _syncing_in_background(directory: Path) -> Iterator[_Syncs]:
+    key = os.path.abspath(directory)
+    syncs = _BUILDING[key] = _Syncs()
+    try:
+        yield syncs
+    finally:
+        _BUILDING.pop(key, None)
+        with contextlib.suppress(OSError):
+            syncs.wait()  # on the error path too: no thread outlives the directory's run
 
 
 @contextlib.contextmanager
@@ -152,9 +222,14 @@ def replace_output_dir(path: str | os.PathLike) -> Iterator[Path]:
                 raise _unwritable(path, err) from None
             finished = False
             try:
-                yield tmp
-                (tmp / OUTPUT_MARKER).write_text("written by edgeconv; the next run into this directory replaces it "
-                                                 "as a whole\n", encoding="utf-8")
+                with _syncing_in_background(tmp) as syncs:
+                    yield tmp
+                    (tmp / OUTPUT_MARKER).write_text("written by edgeconv; the next run into this directory replaces "
+                                                     "it as a whole\n", encoding="utf-8")
+                    try:
+                        syncs.wait()
+                    except OSError as err:
+                        raise _unwritable(path, err) from None
                 swap_in_dir(tmp, path)
                 finished = True
             finally:
@@ -358,7 +433,44 @@ def quiet_native_stderr() -> Iterator[None]:
         stream.close()
 
 
+#: Digests of files already read whole (:func:`remember_sha256`), by the file's identity.
+_DIGESTS: dict[tuple, object] = {}
+#: Files at least this big are hashed in a thread (hashlib releases the GIL) while the reader
+#: goes on parsing what it read.
+_THREAD_HASH_BYTES = 1 << 20
+
+
+def _identity(status: os.stat_result) -> tuple:
+    return status.st_dev, status.st_ino, status.st_size, status.st_mtime_ns, status.st_ctime_ns
+
+
+def remember_sha256(path: str | os.PathLike, status: os.stat_result, data: bytes) -> None:
+    """``data`` is the whole content of ``path`` (``status``: its ``fstat`` when read): a later
+    :func:`sha256_file` of the unchanged file takes the digest of these bytes instead of reading
+    the file again."""
+    if len(data) != status.st_size:
+        return
+    if len(data) < _THREAD_HASH_BYTES:
+        _DIGESTS[_identity(status)] = hashlib.sha256(data).hexdigest()
+        return
+    import threading
+
+    result: list[str] = []
+    worker = threading.Thread(target=lambda: result.append(hashlib.sha256(data).hexdigest()),
+                              name="edgeconv-sha256", daemon=True)
+    worker.start()
+    _DIGESTS[_identity(status)] = (worker, result)
+
+
 def sha256_file(path: str | os.PathLike) -> str:
+    known = _DIGESTS.get(_identity(os.stat(path)))
+    if isinstance(known, str):
+        return known
+    if known is not None:
+        worker, result = known
+        worker.join()
+        if result:
+            return result[0]
     h = hashlib.sha256()
     with open(path, "rb") as f:
         for chunk in iter(lambda: f.read(1 << 20), b""):

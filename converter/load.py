@@ -20,7 +20,7 @@ from pathlib import Path
 import onnx
 
 from .errors import BadInput, MissingExtra
-from .fsutil import atomic_output_dir, atomic_write_bytes
+from .fsutil import atomic_output_dir, atomic_write_bytes, remember_sha256
 from .pickle_guard import refuse_unsafe_pickles
 
 ONNX_SUFFIXES = {".onnx"}
@@ -60,8 +60,11 @@ def load_model(
     timeout: float | None = None,
     meanwhile=(),
     store=None,
+    sha256: bool = False,
 ) -> onnx.ModelProto:
     """Load ``path`` as ONNX.  ``input_shapes`` fixes shapes (required for TorchScript).
+    ``sha256``: the caller will want the file's digest (:func:`converter.fsutil.sha256_file`):
+    an ``.onnx`` file is hashed from the bytes read here.
 
     torch and TensorFlow sources run user code or a converter (TorchScript ``forward``, tracing,
     export; tf2onnx): that runs in a child process stopped after ``timeout`` seconds (default :data:`converter.isolate.DEFAULT_TIMEOUT`;
@@ -75,7 +78,7 @@ def load_model(
         raise BadInput(f"{path}: a directory, but not a TF SavedModel (no saved_model.pb inside)")
     suffix = path.suffix.lower()
     if suffix in ONNX_SUFFIXES:
-        return load_onnx(path, store)
+        return load_onnx(path, store, sha256)
     if suffix in TORCHSCRIPT_SUFFIXES | EXPORTED_PROGRAM_SUFFIXES:
         from .isolate import DEFAULT_TIMEOUT, run_models
 
@@ -106,32 +109,69 @@ def load_model(
 # --------------------------------------------------------------------------------------- ONNX
 
 
-def load_onnx(path: Path, store=None) -> onnx.ModelProto:
+def load_onnx(path: Path, store=None, sha256: bool = False) -> onnx.ModelProto:
     """The model at ``path`` with its external data; with a :class:`~converter.weights.WeightStore`,
-    big external tensors are read straight into arrays the store holds (the model refers to them)."""
+    big external tensors are read straight into arrays the store holds (the model refers to them).
+
+    The file is read once: its bytes are parsed and checked, and with ``sha256`` hashed in a
+    thread meanwhile (:func:`converter.fsutil.sha256_file` then finds the digest: the report's
+    ``model_sha256``)."""
+    from onnx import external_data_helper as ext
+
     if zipfile.is_zipfile(path):
         raise BadInput(f"{path}: not an ONNX file (it is a zip archive, like a torch .pt file)")
+    data = b""
     try:
-        if store is None:
-            model = onnx.load(str(path), load_external_data=True)
-        else:
-            model = onnx.load(str(path), load_external_data=False)
-            _load_external_data(model, Path(path).parent, store)
+        with open(path, "rb") as f:
+            status = os.fstat(f.fileno())
+            data = f.read()
+        if sha256:
+            remember_sha256(path, status, data)
+        model = onnx.load(_ReadOnce(path, data), load_external_data=False)
+        external = any(ext.uses_external_data(t) for t in ext._get_all_tensors(model))
+        if external:
+            if store is None:
+                ext.load_external_data_for_model(model, os.path.dirname(os.path.abspath(path)))
+            else:
+                _load_external_data(model, Path(path).parent, store)
     except Exception as err:
         raise BadInput(f"{path}: not a valid ONNX model ({_one_line(err) or 'protobuf parse failed'})") from None
     if not model.graph.node and not model.graph.output:
         raise BadInput(f"{path}: not a valid ONNX model (empty or truncated graph)")
     _lower_ir_version(model)
     try:
-        # The file itself: the checker parses it in C++, where checking the loaded model would
-        # first serialize it again (one more copy of every weight, and 0.07 s per 45 MB).
-        onnx.checker.check_model(str(path))
+        # The bytes already read: checking the loaded model would first serialize it again (one
+        # more copy of every weight, 0.07 s per 45 MB), the path would read and parse the file
+        # again.  External data is checked against the model's directory: those take the path.
+        if external or len(data) > onnx.checker.MAXIMUM_PROTOBUF or not _binary_format(path):
+            onnx.checker.check_model(str(path))
+        else:
+            onnx.checker.check_model(data)
     except Exception as err:
         text = _one_line(err)
         if "topologically sorted" in text:
             raise BadInput(f"{path}: the graph has a cycle or is not topologically sorted ({text.split(',')[0]})") from None
         raise BadInput(f"{path}: invalid ONNX model: {text}") from None
     return model
+
+
+class _ReadOnce:
+    """The bytes of a file already read, as ``onnx.load`` takes a file object: its ``name``
+    picks the format (by extension) as the path itself would."""
+
+    def __init__(self, path, data: bytes):
+        self.name, self._data = str(path), data
+
+    def read(self) -> bytes:
+        return self._data
+
+
+def _binary_format(path) -> bool:
+    """Whether onnx reads ``path`` as binary protobuf (not one of its text formats)."""
+    from onnx import serialization
+
+    fmt = serialization.registry.get_format_from_file_extension(os.path.splitext(str(path))[1])
+    return fmt in (None, "protobuf")
 
 
 def _load_external_data(model: onnx.ModelProto, base_dir: Path, store) -> None:

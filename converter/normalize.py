@@ -92,6 +92,11 @@ def _normalize(model: onnx.ModelProto, input_shapes, check: bool = True) -> onnx
     if input_shapes:
         _fix_input_shapes(graph, input_shapes)
     _remove_passthrough(graph)
+    # Constant nodes as initializers now (folding would make them the same tensors): a graph of
+    # layers whose parameters were Constant nodes (torch exports Clip's bounds so) then has
+    # nothing to fold and skips the fold (see _nothing_to_fold).  Big ones are left to folding,
+    # which lists them as left unfolded.
+    _inline_constant_nodes(graph, max_bytes=FOLD_LIMIT_BYTES)
     graph.cleanup(remove_unused_graph_inputs=False).toposort()
     # gs folding evaluates constant subgraphs with onnxruntime and turns Constant nodes into
     # initializers; shapes must be inferred first so shape-only subgraphs fold too.
@@ -141,10 +146,34 @@ def _fold_constants(graph: gs.Graph, limit: int = FOLD_LIMIT_BYTES) -> list[str]
                 return True
         return False
 
-    _load_stored_constants(graph)
-    graph.fold_constants(error_ok=True, size_threshold=limit, should_exclude_node=too_big)
+    if not _nothing_to_fold(graph):
+        _load_stored_constants(graph)
+        graph.fold_constants(error_ok=True, size_threshold=limit, should_exclude_node=too_big)
     graph.cleanup(remove_unused_graph_inputs=False)
     return list(dict.fromkeys(skipped))  # graphsurgeon asks about a node more than once
+
+
+#: Ops graphsurgeon's folding rewrites even when no node has only constant inputs: Constant
+#: nodes become tensors, Shape/Size of static shapes become constants, Cast pairs around shape
+#: arithmetic are elided.
+_FOLDING_OPS = frozenset({"Constant", "Shape", "Size", "Cast"})
+
+
+def _nothing_to_fold(graph: gs.Graph) -> bool:
+    """Whether ``graph.fold_constants`` would leave ``graph`` as it is: no node computable from
+    constants alone (or without inputs), none of :data:`_FOLDING_OPS`, no subgraph or function.
+    Folding first copies the whole graph (a third of a MobileNet's normalization), so a graph
+    of weights and layers only (most exported CNNs once folded) skips it."""
+    if getattr(graph, "functions", None):
+        return False
+    for node in graph.nodes:
+        if node.op in _FOLDING_OPS or any(isinstance(v, gs.Graph) or (isinstance(v, list) and v and
+                                                                      isinstance(v[0], gs.Graph))
+                                          for v in node.attrs.values()):
+            return False
+        if all(isinstance(t, gs.Constant) for t in node.inputs if not t.is_empty()):
+            return False
+    return True
 
 
 def _load_stored_constants(graph: gs.Graph) -> None:
@@ -377,14 +406,17 @@ def _remove_passthrough(graph: gs.Graph) -> None:
     graph.cleanup(remove_unused_graph_inputs=False)
 
 
-def _inline_constant_nodes(graph: gs.Graph) -> None:
-    """Constant nodes that folding left behind become initializers."""
+def _inline_constant_nodes(graph: gs.Graph, max_bytes: int | None = None) -> None:
+    """Constant nodes (with a ``value``, of at most ``max_bytes``) become initializers."""
     for node in list(graph.nodes):
         if node.op != "Constant" or "value" not in node.attrs or node.outputs[0] in graph.outputs:
             continue
         out = node.outputs[0]
         value = node.attrs["value"]
-        const = gs.Constant(out.name, np.asarray(value.values if isinstance(value, gs.Constant) else value))
+        array = np.asarray(value.values if isinstance(value, gs.Constant) else value)
+        if max_bytes is not None and array.nbytes > max_bytes:
+            continue
+        const = gs.Constant(out.name, array)
         for consumer in list(out.outputs):
             for i, t in enumerate(consumer.inputs):
                 if t is out:

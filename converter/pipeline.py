@@ -120,6 +120,10 @@ class _Timer:
 #: Targets whose ports hold big weights by reference (converter/weights.py): their exporter reads
 #: weights through graphsurgeon only.  The others get models holding their bytes.
 BY_REFERENCE_TARGETS = frozenset({"tflite"})
+#: Models with at least this many bytes in big initializers (``weights.MIN_BYTES`` each) hold
+#: them by reference: a ResNet-18 (45 MB) then never copies them through graphsurgeon's export
+#: (0.2 s of CPU per port); for a few MB the bookkeeping is not worth it.
+STORE_MIN_BYTES = 16 << 20
 
 
 def preload_steps(frameworks, verify: bool) -> list:
@@ -139,17 +143,19 @@ def load_stage(model_path: str, opts: PortOptions, meanwhile=(), store=None):
     while a torch model loads in its child process (:func:`preload_steps`).
 
     With a :class:`~converter.weights.WeightStore`, the big weights of a model with at least
-    ``RELEASE_MIN_BYTES`` of them go into the store and both models refer to them (the caller
+    ``STORE_MIN_BYTES`` of them go into the store and both models refer to them (the caller
     keeps the store active while it uses the models: ``weights.holding(store)``)."""
     from . import weights
     from .load import load_model
     from .normalize import dynamic_inputs, normalize
 
     shapes = dict(opts.input_shapes)
-    original = load_model(model_path, shapes, opts.trust_pickle, opts.timeout, meanwhile, store=store)
+    original = load_model(model_path, shapes, opts.trust_pickle, opts.timeout, meanwhile, store=store,
+                          sha256=True)  # the report's model_sha256
     if store is not None:
-        weights.hold(original, store)  # big weights a non-ONNX source or the .onnx itself held
-        if store.nbytes < RELEASE_MIN_BYTES:  # small: not worth it; the models hold their bytes
+        if store.nbytes + weights.holdable_bytes(original) >= STORE_MIN_BYTES:
+            weights.hold(original, store)  # big weights a non-ONNX source or the .onnx itself held
+        else:  # small: not worth it; the models hold their bytes
             weights.materialize(original)
             store.clear()
             store = None
@@ -196,8 +202,6 @@ def port(model_path: str, opts: PortOptions, progress=None, preloaded=None, shar
         "target": opts.target,
         "hw": hw,
     }
-    if Path(model_path).is_file():
-        report["model_sha256"] = sha256_file(model_path)
     out_dir = Path(opts.out_dir)
     from . import weights
 
@@ -221,6 +225,8 @@ def port(model_path: str, opts: PortOptions, progress=None, preloaded=None, shar
                 timer.heavy = weight_bytes(model) >= RELEASE_MIN_BYTES
             if weights.has_references(original):
                 held.enter_context(weights.holding(store))
+        if Path(model_path).is_file():  # after loading: an .onnx was hashed from the bytes it read
+            report["model_sha256"] = sha256_file(model_path)
         report["ops_before"] = _histogram(model)
         with timer.stage("check"):
             checked = check_model(model, opts.target, hw, matrix)

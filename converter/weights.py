@@ -170,17 +170,29 @@ def to_array(tensor: onnx.TensorProto) -> np.ndarray:
     return numpy_helper.to_array(tensor)
 
 
-def hold(model: onnx.ModelProto, store: WeightStore, min_bytes: int = MIN_BYTES) -> None:
-    """Move ``model``'s big in-proto initializers into ``store`` (in place)."""
+def _holdable(model: onnx.ModelProto, min_bytes: int):
+    """(tensor, numpy dtype) of the in-proto initializers :func:`hold` moves, by their header
+    fields (reading ``raw_data`` copies the bytes)."""
     for tensor in model.graph.initializer:
         if tensor.data_location == onnx.TensorProto.EXTERNAL or tensor.data_type in (
-                onnx.TensorProto.STRING, onnx.TensorProto.UNDEFINED):
+                onnx.TensorProto.STRING, onnx.TensorProto.UNDEFINED) or not tensor.HasField("raw_data"):
             continue
+        dtype = np.dtype(onnx.helper.tensor_dtype_to_np_dtype(tensor.data_type))
+        if dtype.itemsize * int(np.prod(tensor.dims, dtype=np.int64)) >= min_bytes:
+            yield tensor, dtype
+
+
+def holdable_bytes(model: onnx.ModelProto, min_bytes: int = MIN_BYTES) -> int:
+    """Bytes :func:`hold` would move into a store (at most: it skips a tensor whose ``raw_data``
+    does not match its shape)."""
+    return sum(dtype.itemsize * int(np.prod(t.dims, dtype=np.int64)) for t, dtype in _holdable(model, min_bytes))
+
+
+def hold(model: onnx.ModelProto, store: WeightStore, min_bytes: int = MIN_BYTES) -> None:
+    """Move ``model``'s big in-proto initializers into ``store`` (in place)."""
+    for tensor, dtype in list(_holdable(model, min_bytes)):
         raw = tensor.raw_data
-        if len(raw) < min_bytes:
-            continue
-        dtype = onnx.helper.tensor_dtype_to_np_dtype(tensor.data_type)
-        if np.dtype(dtype).itemsize * int(np.prod(tensor.dims, dtype=np.int64)) != len(raw):
+        if len(raw) < min_bytes or dtype.itemsize * int(np.prod(tensor.dims, dtype=np.int64)) != len(raw):
             continue
         array = np.frombuffer(raw, dtype=dtype).reshape(tuple(tensor.dims))
         refer(tensor, store, array)

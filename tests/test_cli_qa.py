@@ -321,3 +321,35 @@ def test_demo_ports_its_torchscript_model(tmp_path):
     assert res.stderr == ""
     written = files_under(tmp_path / "demo" / "tnn-arm")
     assert "normalized_input.tnnproto" in written and "normalized_input.tnnmodel" in written
+
+
+def test_console_script_exits_fast_but_runs_atexit_and_flushes_its_output(tmp_path):
+    """``converter.cli.run`` ends with ``os._exit`` (no interpreter teardown): atexit handlers
+    still run, everything printed reaches the pipe, the exit code is the command's."""
+    model = tmp_path / "m.onnx"
+    x = helper.make_tensor_value_info("x", TensorProto.FLOAT, [1, 4])
+    y = helper.make_tensor_value_info("y", TensorProto.FLOAT, [1, 4])
+    graph = helper.make_graph([helper.make_node("Relu", ["x"], ["y"])], "g", [x], [y])
+    from onnx import save
+
+    save(helper.make_model(graph, opset_imports=[helper.make_opsetid("", 17)]), str(model))
+    driver = textwrap.dedent("""
+        import atexit, sys
+        atexit.register(lambda: sys.stderr.write("atexit handler ran\\n"))
+        sys.argv = ["edgeconv"] + sys.argv[1:]
+        from converter.cli import run
+        print("x" * 100000, end="")  # more than a pipe buffer: must be flushed, not dropped
+        run()
+    """)
+    env = {**os.environ, "PYTHONPATH": str(ROOT)}
+    env.pop("EDGECONV_DEBUG", None)
+    done = subprocess.run([sys.executable, "-c", driver, "port", str(model), "--to", "tflite", "--hw", "cpu",
+                           "--no-verify", "-o", str(tmp_path / "out")], capture_output=True, text=True, env=env,
+                          timeout=300, cwd=tmp_path)
+    assert done.returncode == 0, done.stderr
+    assert done.stdout.startswith("x" * 100000) and "result" in done.stdout and done.stdout.endswith("┘\n")
+    assert done.stderr == "atexit handler ran\n"
+    done = subprocess.run([sys.executable, "-c", driver, "port", str(tmp_path / "missing.onnx"), "--to", "tflite"],
+                          capture_output=True, text=True, env=env, timeout=300, cwd=tmp_path)
+    assert done.returncode == EXIT_BAD_INPUT
+    assert done.stderr.splitlines()[0].startswith("edgeconv: error:") and done.stderr.endswith("atexit handler ran\n")

@@ -21,7 +21,7 @@ HEAVY = ("tensorflow", "torch", "coremltools", "onnxruntime", "onnx", "numpy", "
          "sympy", "keras")
 
 _DRIVER = """
-import contextlib, io, json, sys
+import contextlib, io, json, os, sys
 from converter.cli import main
 with contextlib.redirect_stdout(io.StringIO()):
     try:
@@ -29,19 +29,32 @@ with contextlib.redirect_stdout(io.StringIO()):
     except SystemExit as exit:
         code = exit.code
 heavy = sorted({m.split('.')[0] for m in sys.modules} & set(sys.argv[1].split(',')))
-print(json.dumps({"code": code, "heavy": heavy}))
+threads = len(os.listdir("/proc/self/task")) if os.path.isdir("/proc/self/task") else None
+print(json.dumps({"code": code, "heavy": heavy, "threads": threads}))
 """
 
 
-def _imports(*argv: str, heavy=HEAVY, write_caches: bool = False) -> tuple[int, set[str]]:
-    env = {**os.environ, "PYTHONPATH": str(ROOT)}
+def _run(*argv: str, heavy=HEAVY, write_caches: bool = False) -> dict:
+    # as for a user: numpy's BLAS threads and rich's terminal detection left to their defaults
+    env = {k: v for k, v in os.environ.items() if k not in _BLAS_THREAD_VARIABLES + _RICH_VARIABLES}
+    env["PYTHONPATH"] = str(ROOT)
     if write_caches:
         env.pop("PYTHONDONTWRITEBYTECODE", None)
     done = subprocess.run([sys.executable, "-c", _DRIVER, ",".join(heavy), *argv], capture_output=True,
                           text=True, env=env, timeout=300, cwd=ROOT)
     assert done.returncode == 0, done.stderr[-2000:]
-    result = json.loads(done.stdout.strip().splitlines()[-1])
+    return json.loads(done.stdout.strip().splitlines()[-1])
+
+
+def _imports(*argv: str, heavy=HEAVY, write_caches: bool = False) -> tuple[int, set[str]]:
+    result = _run(*argv, heavy=heavy, write_caches=write_caches)
     return result["code"], set(result["heavy"])
+
+
+#: What OpenBLAS reads for its thread count (converter/blas.py): unset, as for a user.
+_BLAS_THREAD_VARIABLES = ("OPENBLAS_NUM_THREADS", "GOTO_NUM_THREADS", "OMP_NUM_THREADS")
+#: What makes rich treat a pipe as a terminal (converter/commands/plain_table.py).
+_RICH_VARIABLES = ("FORCE_COLOR", "TTY_COMPATIBLE", "COLUMNS")
 
 
 def test_help_imports_no_heavy_library():
@@ -61,15 +74,30 @@ def test_port_onnx_to_tflite_imports_neither_torch_tensorflow_nor_coremltools(zo
 def test_port_no_verify_imports_only_what_the_file_needs(zoo_onnx_path, tmp_path):
     """``--no-verify``: no reference run (onnxruntime) and no file run (LiteRT); typer's values
     are taken without Pydantic (commands/coercion.py) and the matrix from its parse cache, once
-    a process has written it (matrix/compiled.py), so neither Pydantic nor PyYAML loads."""
+    a process has written it (matrix/compiled.py), so neither Pydantic nor PyYAML loads; the
+    summary on a pipe is written without rich (commands/plain_table.py), as ``--json`` is."""
     argv = ("port", str(zoo_onnx_path("normalized_input")), "--to", "tflite", "--hw", "cpu", "--no-verify",
-            "-o", str(tmp_path / "out"), "--json")
-    extra = ("pydantic", "yaml", "jinja2")
+            "-o", str(tmp_path / "out"))
+    extra = ("pydantic", "yaml", "jinja2", "rich")
     code, _ = _imports(*argv, heavy=HEAVY + extra, write_caches=True)  # writes the matrix cache
     assert code == 0
     code, heavy = _imports(*argv, heavy=HEAVY + extra)
     assert code == 0
     assert heavy == {"onnx", "numpy"}
+
+
+@pytest.mark.skipif(not os.path.isdir("/proc/self/task") or (os.cpu_count() or 1) < 2,
+                    reason="counts threads in /proc; numpy's BLAS starts none on one core")
+def test_port_no_verify_leaves_no_thread_behind(zoo_onnx_path, tmp_path):
+    """A port that runs no model imports numpy without OpenBLAS's thread pool (converter/blas.py:
+    one worker per core, started at import), and the threads that hash the input and sync the
+    outputs in the background are done when it returns: one thread, the main one.  A port that
+    verifies keeps numpy's threads (the check that the count sees them)."""
+    common = (str(zoo_onnx_path("normalized_input")), "--to", "tflite", "--hw", "cpu", "--json")
+    result = _run("port", *common, "--no-verify", "-o", str(tmp_path / "out"))
+    assert result["code"] == 0 and result["threads"] == 1
+    result = _run("inspect", str(zoo_onnx_path("normalized_input")))
+    assert result["code"] == 0 and result["threads"] > 1  # numpy imported as usual: its BLAS threads
 
 
 def test_port_onnx_to_coreml_imports_no_frontend(zoo_onnx_path, tmp_path):
@@ -79,3 +107,27 @@ def test_port_onnx_to_coreml_imports_no_frontend(zoo_onnx_path, tmp_path):
     assert code == 0
     # coremltools' _deps would import both to probe its TF and torch frontends.
     assert "coremltools" in heavy and heavy & {"torch", "tensorflow", "keras"} == set()
+
+
+def test_a_command_builds_only_its_own_parser(zoo_onnx_path, tmp_path):
+    """``edgeconv port ...`` registers only ``port`` (converter/cli.py ``_app_for``): the other
+    command modules are never imported; ``converter.cli.app`` still has every command."""
+    driver = """
+import contextlib, io, json, sys
+from converter import cli
+from converter.commands import COMMAND_MODULES
+with contextlib.redirect_stdout(io.StringIO()):
+    code = cli.main(sys.argv[1:])
+loaded = sorted(m for m in COMMAND_MODULES if f"converter.commands.{m}" in sys.modules)
+import typer.main
+names = sorted(typer.main.get_command(cli.app).commands)
+print(json.dumps({"code": code, "loaded": loaded, "names": names, "all": sorted(COMMAND_MODULES)}))
+"""
+    env = {**os.environ, "PYTHONPATH": str(ROOT)}
+    done = subprocess.run([sys.executable, "-c", driver, "port", str(zoo_onnx_path("normalized_input")), "--to",
+                           "tflite", "--hw", "cpu", "--no-verify", "-o", str(tmp_path / "out"), "--json"],
+                          capture_output=True, text=True, env=env, timeout=300, cwd=ROOT)
+    assert done.returncode == 0, done.stderr[-2000:]
+    result = json.loads(done.stdout.strip().splitlines()[-1])
+    assert result["code"] == 0 and result["loaded"] == ["port"]
+    assert result["names"] == result["all"] and len(result["all"]) == 10

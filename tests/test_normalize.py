@@ -140,3 +140,43 @@ def test_unsafe_names_are_sanitized_for_the_edge_formats():
     norm = normalize(model)
     assert norm.graph.input[0].name == "in_put_0"
     assert norm.graph.output[0].name == "out__1_"
+
+
+@pytest.mark.parametrize("name", ["unet", "resnet", "mobilenetv2", "detector", "transformer"])
+def test_skipping_a_fold_with_nothing_to_fold_changes_no_byte(name, zoo_onnx_path, monkeypatch):
+    """``_nothing_to_fold`` lets normalization skip graphsurgeon's folding (which copies the whole
+    graph first) only where folding would change nothing: the result is the same bytes as with
+    folding forced.  mobilenetv2's Constant nodes (Clip bounds) are initializers before the
+    fold, so it skips it like unet and resnet; the transformer block folds (shape arithmetic)."""
+    import converter.normalize as normalize_module
+
+    raw = onnx.load(zoo_onnx_path(name))
+    answers = []
+    real = normalize_module._nothing_to_fold
+    monkeypatch.setattr(normalize_module, "_nothing_to_fold", lambda g: answers.append(real(g)) or answers[-1])
+    skipped = normalize(raw).SerializeToString()
+    monkeypatch.setattr(normalize_module, "_nothing_to_fold", lambda g: False)
+    assert normalize(raw).SerializeToString() == skipped
+    monkeypatch.setattr(normalize_module, "FOLD_LIMIT_BYTES", -1)  # no Constant node inlined before folding
+    assert normalize(raw).SerializeToString() == skipped
+    assert answers == ([False] if name == "transformer" else [True])
+
+
+def test_nothing_to_fold_sees_every_kind_of_folding():
+    import onnx_graphsurgeon as gs
+
+    from converter.normalize import _nothing_to_fold
+
+    def graph(op, const_inputs=False, **attrs):
+        x = gs.Variable("x", np.float32, (1, 4))
+        w = gs.Constant("w", np.ones((1, 4), np.float32))
+        y = gs.Variable("y", np.float32, (1, 4))
+        inputs = [w, w] if const_inputs else [x, w]
+        return gs.Graph(nodes=[gs.Node(op, inputs=inputs if op != "Constant" else [], outputs=[y], attrs=attrs)],
+                        inputs=[x], outputs=[y])
+
+    assert _nothing_to_fold(graph("Add"))
+    assert not _nothing_to_fold(graph("Add", const_inputs=True))  # computable now
+    for op in ("Constant", "Shape", "Size", "Cast"):
+        assert not _nothing_to_fold(graph(op))
+    assert not _nothing_to_fold(graph("If", then_branch=gs.Graph(), else_branch=gs.Graph()))

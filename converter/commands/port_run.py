@@ -34,12 +34,9 @@ def run_ports(model: str, base, combos, preloaded, json_out: bool, jobs: int = 1
     """Port to every combination; with several, they share the loaded model and the reference
     outputs (``pipeline.shared_work``), and up to ``jobs`` run at once (threads: the heavy parts,
     onnxruntime, LiteRT, numpy, release the GIL)."""
-    from rich.console import Console
-    from rich.markup import escape
-
     from ..pipeline import port, shared_work
 
-    console = Console(stderr=True)
+    console = _stderr_console()
     many = len(combos) > 1
     shared = shared_work(preloaded) if many else None
 
@@ -69,6 +66,11 @@ def run_ports(model: str, base, combos, preloaded, json_out: bool, jobs: int = 1
                 status.update(f"[bold]{len(combos)} targets[/], {jobs} at a time: {done} done")
     else:
         for fw, hw in combos:
+            if console is None:
+                outcomes.append(one(fw, hw))
+                continue
+            from rich.markup import escape
+
             label = escape(f"{fw}/{hw}")  # a matrix overlay names hardware: user text
             with _status(console, f"[bold]{label}[/]: starting") as status:
                 def progress(stage, label=label, status=status):
@@ -87,14 +89,14 @@ def run_ports(model: str, base, combos, preloaded, json_out: bool, jobs: int = 1
                           "errors": [{"target": f, "hw": h, "error": str(e), "exit_code": e.exit_code}
                                      for f, h, e in failures]}, indent=2, sort_keys=True))
     else:
-        from .options import stdout_console
         from .port_summary import print_many, print_one
 
-        out = stdout_console()
         if many:
-            print_many(out, results, failures)
+            from .options import stdout_console
+
+            print_many(stdout_console(), results, failures)
         else:
-            print_one(out, results[0])
+            print_one(None, results[0])
     if not many:
         return results[0].exit_code
     # "Where can my model run?": success if it runs somewhere.
@@ -114,10 +116,24 @@ class _NoStatus:
         pass
 
 
+def _stderr_console():
+    """rich's console on stderr for the progress spinner; None where rich would draw none (not
+    a terminal: rich itself is then not imported)."""
+    import sys
+
+    from .plain_table import not_a_terminal
+
+    if not_a_terminal(sys.stderr):
+        return None
+    from rich.console import Console
+
+    return Console(stderr=True)
+
+
 def _status(console, text: str):
     """A spinner line on a terminal; on a pipe or file rich's status draws nothing, so it is not
     built (nor rich's live-display modules imported)."""
-    return console.status(text) if console.is_terminal else _NoStatus()
+    return console.status(text) if console is not None and console.is_terminal else _NoStatus()
 
 
 def _internal(err: Exception) -> EdgeconvError:

@@ -56,8 +56,9 @@ class TFLiteTarget(Target):
         name = FILE_STEM(options.extra.get("name") or model.graph.name or "model")
         out_dir = Path(out_dir)
         streamed = isinstance(data, FlatbufferFile)
+        sha256 = data.sha256_meanwhile() if streamed else lambda: sha256_bytes(data)
         path = atomic_write_bytes(out_dir / f"{name}.tflite", data.write if streamed else data)
-        meta.update(sha256=data.sha256() if streamed else sha256_bytes(data), size=len(data), hw=hw,
+        meta.update(sha256=sha256(), size=len(data), hw=hw,
                     num_threads=options.extra.get("num_threads"))
         return Artifact(target=self.name, hw=hw, files=[path], out_dir=out_dir, meta=meta, runtime="litert")
 
