@@ -148,8 +148,10 @@ def test_correction_that_hurts_on_the_calibration_data_is_dropped():
     samples = positive_samples(16, 2, mean=-1.0) + positive_samples(16, 0, mean=3.0) + positive_samples(50, 3)
     quantized = _quantize(model, samples)
     record = bias_correction_record(quantized)
-    assert record["applied"] is False and record["sqnr_db_after"] < record["sqnr_db_before"], record
-    assert "fell" in record["why"]
+    candidates = record["candidates"]
+    assert record["applied"] is False and candidates["shared/corrected"] < candidates["shared/plain"], record
+    assert record["sqnr_db_after"] == record["sqnr_db_before"] == candidates["shared/plain"]
+    assert "lowered the worst output SQNR" in record["why"]
     plain = _quantize(model, samples, bias_correction=False)
     for name in ("dw", "pw"):
         assert np.array_equal(_dequantized_const(quantized, name, 2)[0], _dequantized_const(plain, name, 2)[0])
@@ -163,7 +165,8 @@ def test_nothing_to_correct_is_recorded():
                    {"w": rng.standard_normal((8, 8)).astype(np.float32)}, "matmul")
     samples = [{"x": rng.standard_normal((4, 8)).astype(np.float32)} for _ in range(8)]
     record = bias_correction_record(_quantize(model, samples))
-    assert record == {"layers": 0, "applied": False, "why": "no Conv/Gemm with an integer weight and an int32 bias of its own"}
+    assert record == {"layers": 0, "applied": False, "add_ranges": "shared",
+                      "why": "no Conv/Gemm with an integer weight and an int32 bias of its own"}
 
 
 def test_no_bias_correction_flag_keeps_the_plain_biases(tmp_path):
@@ -207,3 +210,31 @@ def test_targets_with_their_own_weight_scheme_keep_the_plain_biases(target, hw, 
     assert record["applied"] is False and "own scheme" in record["why"], record
     quantized = onnx.load(str(tmp_path / "out" / "quantized.onnx"))
     assert bias_correction_record(quantized) is None
+
+
+def test_residual_add_ranges_are_chosen_with_the_biases():
+    """A residual block: the Add's branch can share the Add's range (TensorFlow's layout) or keep
+    its own; each way with plain or corrected biases, the best on the calibration samples wins,
+    and its activation scales are the QDQ model's."""
+    from quant_models import gaussian_samples, residual_model
+
+    from converter.quantize.qdq import quantize_static_qdq
+    from converter.quantize.ranges import share_add_ranges
+
+    model = residual_model()
+    samples = [{"x": np.abs(s["x"]) + 0.5} for s in gaussian_samples((1, 8, 8, 8), 32, 0, "x")]
+    ranges = collect_ranges(model, samples)
+    quantized = _quantize(model, samples)
+    record = bias_correction_record(quantized)
+    assert set(record["candidates"]) == {"shared/plain", "shared/corrected", "own/plain", "own/corrected"}, record
+    best = max(record["candidates"], key=record["candidates"].get)
+    assert record["sqnr_db_after"] == record["candidates"][best]
+    assert record["sqnr_db_before"] == record["candidates"]["shared/plain"]
+    assert (record["add_ranges"], record["applied"]) == (best.split("/")[0], best.endswith("corrected"))
+    # the branch (conv_b's output) is quantized with the chosen layout's scale
+    wide, own = share_add_ranges(model, ranges).data["cb"].range_value, ranges.data["cb"].range_value
+    assert not np.array_equal(np.asarray(wide), np.asarray(own))
+    layout = quantize_static_qdq(model, ranges, QuantConfig("int8"), share_add=record["add_ranges"] == "shared")
+    scale = {i.name: numpy_helper.to_array(i) for i in quantized.graph.initializer}["cb_scale"]
+    expected = {i.name: numpy_helper.to_array(i) for i in layout.graph.initializer}["cb_scale"]
+    assert scale == expected

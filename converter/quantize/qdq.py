@@ -75,8 +75,16 @@ def quantize_model(model: onnx.ModelProto, config: QuantConfig, ranges=None, sam
     if config.bias_correction and samples:
         from .bias_correction import correct_biases
 
-        quantized = correct_biases(model, quantized, samples)
+        shared = share_add_ranges(model, ranges)
+        alternatives = {} if _same_ranges(shared, ranges) else {
+            "own": quantize_static_qdq(model, ranges, config, share_add=False)}
+        quantized = correct_biases(model, quantized, samples, alternatives)
     return quantized
+
+
+def _same_ranges(a, b) -> bool:
+    return a.data.keys() == b.data.keys() and all(
+        np.array_equal(np.asarray(a.data[k].range_value), np.asarray(b.data[k].range_value)) for k in a.data)
 
 
 def _check_onnxruntime():
@@ -90,7 +98,9 @@ def _check_onnxruntime():
     return quantize_static
 
 
-def quantize_static_qdq(model: onnx.ModelProto, ranges, config: QuantConfig) -> onnx.ModelProto:
+def quantize_static_qdq(model: onnx.ModelProto, ranges, config: QuantConfig, share_add: bool = True) -> onnx.ModelProto:
+    """onnxruntime's QDQ model with ``ranges`` (widened by :func:`.ranges.share_add_ranges` unless
+    ``share_add`` is false)."""
     quantize_static = _check_onnxruntime()
     from onnxruntime.quantization import CalibrationMethod, QuantFormat, QuantType
     from onnxruntime.quantization.calibrate import save_tensors_data
@@ -100,7 +110,7 @@ def quantize_static_qdq(model: onnx.ModelProto, ranges, config: QuantConfig) -> 
     with tempfile.TemporaryDirectory(prefix="edgeconv-qdq-") as tmp, quiet_onnxruntime_quantization():
         src, out, cache = Path(tmp) / "float.onnx", Path(tmp) / "qdq.onnx", Path(tmp) / "ranges.json"
         onnx.save(model, str(src))
-        save_tensors_data(share_add_ranges(model, ranges), cache)
+        save_tensors_data(share_add_ranges(model, ranges) if share_add else ranges, cache)
         quantize_static(str(src), str(out), calibration_data_reader=None, quant_format=QuantFormat.QDQ,
                         per_channel=config.per_channel, activation_type=qtype, weight_type=qtype,
                         nodes_to_exclude=list(config.nodes_to_exclude), calibrate_method=CalibrationMethod.MinMax,
