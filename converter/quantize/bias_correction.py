@@ -16,9 +16,11 @@ Before / after (the int32 bias integers change, nothing else)::
     x -> DQ -> Conv(DQ(w_int8), DQ(b'_int32)) -> Q       b'_int32 = round((b - delta) / (s_x * s_w))
 
 The correction targets the calibration distribution, so it is kept only where it helps
-there: the worst output SQNR of the QDQ model (every Q/DQ applied) on up to
-:data:`CHECK_SAMPLES` calibration samples must not drop.  The outcome is recorded in the
-QDQ model's metadata (:data:`METADATA_KEY`) and from there in ``quantization.json``.
+there: :func:`correct_biases` scores the QDQ model with plain and with corrected biases, and
+the same for each alternative range layout it is given (``qdq.quantize_model`` gives the one
+without :func:`.ranges.share_add_ranges`), by the worst output SQNR (every Q/DQ applied) on
+up to :data:`CHECK_SAMPLES` calibration samples, and keeps the best.  The outcome is recorded
+in the chosen model's metadata (:data:`METADATA_KEY`) and from there in ``quantization.json``.
 
 Layers it corrects: Conv (any group) and Gemm (``alpha = beta = 1``, ``transA = 0``) whose
 weight is a dequantized integer constant and whose bias is a dequantized int32 constant read
