@@ -208,7 +208,10 @@ def share_add_ranges(model: onnx.ModelProto, tensors_data):
 
     The Add's output range is the range it is quantized with: that of a lone Relu/Clip after it
     when there is one (onnxruntime's ``adjust_tensor_ranges`` folds the activation).  Adds are
-    visited last to first so that a chain of them shares the last one's range."""
+    visited last to first so that a chain of them shares the last one's range.
+
+    These numbers are with plain biases.  With bias correction each tensor's own range can gain
+    more, so ``qdq.quantize_model`` then scores both layouts (:mod:`.bias_correction`)."""
     from onnxruntime.quantization.calibrate import CalibrationMethod, TensorData, TensorsData
 
     consumers: dict[str, list[onnx.NodeProto]] = {}
