@@ -277,8 +277,7 @@ def port(model_path: str, opts: PortOptions, progress=None, preloaded=None, shar
         if status == "ok":
             try:
                 with timer.stage("export"):
-                    exported = quant.export_model if quant is not None and quant.export_model is not None else final
-                    artifact = target.export(exported, tmp, hw, ExportOptions(
+                    artifact = target.export(quant.export_model if quant is not None else final, tmp, hw, ExportOptions(
                         fp16_weights=opts.fp16_weights or (quant is not None and quant.export_fp16),
                         keep_nchw_io=opts.keep_nchw_io,
                         extra={"name": _model_name(model_path), "fallback_nodes": sorted(legal.fallback_nodes),

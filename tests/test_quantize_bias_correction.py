@@ -234,7 +234,8 @@ def test_residual_add_ranges_are_chosen_with_the_biases():
     # the branch (conv_b's output) is quantized with the chosen layout's scale
     wide, own = share_add_ranges(model, ranges).data["cb"].range_value, ranges.data["cb"].range_value
     assert not np.array_equal(np.asarray(wide), np.asarray(own))
-    layout = quantize_static_qdq(model, ranges, QuantConfig("int8"), share_add=record["add_ranges"] == "shared")
+    chosen = share_add_ranges(model, ranges) if record["add_ranges"] == "shared" else ranges
+    layout = quantize_static_qdq(model, chosen, QuantConfig("int8"))
     scale = {i.name: numpy_helper.to_array(i) for i in quantized.graph.initializer}["cb_scale"]
     expected = {i.name: numpy_helper.to_array(i) for i in layout.graph.initializer}["cb_scale"]
     assert scale == expected

@@ -36,6 +36,8 @@ import numpy as np
 import onnx
 from onnx import helper, numpy_helper
 
+from .params import QdqView, QuantEdge, dequantize, int32_bias
+
 METADATA_KEY = "edgeconv.bias_correction"
 #: Calibration samples the keep-or-drop check runs.
 CHECK_SAMPLES = 16
@@ -47,75 +49,35 @@ MEAN_SAMPLES = 32
 
 @dataclass
 class _Layer:
-    node: onnx.NodeProto          # the QDQ model's layer
-    float_input: str              # its input tensor in the float model
-    float_bias_name: str          # its bias initializer in the float model
+    node: onnx.NodeProto          # the layer (the float model's node; the QDQ model's has its name)
+    bias: str                     # its bias initializer in the float model
     float_weight: np.ndarray
     float_bias: np.ndarray
     weight_real: np.ndarray       # the dequantized weight the QDQ model computes with
-    bias_init: onnx.TensorProto   # the int32 initializer to rewrite
-    bias_scale: np.ndarray
+    bias_edge: QuantEdge          # the int32 bias: its integers' initializer and its scale
 
 
 def _attrs(node: onnx.NodeProto) -> dict:
     return {a.name: helper.get_attribute_value(a) for a in node.attribute}
 
 
-def _dequantized(inits: dict, dq: onnx.NodeProto) -> np.ndarray | None:
-    if dq.op_type != "DequantizeLinear" or any(name not in inits for name in dq.input):
-        return None
-    q = numpy_helper.to_array(inits[dq.input[0]]).astype(np.float64)
-    scale = numpy_helper.to_array(inits[dq.input[1]]).astype(np.float64)
-    zero = numpy_helper.to_array(inits[dq.input[2]]).astype(np.float64) if len(dq.input) > 2 else np.zeros_like(scale)
-    if scale.ndim:
-        axis = int(_attrs(dq).get("axis", 1)) % q.ndim
-        shape = [1] * q.ndim
-        shape[axis] = -1
-        scale, zero = scale.reshape(shape), zero.reshape(shape)
-    return (q - zero) * scale
-
-
-def _reader_counts(model: onnx.ModelProto) -> dict[str, int]:
-    counts: dict[str, int] = {}
-    for node in model.graph.node:
-        for name in node.input:
-            counts[name] = counts.get(name, 0) + 1
-    return counts
-
-
-def _layers(float_model: onnx.ModelProto, qdq_model: onnx.ModelProto) -> list[_Layer]:
-    inits = {i.name: i for i in qdq_model.graph.initializer}
-    float_inits = {i.name: i for i in float_model.graph.initializer}
-    float_nodes = {n.name: n for n in float_model.graph.node}
-    producer = {o: n for n in qdq_model.graph.node for o in n.output}
-    readers, float_readers = _reader_counts(qdq_model), _reader_counts(float_model)
+def _layers(view: QdqView) -> list[_Layer]:
+    floats = {i.name: i for i in view.float_model.graph.initializer}
     layers = []
-    for node in qdq_model.graph.node:
-        if node.op_type not in ("Conv", "Gemm") or len(node.input) < 3 or node.name not in float_nodes:
+    for node in view.float_model.graph.node:
+        if node.op_type not in ("Conv", "Gemm") or len(node.input) < 3:
             continue
-        if node.op_type == "Gemm":
-            a = _attrs(node)
-            if a.get("alpha", 1.0) != 1.0 or a.get("beta", 1.0) != 1.0 or a.get("transA", 0):
-                continue
-        reference = float_nodes[node.name]
-        if (len(reference.input) < 3 or any(name not in float_inits for name in reference.input[1:3])
-                or float_readers.get(reference.input[2]) != 1):
-            continue  # a float bias shared by several layers cannot take one layer's correction
-        weight_dq, bias_dq = producer.get(node.input[1]), producer.get(node.input[2])
-        if weight_dq is None or bias_dq is None or bias_dq.op_type != "DequantizeLinear":
+        a = _attrs(node)
+        if node.op_type == "Gemm" and (a.get("alpha", 1.0) != 1.0 or a.get("beta", 1.0) != 1.0 or a.get("transA", 0)):
             continue
-        weight = _dequantized(inits, weight_dq)
-        bias_int = inits.get(bias_dq.input[0])
-        if (weight is None or bias_int is None or bias_int.data_type != onnx.TensorProto.INT32
-                or readers.get(bias_dq.input[0]) != 1 or readers.get(bias_dq.output[0]) != 1
-                or bias_dq.input[1] not in inits):
+        weights, bias = view.weight_values(node.input[1]), view.constants.get(node.input[2])
+        # a bias shared by several layers cannot take one layer's correction
+        if (weights is None or bias is None or bias.dtype != "int32"
+                or view.constant_consumers[node.input[2]] != [node.name]):
             continue
-        float_weight = numpy_helper.to_array(float_inits[reference.input[1]])
-        if float_weight.shape != weight.shape:
-            continue
-        layers.append(_Layer(node, reference.input[0], reference.input[2], float_weight.astype(np.float64),
-                             numpy_helper.to_array(float_inits[reference.input[2]]).astype(np.float64).reshape(-1),
-                             weight, bias_int, numpy_helper.to_array(inits[bias_dq.input[1]]).astype(np.float64)))
+        layers.append(_Layer(node, node.input[2], weights[0].astype(np.float64),
+                             numpy_helper.to_array(floats[node.input[2]]).astype(np.float64).reshape(-1),
+                             weights[1], bias))
     return layers
 
 
@@ -158,36 +120,31 @@ def _conv_shift(layer: _Layer, mean_input: np.ndarray) -> np.ndarray:
 
 
 def _gemm_shift(layer: _Layer, mean_input: np.ndarray) -> np.ndarray:
+    """Per output: E[A] @ dB (the mean input row; B stored [N, K] when transB)."""
     dw = layer.weight_real - layer.float_weight
-    row = mean_input.reshape(-1, dw.shape[1] if _attrs(layer.node).get("transB", 0) else dw.shape[0]).mean(axis=0)
-    return dw @ row if _attrs(layer.node).get("transB", 0) else row @ dw
+    if _attrs(layer.node).get("transB", 0):
+        dw = dw.T
+    return mean_input.reshape(-1, dw.shape[0]).mean(axis=0) @ dw
 
 
 def _worst_sqnr(qdq_model: onnx.ModelProto, samples: list[dict], references: list[dict]) -> float:
-    """The lowest, over float outputs, of the median SQNR of ``qdq_model`` (every Q/DQ applied)."""
-    from ..verify.metrics import sqnr_db
+    """The lowest, over the outputs, of the median SQNR of ``qdq_model`` (every Q/DQ applied)."""
     from ..verify.runtime import onnx_runner
+    from .verify import compare_quantized
 
-    run_quant = onnx_runner(qdq_model)
-    per_output: dict[str, list[float]] = {}
-    for sample, reference in zip(samples, references):
-        got = run_quant(sample)
-        for name, value in reference.items():
-            if name in got and np.issubdtype(np.asarray(value).dtype, np.floating):
-                per_output.setdefault(name, []).append(float(sqnr_db(value, got[name])))
-    return min((float(np.median(v)) for v in per_output.values()), default=float("nan"))
+    by_sample = {id(sample): reference for sample, reference in zip(samples, references)}
+    quality = compare_quantized(lambda sample: by_sample[id(sample)], onnx_runner(qdq_model), samples)
+    return min((o.sqnr_db for o in quality.outputs), default=float("nan"))
 
 
 def _corrected(qdq_model: onnx.ModelProto, layers: list[_Layer], means: dict[str, np.ndarray]) -> onnx.ModelProto:
     corrected = onnx.ModelProto()
     corrected.CopyFrom(qdq_model)
     inits = {i.name: i for i in corrected.graph.initializer}
-    info = np.iinfo(np.int32)
     for layer in layers:
-        shift = (_conv_shift if layer.node.op_type == "Conv" else _gemm_shift)(layer, means[layer.float_input])
-        target = inits[layer.bias_init.name]
-        bias = np.round((layer.float_bias - shift) / layer.bias_scale.reshape(-1))
-        target.CopyFrom(numpy_helper.from_array(np.clip(bias, info.min, info.max).astype(np.int32), target.name))
+        shift = (_conv_shift if layer.node.op_type == "Conv" else _gemm_shift)(layer, means[layer.node.input[0]])
+        target = inits[layer.bias_edge.quantized]
+        target.CopyFrom(numpy_helper.from_array(int32_bias(layer.float_bias - shift, layer.bias_edge.scale), target.name))
     return corrected
 
 
@@ -203,7 +160,7 @@ def correct_biases(float_model: onnx.ModelProto, qdq_model: onnx.ModelProto, sam
     gain, with corrected biases each tensor's own range can gain more (MobileNetV2 at 224x224,
     64 held-out samples: shared 43.5 dB, own 46.4 dB)."""
     candidates = {"shared": qdq_model, **(alternatives or {})}
-    layers = {label: _layers(float_model, model) for label, model in candidates.items()}
+    layers = {label: _layers(QdqView(float_model, model)) for label, model in candidates.items()}
     record: dict = {"layers": len(layers["shared"]), "applied": False, "add_ranges": "shared"}
     if not layers["shared"]:
         record["why"] = "no Conv/Gemm with an integer weight and an int32 bias of its own"
@@ -211,7 +168,7 @@ def correct_biases(float_model: onnx.ModelProto, qdq_model: onnx.ModelProto, sam
         _set_metadata(qdq_model, record)
         return qdq_model
     check = samples[:CHECK_SAMPLES]
-    names = [layer.float_input for found in layers.values() for layer in found]
+    names = [layer.node.input[0] for found in layers.values() for layer in found]
     means, references = _float_pass(float_model, names, samples[:max(MEAN_SAMPLES, len(check))], len(check))
     scored = []  # (sqnr, order, label, corrected?, model)
     for label, model in candidates.items():
@@ -225,7 +182,7 @@ def correct_biases(float_model: onnx.ModelProto, qdq_model: onnx.ModelProto, sam
                   sqnr_db_before=round(scored[0][0], 3), sqnr_db_after=round(best[0], 3),
                   candidates={f"{t[2]}/{'corrected' if t[3] else 'plain'}": round(t[0], 3) for t in scored})
     if applied:
-        record["float_biases"] = {layer.float_bias_name: layer.bias_init.name for layer in layers[label]}
+        record["float_biases"] = sorted(layer.bias for layer in layers[label])
     elif layers[label]:
         record["why"] = (f"corrected biases lowered the worst output SQNR on {len(check)} calibration samples "
                          f"({best[0]:.2f} dB kept)")
@@ -247,19 +204,14 @@ def with_corrected_biases(float_model: onnx.ModelProto, qdq_model: onnx.ModelPro
     record = bias_correction_record(qdq_model) or {}
     if not record.get("applied"):
         return float_model
-    qdq_inits = {i.name: i for i in qdq_model.graph.initializer}
-    scales = {}
-    for node in qdq_model.graph.node:
-        if node.op_type == "DequantizeLinear" and node.input[0] in record["float_biases"].values():
-            scales[node.input[0]] = numpy_helper.to_array(qdq_inits[node.input[1]]).astype(np.float64).reshape(-1)
+    view = QdqView(float_model, qdq_model)
     out = onnx.ModelProto()
     out.CopyFrom(float_model)
     for init in out.graph.initializer:
-        quantized = record["float_biases"].get(init.name)
-        if quantized is not None:
-            ints = numpy_helper.to_array(qdq_inits[quantized]).astype(np.float64)
-            value = (ints * scales[quantized]).astype(np.float32).reshape(numpy_helper.to_array(init).shape)
-            init.CopyFrom(numpy_helper.from_array(value, init.name))
+        if init.name in record["float_biases"]:
+            edge = view.constants[init.name]
+            value = dequantize(numpy_helper.to_array(view.inits[edge.quantized]), edge)
+            init.CopyFrom(numpy_helper.from_array(value.astype(np.float32).reshape(init.dims), init.name))
     return out
 
 

@@ -19,8 +19,11 @@ producer (same node name, same output index) produced.
                                 "quantized": "conv_0_in1_quantized", "consumers": ["conv_0"]}, ...},
      "biases":  {"conv_0_in2": {"dtype": "int32", ...}},
      "float_nodes": ["..."],                           # nodes left in float (mixed precision)
-     "bias_correction": {"layers": 40, "applied": true, "sqnr_db_before": 42.1, "sqnr_db_after": 43.6,
-                         "samples": 16}}                # .bias_correction's record (null: not tried)
+     "bias_correction": {"layers": 41, "applied": true, "add_ranges": "own", "samples": 16,
+                         "sqnr_db_before": 42.9, "sqnr_db_after": 46.8,   # shared/plain, the chosen one
+                         "candidates": {"shared/plain": 42.9, "shared/corrected": 45.6, "own/plain": 42.6,
+                                        "own/corrected": 46.8},
+                         "float_biases": ["conv_0_in2", ...]}}  # .bias_correction's record (null: not tried)
 
 Keys of ``activations`` are tensor names of the float model; keys of ``weights``/``biases`` are
 its initializer names; ``quantized`` names the integer initializer in the QDQ model (the exact
@@ -35,8 +38,6 @@ from dataclasses import dataclass
 import numpy as np
 import onnx
 from onnx import numpy_helper
-
-from .bias_correction import bias_correction_record
 
 FORMAT = "edgeconv.quant/1"
 
@@ -164,8 +165,16 @@ def dequantize(q: np.ndarray, edge: QuantEdge) -> np.ndarray:
     return (q.astype(np.float64) - zero) * scale
 
 
+def int32_bias(bias: np.ndarray, scale) -> np.ndarray:
+    """A bias as int32 on ``scale`` (input scale x weight scale, per channel or one): round half to
+    even, saturated, as onnxruntime's quantizer, TensorFlow's converter and MACE's write it."""
+    q = np.round(np.asarray(bias, np.float64).reshape(-1) / np.asarray(scale, np.float64).reshape(-1))
+    return np.clip(q, -(2**31), 2**31 - 1).astype(np.int32)
+
+
 def quant_params(view: QdqView, config) -> dict:
     """The record described in the module docstring."""
+    from .bias_correction import bias_correction_record
     qdq = view.qdq_model
     init_names = {i.name for i in qdq.graph.initializer}
 

@@ -77,8 +77,8 @@ class QuantResult:
     file_runtime: str = ""
     #: Per layer, the file against its QDQ model (:mod:`.file_layers`), or None.
     file_layers: dict | None = None
-    #: The float model an integer exporter quantizes: the legalized model with the biases
-    #: bias correction changed (:func:`.bias_correction.with_corrected_biases`), else None.
+    #: The model the target exports: for an integer file, the legalized model with the biases
+    #: bias correction changed (:func:`.bias_correction.with_corrected_biases`); else the model.
     export_model: onnx.ModelProto | None = None
 
     @property
@@ -216,10 +216,10 @@ def quantize_for_port(model: onnx.ModelProto, opts, plan: QuantPlan, target, out
     save_onnx(model, out_dir / "float.onnx")
     result = QuantResult(plan, quantized, params, quality, table, decisions, cal_info, warnings, preprocess_info,
                          native_export(target, plan), target.name)
-    if result.native_integer:
-        from .bias_correction import with_corrected_biases
+    from .bias_correction import with_corrected_biases
 
-        result.export_model = with_corrected_biases(model, quantized)
+    # a float file (fp16, or no native integer export) keeps the model's own biases
+    result.export_model = with_corrected_biases(model, quantized) if result.native_integer else model
     from ..verify.report import json_safe
 
     record = json_safe({"params": params, "layers": table.to_dict() if table else None,

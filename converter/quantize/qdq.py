@@ -71,13 +71,12 @@ def quantize_model(model: onnx.ModelProto, config: QuantConfig, ranges=None, sam
         raise ValueError(f"unknown quantization mode {config.mode!r}")
     if ranges is None:
         raise ValueError("int8/uint8 quantization needs calibration ranges")
-    quantized = quantize_static_qdq(model, ranges, config)
+    shared = share_add_ranges(model, ranges)
+    quantized = quantize_static_qdq(model, shared, config)
     if config.bias_correction and samples:
         from .bias_correction import correct_biases
 
-        shared = share_add_ranges(model, ranges)
-        alternatives = {} if _same_ranges(shared, ranges) else {
-            "own": quantize_static_qdq(model, ranges, config, share_add=False)}
+        alternatives = {} if _same_ranges(shared, ranges) else {"own": quantize_static_qdq(model, ranges, config)}
         quantized = correct_biases(model, quantized, samples, alternatives)
     return quantized
 
@@ -98,9 +97,8 @@ def _check_onnxruntime():
     return quantize_static
 
 
-def quantize_static_qdq(model: onnx.ModelProto, ranges, config: QuantConfig, share_add: bool = True) -> onnx.ModelProto:
-    """onnxruntime's QDQ model with ``ranges`` (widened by :func:`.ranges.share_add_ranges` unless
-    ``share_add`` is false)."""
+def quantize_static_qdq(model: onnx.ModelProto, ranges, config: QuantConfig) -> onnx.ModelProto:
+    """onnxruntime's QDQ model with exactly ``ranges`` (``quantize_model`` widens them first)."""
     quantize_static = _check_onnxruntime()
     from onnxruntime.quantization import CalibrationMethod, QuantFormat, QuantType
     from onnxruntime.quantization.calibrate import save_tensors_data
@@ -110,7 +108,7 @@ def quantize_static_qdq(model: onnx.ModelProto, ranges, config: QuantConfig, sha
     with tempfile.TemporaryDirectory(prefix="edgeconv-qdq-") as tmp, quiet_onnxruntime_quantization():
         src, out, cache = Path(tmp) / "float.onnx", Path(tmp) / "qdq.onnx", Path(tmp) / "ranges.json"
         onnx.save(model, str(src))
-        save_tensors_data(share_add_ranges(model, ranges) if share_add else ranges, cache)
+        save_tensors_data(ranges, cache)
         quantize_static(str(src), str(out), calibration_data_reader=None, quant_format=QuantFormat.QDQ,
                         per_channel=config.per_channel, activation_type=qtype, weight_type=qtype,
                         nodes_to_exclude=list(config.nodes_to_exclude), calibrate_method=CalibrationMethod.MinMax,

@@ -49,6 +49,7 @@ from operator import mul
 import numpy as np
 
 from ...errors import Unsupported
+from ...quantize.params import int32_bias
 from .data_file import DT_FLOAT, DT_INT32, DT_UINT8
 from .quantized import QInfo, _arg, _arg_i, _fold_activations, _readers, activation_infos, to_uint8
 
@@ -380,7 +381,7 @@ class HexagonNet:
             bias_name = op.input[2]
         else:  # add_bias: Hexagon convolutions always take one
             bias, bias_name = np.zeros(dims[3]), op.name + "/bias"
-        b = self.const(bias_name, np.clip(np.round(bias / scale), -(2**31), 2**31 - 1).astype(np.int32), DT_INT32,
+        b = self.const(bias_name, int32_bias(bias, scale), DT_INT32,
                        QInfo(scale, 0, scale * -(2**31), scale * (2**31 - 1)))
         out = self.out_range(op)
         hop = self.emit("Supernode_8x8p32to8" if op.type == "Conv2D" else "DepthwiseSupernode_8x8p32to8", op.name,

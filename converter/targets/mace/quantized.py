@@ -43,6 +43,7 @@ import numpy as np
 
 from ...errors import Unsupported
 from ...graph import unique_name
+from ...quantize.params import int32_bias
 from .data_file import DT_FLOAT, DT_INT32, DT_UINT8
 
 QUANTIZE_FLAG = "quantize_flag"  # base_converter.py MaceKeyword.mace_quantize_flag_arg_str
@@ -95,12 +96,6 @@ def quantize_weights(data: np.ndarray) -> tuple[np.ndarray, QInfo]:
 def to_uint8(values: np.ndarray, info: QInfo) -> np.ndarray:
     """``values`` on ``info``'s uint8 grid (round half to even, as numpy and MACE's converter)."""
     return np.clip(np.round(info.zero_point + values / info.scale).astype(np.int32), 0, 255).astype(np.uint8)
-
-
-def quantize_bias(bias: np.ndarray, scale: float) -> np.ndarray:
-    """``quantize_with_scale_and_zero(bias, input_scale * filter_scale, 0)``."""
-    q = np.round(np.asarray(bias, np.float64) / scale)
-    return np.clip(q, -(2**31), 2**31 - 1).astype(np.int32)
 
 
 def activation_infos(record: dict, adjust=None) -> dict[str, QInfo]:
@@ -267,7 +262,7 @@ def quantize_net(em, inputs, outputs, record: dict, hw: str) -> dict:
             if len(op.input) > 2:
                 scale = uint8[op.input[0]].scale * winfo.scale
                 bias, _ = em.weights[op.input[2]]
-                em.weights[op.input[2]] = (quantize_bias(bias, scale), DT_INT32)
+                em.weights[op.input[2]] = (int32_bias(bias, scale), DT_INT32)  # quantize_with_scale_and_zero(b, s, 0)
                 quant_weights[op.input[2]] = QInfo(scale, 0, 0.0, 0.0)
 
     # the edges: Quantize where a float tensor enters uint8, Dequantize where uint8 leaves

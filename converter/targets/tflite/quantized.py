@@ -33,6 +33,7 @@ from dataclasses import dataclass
 import numpy as np
 
 from ...errors import Unsupported
+from ...quantize.params import int32_bias
 from ._generated import schema_generated as fb
 
 
@@ -305,8 +306,7 @@ class _Int8Pass:
                 bias = np.asarray(w.value(op.inputs[b_in]), np.float64).reshape(-1)
                 # int32, zero point 0, scale input_scale * weight_scale (per channel when the weights are)
                 bq = QParams.of(np.asarray(wq.scale, np.float64) * x_q.scale[0], np.zeros(len(wq.scale), np.int64))
-                bias_scale = np.broadcast_to(np.asarray(bq.scale, np.float64), bias.shape)
-                q_bias = np.clip(np.rint(bias / bias_scale), -(2**31), 2**31 - 1).astype(np.int32)
+                q_bias = int32_bias(bias, np.broadcast_to(np.asarray(bq.scale, np.float64), bias.shape))
                 new_inputs[b_in] = w.quantized_constant(f"{w.tensors[op.inputs[b_in]].name}/int32", q_bias, bq)
         for k, i in enumerate(op.inputs):
             if i < 0 or (weighted is not None and k in (weighted[0], weighted[2])):
