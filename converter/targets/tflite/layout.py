@@ -14,6 +14,10 @@ Layouts propagate through the graph instead of being undone after each convoluti
   split are contiguous in memory (:func:`reshape_layout`); e.g. NHWC ``(n, c, 1, 1)`` flattened
   to ``(n, c)``, or ``(n, a*k, h, w)`` split to ``(n, a, k, h, w)`` stored ``(n, h, w, a, k)``.
 
+A softmax or reduction over a short axis that is innermost (5 classes after an NHWC convolution)
+runs where that axis is strided instead (:func:`strided_layout`, measured there): one TRANSPOSE
+that makes the reduction several times faster in LiteRT.
+
 A real TRANSPOSE op is written only where an op needs a layout that the data is not in and no
 relabelling helps (e.g. BATCH_MATMUL over heads after a head permutation): the model's own
 semantics.  Moving only size-1 axes is a RESHAPE, never a TRANSPOSE (:func:`only_unit_axes_move`).
@@ -141,3 +145,50 @@ def reshape_layout(in_shape, in_perm, out_shape) -> tuple[int, ...] | None:
         if d == 1:
             order.insert(0 if b == 0 else order.index(b - 1) + 1, b)
     return tuple(order)
+
+
+# -- short reduced axes -------------------------------------------------------------------------
+#: A softmax or reduction over a short axis that is innermost in memory runs slowly in LiteRT
+#: (XNNPACK works row by row: one short row per outer position, a few elements per kernel call);
+#: the same reduction over a strided axis, whose inner rows are long, is vectorized across them.
+#: ``benchmarks/bench_short_axis.py`` (LiteRT 2.3, 1 thread) on ``[R, K]`` tensors, R * K = 20480,
+#: the strided form paying a TRANSPOSE in (and out, for the softmax):
+#:
+#: * softmax, SOFTMAX over the innermost K vs TRANSPOSE, REDUCE_MAX, SUB, EXP, SUM, DIV,
+#:   TRANSPOSE: 0.10x (K=2), 0.16x (K=5), 0.20x (K=8), 0.44x (K=16), 0.64x (K=20), 0.78x (K=32),
+#:   1.31x (K=64); at K=5 it still wins with 64 rows (0.49x), not with 16 (0.94x); K=16 with
+#:   64 rows 0.71x, K=32 with 64 rows 0.94x;
+#: * REDUCE_MAX / SUM over the innermost K vs TRANSPOSE + the same op over the outer axis:
+#:   0.18-0.38x for K <= 8, 0.69x / 1.04x at K=16, 1.5x / 1.7x at K=20.
+#:
+#: A detection head's class softmax (5 classes per anchor and pixel, ``zoo`` detector): 0.26 ms as
+#: REDUCE_MAX, SUB, SOFTMAX over the innermost 5 of ``[1, 32, 32, 4, 5]``, 0.02 ms strided.
+SHORT_SOFTMAX_AXIS = 32
+SHORT_REDUCED_AXIS = 8
+SHORT_AXIS_MIN_ROWS = 64
+
+
+def innermost(shape, perm, axis: int) -> bool:
+    """Is ``axis`` the innermost non-unit axis of ``perm`` (contiguous, stride 1)?"""
+    stored = [a for a in perm if shape[a] != 1]
+    return bool(stored) and stored[-1] == axis
+
+
+def short_axis(shape, axis: int, longest: int) -> bool:
+    """A reduced ``axis`` short enough (2..``longest``) with enough rows for :func:`strided_layout`."""
+    extent = int(shape[axis])
+    return 2 <= extent <= longest and math.prod(shape) // extent >= SHORT_AXIS_MIN_ROWS
+
+
+def strided_layout(shape, perm, axis: int) -> tuple[int, ...]:
+    """A layout in which a reduction over ``axis`` (innermost in ``perm``) reads it strided.
+
+    The ONNX layout when ``axis`` is not innermost there (what the model's author wrote, and
+    what a non-image graph output is stored in: a detection head's ``[n, anchors, classes, h, w]``
+    reduced over classes, 1024-wide rows), else ``perm`` with ``axis`` moved outermost, the other
+    axes in their order, so that a kept-dims result comes back to ``perm`` by a RESHAPE.
+    """
+    ident = identity(len(perm))
+    if not innermost(shape, ident, axis):
+        return ident
+    return (axis,) + tuple(a for a in perm if a != axis)

@@ -31,6 +31,11 @@ class Lowering(NodeContext):
         self.node: gs.Node | None = None  # the node being lowered, for error messages
         #: CUSTOM ops written so far: first output name -> (custom_code, options), see custom.py
         self.customs: dict[str, tuple[str, bytes]] = {}
+        #: Softmax and reductions over a short innermost axis run where it is strided
+        #: (``layout.strided_layout``); float files only (the int8 pass quantizes SOFTMAX as one op).
+        self.short_axis_layouts = True
+        #: Names of the graph outputs, whose home layout sets the file's interface: never moved.
+        self.graph_outputs: frozenset[str] = frozenset()
 
     # -- facts about ONNX tensors ---------------------------------------------------------
     def shape(self, t: gs.Tensor) -> tuple[int, ...]:
