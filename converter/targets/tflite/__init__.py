@@ -149,7 +149,6 @@ def convert(model: onnx.ModelProto, options: ExportOptions) -> tuple[bytes, dict
     writer = ModelWriter(fp16_weights=options.fp16_weights)
     lowering = Lowering(writer)
     lowering.short_axis_layouts = options.extra.get("quantization") is None
-    lowering.graph_outputs = frozenset(t.name for t in graph.outputs)
     inputs, in_meta = [], []
     for t in graph.inputs:
         shape = lowering.shape(t)

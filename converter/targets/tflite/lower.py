@@ -34,8 +34,6 @@ class Lowering(NodeContext):
         #: Softmax and reductions over a short innermost axis run where it is strided
         #: (``layout.strided_layout``); float files only (the int8 pass quantizes SOFTMAX as one op).
         self.short_axis_layouts = True
-        #: Names of the graph outputs, whose home layout sets the file's interface: never moved.
-        self.graph_outputs: frozenset[str] = frozenset()
 
     # -- facts about ONNX tensors ---------------------------------------------------------
     def shape(self, t: gs.Tensor) -> tuple[int, ...]:

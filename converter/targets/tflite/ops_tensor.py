@@ -311,8 +311,8 @@ def lower_reduce(Lw, node):
         strided = L.strided_layout(shape, perm, axes[0])
         out_shape = Lw.shape(node.outputs[0])
         out_home, out_strided = (p if keep else L.drop_axes(p, axes) for p in (perm, strided))
-        if (not L.only_unit_axes_move(out_shape, out_strided, out_home) and x.name not in Lw.graph_outputs
-                and all(n.op in _LAYOUT_FREE for n in x.outputs)):
+        if not L.only_unit_axes_move(out_shape, out_strided, out_home) and all(
+                n.op in _LAYOUT_FREE for n in x.outputs):
             Lw.get(x, strided)
             Lw.set_home(x, strided)
         perm = strided
