@@ -9,7 +9,6 @@ import numpy as np
 import pytest
 from onnx import helper
 
-from converter.targets.tflite import layout as L
 from converter.targets.tflite import TARGET
 from tflite_helpers import export, feeds_for, make_model, max_error, reference, roundtrip
 
