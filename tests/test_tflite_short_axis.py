@@ -1,7 +1,7 @@
 """Softmax and reductions over a short innermost axis run where the axis is strided
 (``layout.strided_layout``, thresholds measured by benchmarks/bench_short_axis.py): exact op
 lists and stored shapes, LiteRT vs onnxruntime, and the cases the rule must leave alone (int8
-files among them)."""
+files and other hardware among them)."""
 
 from __future__ import annotations
 
@@ -138,6 +138,19 @@ def test_where_the_rule_does_not_apply(tmp_path, case):
     art, err = roundtrip(make_model(nodes, inputs, inits), tmp_path)
     assert err <= 1e-5, err
     assert [op for op, _ in ops_with_shapes(art.files[0])] == expected
+
+
+@pytest.mark.parametrize("hw", ["gpu", "nnapi"])
+def test_other_hardware_keeps_softmax(tmp_path, hw):
+    """Measured on the CPU path only; the GPU delegate keeps channels in slices of 4."""
+    from converter.targets.base import ExportOptions
+
+    model = _detection_head()
+    art = TARGET.export(model, tmp_path, hw, ExportOptions(extra={"name": "m"}))
+    ops = [op for op, _ in ops_with_shapes(art.files[0])]
+    assert "SOFTMAX" in ops and "EXP" not in ops
+    feeds = feeds_for(model)
+    assert max_error(reference(model, feeds), TARGET.run(art, feeds)) <= 1e-6
 
 
 def test_int8_files_keep_softmax(tmp_path):

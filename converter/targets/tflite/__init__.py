@@ -17,7 +17,9 @@ Options: ``fp16_weights`` stores float weights as float16 (+ DEQUANTIZE);
 ``extra["name"]`` names the file (default: the ONNX graph name); ``extra["num_threads"]``
 sets LiteRT's thread count in :meth:`run`.  Hardware (``cpu``, ``gpu``, ``nnapi``, ``edgetpu``)
 is the matrix column the planner legalized for; the float32 file itself is the same for all
-(int8 for the Edge TPU is a later issue).
+(int8 for the Edge TPU is a later issue), except that only ``cpu`` files compute a softmax or
+reduction over a short innermost axis where it is strided (``layout.strided_layout``, measured
+on the CPU path).
 """
 
 from __future__ import annotations
@@ -52,7 +54,7 @@ class TFLiteTarget(Target):
         self.check_hw(hw)
         from .writer import FlatbufferFile
 
-        data, meta = convert(model, options)
+        data, meta = convert(model, options, hw)
         name = FILE_STEM(options.extra.get("name") or model.graph.name or "model")
         out_dir = Path(out_dir)
         streamed = isinstance(data, FlatbufferFile)
@@ -126,7 +128,7 @@ def feed_inputs(interpreter, artifact: Artifact, inputs: dict[str, np.ndarray]) 
         interpreter.set_tensor(by_name[spec["name"]]["index"], np.array(value.transpose(spec["perm"]), order="C"))
 
 
-def convert(model: onnx.ModelProto, options: ExportOptions) -> tuple[bytes, dict]:
+def convert(model: onnx.ModelProto, options: ExportOptions, hw: str = "cpu") -> tuple[bytes, dict]:
     """The ``.tflite`` bytes for ``model`` (a :class:`~.writer.FlatbufferFile` unless custom
     operators were rewritten: ``len``, ``write``, ``sha256``, ``tobytes``) and the interface
     description for ``run``."""
@@ -148,7 +150,9 @@ def convert(model: onnx.ModelProto, options: ExportOptions) -> tuple[bytes, dict
 
     writer = ModelWriter(fp16_weights=options.fp16_weights)
     lowering = Lowering(writer)
-    lowering.short_axis_layouts = options.extra.get("quantization") is None
+    # measured on LiteRT's CPU path (XNNPACK); the GPU delegate stores channels in slices of 4,
+    # where a channel softmax is native, and int8 files quantize SOFTMAX whole
+    lowering.short_axis_layouts = hw == "cpu" and options.extra.get("quantization") is None
     inputs, in_meta = [], []
     for t in graph.inputs:
         shape = lowering.shape(t)

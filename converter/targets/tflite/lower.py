@@ -32,7 +32,7 @@ class Lowering(NodeContext):
         #: CUSTOM ops written so far: first output name -> (custom_code, options), see custom.py
         self.customs: dict[str, tuple[str, bytes]] = {}
         #: Softmax and reductions over a short innermost axis run where it is strided
-        #: (``layout.strided_layout``); float files only (the int8 pass quantizes SOFTMAX as one op).
+        #: (``layout.strided_layout``); float CPU files only (see ``convert``).
         self.short_axis_layouts = True
 
     # -- facts about ONNX tensors ---------------------------------------------------------
