@@ -112,6 +112,40 @@ def test_short_channel_mean_comes_back_by_reshape(tmp_path):
         ("RESHAPE", (1, 16, 16, 1)), ("SUB", (1, 16, 16, 3)), ("CONV_2D", (1, 16, 16, 4))]
 
 
+@pytest.mark.parametrize("keepdims, expected", [
+    (0, [("CONV_2D", (1, 16, 16, 4)), ("TRANSPOSE", (1, 4, 16, 16)), ("REDUCE_MAX", (1, 16, 16))]),
+    (1, [("CONV_2D", (1, 16, 16, 4)), ("TRANSPOSE", (1, 4, 16, 16)), ("REDUCE_MAX", (1, 1, 16, 16)),
+         ("RESHAPE", (1, 16, 16, 1))])])
+def test_short_channel_reduction_as_output(tmp_path, keepdims, expected):
+    """A rank-4 result is handed out NHWC, as without the rule (here by a RESHAPE)."""
+    nodes = [node("Conv", ["x", "w"], ["h"]), node("ReduceMax", ["h"], axes=[1], keepdims=keepdims)]
+    art, err = roundtrip(make_model(nodes, {"x": (1, 4, 16, 16)}, {"w": _w(4, 4, 1, 1)}), tmp_path)
+    assert err <= 1e-6, err
+    assert ops_with_shapes(art.files[0]) == expected
+    assert art.meta["outputs"][0]["layout"] == ("NHWC" if keepdims else "as-onnx")
+
+
+def test_channel_softmax_output_stays_nhwc(tmp_path):
+    """A segmentation-style softmax over 4 NHWC channels as the graph output: computed in NCHW
+    (strided channels), handed out NHWC as before the rule (the measured strided form pays this
+    TRANSPOSE back too)."""
+    nodes = [node("Conv", ["x", "w"], ["h"]), node("Softmax", ["h"], axis=1)]
+    art, err = roundtrip(make_model(nodes, {"x": (1, 4, 16, 16)}, {"w": _w(4, 4, 1, 1)}), tmp_path)
+    assert err <= 1e-6, err
+    assert ops_with_shapes(art.files[0]) == [
+        ("CONV_2D", (1, 16, 16, 4)), ("TRANSPOSE", (1, 4, 16, 16)), ("REDUCE_MAX", (1, 1, 16, 16)),
+        ("SUB", (1, 4, 16, 16)), ("EXP", (1, 4, 16, 16)), ("SUM", (1, 1, 16, 16)), ("DIV", (1, 4, 16, 16)),
+        ("TRANSPOSE", (1, 16, 16, 4))]
+    assert art.meta["outputs"][0]["layout"] == "NHWC"
+
+
+def test_short_last_axis_sum_goes_outermost(tmp_path):
+    art, err = roundtrip(make_model([node("ReduceSum", ["x", "ax"], keepdims=0)], {"x": (2, 64, 3)},
+                                    {"ax": np.array([-1], np.int64)}), tmp_path)
+    assert err <= 1e-5, err
+    assert ops_with_shapes(art.files[0]) == [("TRANSPOSE", (3, 2, 64)), ("SUM", (2, 64))]
+
+
 @pytest.mark.parametrize("case", ["long_axis", "few_rows", "reduce_16", "log_softmax", "multi_axis", "strided_already"])
 def test_where_the_rule_does_not_apply(tmp_path, case):
     """64 classes (SOFTMAX is faster: 1.31x), 16 rows (0.94x), a lone reduction over 16 (SUM

@@ -153,6 +153,7 @@ def convert(model: onnx.ModelProto, options: ExportOptions, hw: str = "cpu") -> 
     # measured on LiteRT's CPU path (XNNPACK); the GPU delegate stores channels in slices of 4,
     # where a channel softmax is native, and int8 files quantize SOFTMAX whole
     lowering.short_axis_layouts = hw == "cpu" and options.extra.get("quantization") is None
+    lowering.graph_outputs = frozenset(t.name for t in graph.outputs)
     inputs, in_meta = [], []
     for t in graph.inputs:
         shape = lowering.shape(t)

@@ -34,6 +34,8 @@ class Lowering(NodeContext):
         #: Softmax and reductions over a short innermost axis run where it is strided
         #: (``layout.strided_layout``); float CPU files only (see ``convert``).
         self.short_axis_layouts = True
+        #: Names of the graph outputs (their stored layout decides the file's interface).
+        self.graph_outputs: frozenset[str] = frozenset()
 
     # -- facts about ONNX tensors ---------------------------------------------------------
     def shape(self, t: gs.Tensor) -> tuple[int, ...]:

@@ -208,11 +208,12 @@ def lower_softmax(Lw, node, builtin="SOFTMAX"):
     rank = Lw.rank(x)
     axis = positive_axis(attr(node, "axis", -1), rank)
     perm = Lw.home(x) or L.identity(rank)
+    builtin_perm = perm if perm[-1] == axis else L.axis_last(perm, axis)
     if builtin == "SOFTMAX" and Lw.short_axis_layouts and L.short_axis(Lw.shape(x), axis, L.SHORT_SOFTMAX_AXIS):
         lower_short_softmax(Lw, node, axis, perm)
+        keep_interface(Lw, node.outputs[0], builtin_perm)
         return
-    if perm[-1] != axis:
-        perm = L.axis_last(perm, axis)
+    perm = builtin_perm
     opts = builtin_options("SoftmaxOptions", beta=1.0) if builtin == "SOFTMAX" else builtin_options("LogSoftmaxOptions")
     Lw.emit(builtin, [Lw.get(x, perm)], [Lw.define(node.outputs[0], perm)], opts)
 
@@ -246,6 +247,16 @@ def lower_short_softmax(Lw, node, axis: int, perm) -> None:
     total = Lw.temp(f"{out_t.name}/sum", stored_kept)
     Lw.emit("SUM", [exp, axes], [total], keep)
     Lw.emit("DIV", [exp, total], [Lw.define(out_t, perm)], builtin_options("DivOptions"))
+
+
+def keep_interface(Lw, t, layout) -> None:
+    """A graph output computed by the short-axis rule is handed out as it was without it: a rank-4
+    output's interface is NHWC exactly when it is stored NHWC (see ``convert``), so where the rule
+    changed that, one conversion at the end restores ``layout``."""
+    home = Lw.home(t)
+    if t.name in Lw.graph_outputs and (home == L.NHWC) != (tuple(layout) == L.NHWC):
+        Lw.get(t, layout)
+        Lw.set_home(t, layout)
 
 
 def _max_subtracted(Lw, x, axis: int) -> bool:
@@ -304,7 +315,7 @@ def lower_reduce(Lw, node):
         lower_identity(Lw, node)
         return
     axes, keep = found
-    perm = Lw.home(x) or L.identity(rank)
+    perm = home = Lw.home(x) or L.identity(rank)
     shape = Lw.shape(x)
     if (Lw.short_axis_layouts and len(axes) == 1 and L.innermost(shape, perm, axes[0])
             and L.short_axis(shape, axes[0], L.SHORT_REDUCED_AXIS)):
@@ -320,6 +331,7 @@ def lower_reduce(Lw, node):
     positions = sorted(L.position(perm, a) for a in axes)
     Lw.emit(_REDUCERS[node.op], [Lw.get(x, perm), Lw.int32(f"{node.name}/axes", positions)],
             [Lw.define(node.outputs[0], out_perm)], builtin_options("ReducerOptions", keepDims=keep))
+    keep_interface(Lw, node.outputs[0], home if keep else L.drop_axes(home, axes))
 
 
 #: Consumers that take any layout: a tensor they alone read may change its home layout.
