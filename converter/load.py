@@ -23,11 +23,7 @@ from .errors import BadInput, MissingExtra
 from .fsutil import atomic_output_dir, atomic_write_bytes, remember_sha256
 from .pickle_guard import refuse_unsafe_pickles
 
-ONNX_SUFFIXES = {".onnx"}
-TORCHSCRIPT_SUFFIXES = {".pt", ".pth", ".ts", ".torchscript"}
-EXPORTED_PROGRAM_SUFFIXES = {".pt2"}
-TF_SUFFIXES = {".pb", ".tflite", ".keras", ".h5"}
-SUPPORTED = ".onnx, .pt (TorchScript), .pt2 (ExportedProgram), .pb, .tflite, .keras, .h5 or a SavedModel directory"
+from .source_kinds import EXPORTED_PROGRAM_SUFFIXES, ONNX_SUFFIXES, SUPPORTED, TF_SUFFIXES, TORCHSCRIPT_SUFFIXES
 
 # torch.onnx.export opset for torch sources; normalize() brings everything to CANONICAL_OPSET.
 _TORCH_EXPORT_OPSET = 17
