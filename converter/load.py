@@ -105,6 +105,30 @@ def load_model(
 # --------------------------------------------------------------------------------------- ONNX
 
 
+def all_tensors(model: onnx.ModelProto):
+    """Every TensorProto of ``model``: initializers and tensor attributes, of subgraphs and
+    local functions too (the tensors onnx's external-data helper walks)."""
+
+    def of_nodes(nodes):
+        for node in nodes:
+            for attr in node.attribute:
+                if attr.HasField("t"):
+                    yield attr.t
+                yield from attr.tensors
+                if attr.HasField("g"):
+                    yield from of_graph(attr.g)
+                for graph in attr.graphs:
+                    yield from of_graph(graph)
+
+    def of_graph(graph):
+        yield from graph.initializer
+        yield from of_nodes(graph.node)
+
+    yield from of_graph(model.graph)
+    for function in model.functions:
+        yield from of_nodes(function.node)
+
+
 def load_onnx(path: Path, store=None, sha256: bool = False) -> onnx.ModelProto:
     """The model at ``path`` with its external data; with a :class:`~converter.weights.WeightStore`,
     big external tensors are read straight into arrays the store holds (the model refers to them).
@@ -124,7 +148,7 @@ def load_onnx(path: Path, store=None, sha256: bool = False) -> onnx.ModelProto:
         if sha256:
             remember_sha256(path, status, data)
         model = onnx.load(_ReadOnce(path, data), load_external_data=False)
-        external = any(ext.uses_external_data(t) for t in ext._get_all_tensors(model))
+        external = any(ext.uses_external_data(t) for t in all_tensors(model))
         if external:
             if store is None:
                 ext.load_external_data_for_model(model, os.path.dirname(os.path.abspath(path)))
@@ -182,7 +206,7 @@ def _load_external_data(model: onnx.ModelProto, base_dir: Path, store) -> None:
     # onnx's own opener: its checks that the file lies inside the model's directory (no "..",
     # absolute paths or symlinks out of it); without it, onnx's reader for every tensor
     opener = getattr(ext, "_open_external_data_fd", None)
-    for tensor in ext._get_all_tensors(model):
+    for tensor in all_tensors(model):
         if not ext.uses_external_data(tensor):
             continue
         info = ext.ExternalDataInfo(tensor)
