@@ -6,7 +6,8 @@ The zoo model (ResNet-18 by default: ``zoo.build("resnet", "full")``, seeded) is
 TorchScript.  Each measurement is a fresh process, alternating the tools run by run so both
 see the same machine load; printed are medians of ``--runs``:
 
-* ``edgeconv port M.pt --to coreml --hw cpu`` with verification (the whole port: torch -> ONNX,
+* ``python -m converter port M.pt --to coreml --hw cpu --json`` (what the ``edgeconv`` console
+  script runs) with verification (the whole port: torch -> ONNX,
   normalize, legalize, export the .mlpackage, run it in the MIL executor against onnxruntime)
   and with ``--no-verify``; its ``export`` stage (goal: < 1.5 s for ResNet-18 size);
 * ``coremltools.convert(torch.jit.load(M.pt), inputs=[TensorType(shape)], convert_to="mlprogram",
@@ -35,14 +36,6 @@ sys.path.insert(0, str(ROOT))
 
 from converter import zoo  # noqa: E402
 
-_EDGECONV = """
-import contextlib, io, json, sys
-from converter.cli import main
-out = io.StringIO()
-with contextlib.redirect_stdout(out):
-    code = main(sys.argv[1:])
-print(json.dumps(json.loads(out.getvalue())["results"][0]))
-"""
 
 _COREMLTOOLS = """
 import logging, sys, warnings
@@ -71,7 +64,8 @@ def timed(argv: list[str]) -> tuple[float, float, dict]:
     if done.returncode != 0:
         raise RuntimeError(f"{' '.join(argv[:3])}... failed: {done.stderr.strip()[-800:]}")
     cpu = (after.ru_utime - before.ru_utime) + (after.ru_stime - before.ru_stime)
-    return wall, cpu, json.loads(done.stdout.strip().splitlines()[-1])
+    report = json.loads(done.stdout)
+    return wall, cpu, report["results"][0] if "results" in report else report
 
 
 def main() -> None:
@@ -90,9 +84,9 @@ def main() -> None:
         with torch.no_grad():
             torch.jit.trace(zoo.build(args.model, args.size), torch.zeros(shape)).save(str(pt))
         tools = {
-            "edgeconv port (verified)": ["-c", _EDGECONV, "port", str(pt), "-s", dims, "--to", "coreml", "--hw", "cpu",
+            "edgeconv port (verified)": ["-m", "converter", "port", str(pt), "-s", dims, "--to", "coreml", "--hw", "cpu",
                                           "-o", str(tmp / "edgeconv"), "--json"],
-            "edgeconv port --no-verify": ["-c", _EDGECONV, "port", str(pt), "-s", dims, "--to", "coreml", "--hw",
+            "edgeconv port --no-verify": ["-m", "converter", "port", str(pt), "-s", dims, "--to", "coreml", "--hw",
                                           "cpu", "-o", str(tmp / "edgeconv-nv"), "--json", "--no-verify"],
             "coremltools.convert": ["-c", _COREMLTOOLS, str(pt), str(tmp / "ct.mlpackage"), dims],
         }

@@ -463,7 +463,10 @@ def remember_sha256(path: str | os.PathLike, status: os.stat_result, data: bytes
 
 
 def sha256_file(path: str | os.PathLike) -> str:
-    known = _DIGESTS.get(_identity(os.stat(path)))
+    """The file's digest, computed once per file identity (a port hashes a torch file while its
+    child process loads it, and the report asks again later)."""
+    identity = _identity(os.stat(path))
+    known = _DIGESTS.get(identity)
     if isinstance(known, str):
         return known
     if known is not None:
@@ -475,7 +478,8 @@ def sha256_file(path: str | os.PathLike) -> str:
     with open(path, "rb") as f:
         for chunk in iter(lambda: f.read(1 << 20), b""):
             h.update(chunk)
-    return h.hexdigest()
+    _DIGESTS[identity] = h.hexdigest()
+    return _DIGESTS[identity]
 
 
 def sha256_bytes(data: bytes) -> str:

@@ -23,11 +23,7 @@ from .errors import BadInput, MissingExtra
 from .fsutil import atomic_output_dir, atomic_write_bytes, remember_sha256
 from .pickle_guard import refuse_unsafe_pickles
 
-ONNX_SUFFIXES = {".onnx"}
-TORCHSCRIPT_SUFFIXES = {".pt", ".pth", ".ts", ".torchscript"}
-EXPORTED_PROGRAM_SUFFIXES = {".pt2"}
-TF_SUFFIXES = {".pb", ".tflite", ".keras", ".h5"}
-SUPPORTED = ".onnx, .pt (TorchScript), .pt2 (ExportedProgram), .pb, .tflite, .keras, .h5 or a SavedModel directory"
+from .source_kinds import EXPORTED_PROGRAM_SUFFIXES, ONNX_SUFFIXES, SUPPORTED, TF_SUFFIXES, TORCHSCRIPT_SUFFIXES
 
 # torch.onnx.export opset for torch sources; normalize() brings everything to CANONICAL_OPSET.
 _TORCH_EXPORT_OPSET = 17
@@ -109,6 +105,30 @@ def load_model(
 # --------------------------------------------------------------------------------------- ONNX
 
 
+def all_tensors(model: onnx.ModelProto):
+    """Every TensorProto of ``model``: initializers and tensor attributes, of subgraphs and
+    local functions too (the tensors onnx's external-data helper walks)."""
+
+    def of_nodes(nodes):
+        for node in nodes:
+            for attr in node.attribute:
+                if attr.HasField("t"):
+                    yield attr.t
+                yield from attr.tensors
+                if attr.HasField("g"):
+                    yield from of_graph(attr.g)
+                for graph in attr.graphs:
+                    yield from of_graph(graph)
+
+    def of_graph(graph):
+        yield from graph.initializer
+        yield from of_nodes(graph.node)
+
+    yield from of_graph(model.graph)
+    for function in model.functions:
+        yield from of_nodes(function.node)
+
+
 def load_onnx(path: Path, store=None, sha256: bool = False) -> onnx.ModelProto:
     """The model at ``path`` with its external data; with a :class:`~converter.weights.WeightStore`,
     big external tensors are read straight into arrays the store holds (the model refers to them).
@@ -128,7 +148,7 @@ def load_onnx(path: Path, store=None, sha256: bool = False) -> onnx.ModelProto:
         if sha256:
             remember_sha256(path, status, data)
         model = onnx.load(_ReadOnce(path, data), load_external_data=False)
-        external = any(ext.uses_external_data(t) for t in ext._get_all_tensors(model))
+        external = any(ext.uses_external_data(t) for t in all_tensors(model))
         if external:
             if store is None:
                 ext.load_external_data_for_model(model, os.path.dirname(os.path.abspath(path)))
@@ -186,7 +206,7 @@ def _load_external_data(model: onnx.ModelProto, base_dir: Path, store) -> None:
     # onnx's own opener: its checks that the file lies inside the model's directory (no "..",
     # absolute paths or symlinks out of it); without it, onnx's reader for every tensor
     opener = getattr(ext, "_open_external_data_fd", None)
-    for tensor in ext._get_all_tensors(model):
+    for tensor in all_tensors(model):
         if not ext.uses_external_data(tensor):
             continue
         info = ext.ExternalDataInfo(tensor)

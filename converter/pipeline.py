@@ -150,8 +150,14 @@ def load_stage(model_path: str, opts: PortOptions, meanwhile=(), store=None):
     from .normalize import dynamic_inputs, normalize
 
     shapes = dict(opts.input_shapes)
+    if Path(model_path).is_file():  # the report's model_sha256, while a child loads the model
+        meanwhile = [functools.partial(sha256_file, model_path), *meanwhile]
     original = load_model(model_path, shapes, opts.trust_pickle, opts.timeout, meanwhile, store=store,
                           sha256=True)  # the report's model_sha256
+    if opts.verify or opts.quantize:
+        from .blas import use_all_cores
+
+        use_all_cores()  # a torch/TF load forked its child single-threaded (converter/blas.py)
     if store is not None:
         if store.nbytes + weights.holdable_bytes(original) >= STORE_MIN_BYTES:
             weights.hold(original, store)  # big weights a non-ONNX source or the .onnx itself held
@@ -225,6 +231,12 @@ def port(model_path: str, opts: PortOptions, progress=None, preloaded=None, shar
                 timer.heavy = weight_bytes(model) >= RELEASE_MIN_BYTES
             if weights.has_references(original):
                 held.enter_context(weights.holding(store))
+        if opts.verify and not timer.heavy:
+            # The reference outputs are computed while legalize and export run (a worker
+            # thread; onnxruntime uses the core the Python stages leave idle).  Not for big
+            # models: their extra session would raise the peak memory.
+            shared = shared if shared is not None else shared_work((original, model))
+            start_reference_runs(shared, model, opts)
         if Path(model_path).is_file():  # after loading: an .onnx was hashed from the bytes it read
             report["model_sha256"] = sha256_file(model_path)
         report["ops_before"] = _histogram(model)
@@ -260,6 +272,9 @@ def port(model_path: str, opts: PortOptions, progress=None, preloaded=None, shar
                 cut = split(final, set(legal.postprocess_nodes), max_outputs=max_outputs, out_dir=tmp / "postproc")
             final, postprocess = cut.model, cut
             report["postprocess"] = cut.manifest
+        legalized_runner = None
+        if shared is not None and opts.verify and status == "ok":
+            legalized_runner = shared.normalized if final is model else _prefetched(shared, final, model, opts)
         save_onnx(model, tmp / "normalized.onnx")
         if final is model and not (tmp / "normalized.onnx.data").exists():
             atomic_copy_file(tmp / "normalized.onnx", tmp / "legalized.onnx")  # legalize changed nothing
@@ -299,7 +314,7 @@ def port(model_path: str, opts: PortOptions, progress=None, preloaded=None, shar
                     # the float tolerances: the float stages are verified without it.
                     verdict = _verify(original, model, final, postprocess, None if integer_file else target,
                                       None if integer_file else artifact, opts, tmp, sorted(legal.custom_nodes),
-                                      None if integer_file else runtime, out_dir, shared)
+                                      None if integer_file else runtime, out_dir, shared, legalized_runner)
                     if integer_file:
                         file_problem = _judge_integer_file(quant, target, runtime, artifact)
                         report["quantization"] = _jsonable(quant.to_json())
@@ -407,12 +422,12 @@ _BUILTIN_RUNTIME = {"tflite": "litert", "tnn": "tnn-reader+onnxruntime", "mace":
 
 
 def _verify(original, normalized, final, postprocess, target, artifact, opts: PortOptions, out: Path,
-            custom_nodes=(), runtime=None, final_dir: Path | None = None, shared=None):
+            custom_nodes=(), runtime=None, final_dir: Path | None = None, shared=None, legalized_runner=None):
     """Original vs normalized vs legalized(+post-processing) vs the target's runtime.
 
     A file carrying custom layers cannot run until the app registers their kernels, so its
     target stage is reported as skipped (the custom/ harnesses prove each kernel instead)."""
-    from .verify.pipeline import choose_inputs, verify_port
+    from .verify.pipeline import verify_port
     from .verify.metrics import Tolerance
     from .verify.stages import Tolerances, load_tolerances
 
@@ -426,7 +441,7 @@ def _verify(original, normalized, final, postprocess, target, artifact, opts: Po
             default=Tolerance(atol=max(suggested["atol"], tolerances.default.atol),
                               rtol=max(suggested["rtol"], tolerances.default.rtol)),
             layer_rmse=tolerances.layer_rmse, noise_multiple=tolerances.noise_multiple)
-    inputs = choose_inputs(normalized, opts.inputs_npz)[0] if opts.inputs_npz else None
+    inputs = verify_samples(normalized, opts) if opts.inputs_npz else None
     from .runtimes import bind
 
     target = bind(target, runtime)
@@ -444,7 +459,42 @@ def _verify(original, normalized, final, postprocess, target, artifact, opts: Po
         runtimes={target.name: str(runtime.path)} if runtime is not None else None,
         tolerances_path=opts.tolerances,
         reference_runners=shared.reference_runners() if shared is not None else None,
+        legalized_runner=legalized_runner,
     )
+
+
+def verify_samples(normalized, opts: PortOptions) -> list:
+    """The input samples a port's verification runs (:func:`_verify` and ``verify_port`` choose
+    the same ones: the ``--inputs`` file, else seeded random inputs)."""
+    from .verify.pipeline import choose_inputs
+
+    return choose_inputs(normalized, opts.inputs_npz, seed=opts.seed)[0]
+
+
+def start_reference_runs(shared, normalized, opts: PortOptions) -> None:
+    """Start computing the original's and the normalized model's outputs on the samples
+    verification will run (:meth:`~converter.shared_work.SharedWork.prefetch`)."""
+    try:
+        samples = verify_samples(normalized, opts)
+    except Exception:  # noqa: BLE001 - verification reports a bad --inputs file itself
+        return
+    shared.prefetch(shared.original, samples)
+    shared.prefetch(shared.normalized, samples)
+
+
+def _prefetched(shared, legalized, normalized, opts: PortOptions):
+    """A memoized runner of the legalized model, started in the worker thread."""
+    from .shared_work import MemoRunner
+    from .verify.runtime import onnx_runner
+
+    # The default threads, as every other verification run: a report's numbers do not depend on
+    # whether its outputs were computed early (onnxruntime's sums differ with the thread count).
+    runner = MemoRunner(lambda: onnx_runner(legalized))
+    try:
+        shared.prefetch(runner, verify_samples(normalized, opts))
+    except Exception:  # noqa: BLE001 - verification reports a bad --inputs file itself
+        pass
+    return runner
 
 
 def shared_work(preloaded):

@@ -131,3 +131,41 @@ print(json.dumps({"code": code, "loaded": loaded, "names": names, "all": sorted(
     result = json.loads(done.stdout.strip().splitlines()[-1])
     assert result["code"] == 0 and result["loaded"] == ["port"]
     assert result["names"] == result["all"] and len(result["all"]) == 10
+
+
+@pytest.mark.skipif(not os.path.isdir("/proc/self/task") or (os.cpu_count() or 1) < 2,
+                    reason="counts threads in /proc; numpy's BLAS starts none on one core")
+def test_a_verified_torch_port_forks_its_loader_then_uses_every_core(tmp_path):
+    """A torch source loads in a child process: numpy comes without BLAS threads so that the
+    single-threaded parent forks it (no fresh interpreter to start), and OpenBLAS gets one
+    thread per core back for verification (converter/blas.py)."""
+    torch = pytest.importorskip("torch")
+    torch.manual_seed(0)
+    model = torch.nn.Sequential(torch.nn.Conv2d(3, 4, 3), torch.nn.ReLU())
+    path = tmp_path / "m.pt"
+    torch.jit.trace(model.eval(), torch.zeros(1, 3, 8, 8)).save(str(path))
+    driver = """
+import contextlib, io, json, os, sys
+import converter.isolate as isolate
+started = []
+for name in ("_run_forked", "_run_spawned"):
+    def wrap(*args, _real=getattr(isolate, name), _name=name, **kwargs):
+        started.append(_name)
+        return _real(*args, **kwargs)
+    setattr(isolate, name, wrap)
+from converter.cli import main
+with contextlib.redirect_stdout(io.StringIO()):
+    code = main(sys.argv[1:])
+from threadpoolctl import threadpool_info
+blas = [i["num_threads"] for i in threadpool_info() if i["user_api"] == "blas"]
+print(json.dumps({"code": code, "started": started, "blas": blas}))
+"""
+    env = {k: v for k, v in os.environ.items() if k not in _BLAS_THREAD_VARIABLES}
+    env["PYTHONPATH"] = str(ROOT)
+    done = subprocess.run([sys.executable, "-c", driver, "port", str(path), "-s", "1x3x8x8", "--to", "tflite",
+                           "--hw", "cpu", "-o", str(tmp_path / "out"), "--json"],
+                          capture_output=True, text=True, env=env, timeout=300, cwd=ROOT)
+    assert done.returncode == 0, done.stderr[-2000:]
+    result = json.loads(done.stdout.strip().splitlines()[-1])
+    assert result["code"] == 0 and result["started"] == ["_run_forked"]
+    assert result["blas"] == [len(os.sched_getaffinity(0))]

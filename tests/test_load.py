@@ -316,3 +316,27 @@ def test_torchscript_outputs_get_readable_names(tmp_path):
     torch.jit.save(torch.jit.trace(net, torch.zeros(1, 3, 32, 32)), str(path))
     model = load_model(path, {"": (1, 3, 32, 32)})
     assert [o.name for o in model.graph.output] == ["output_0", "output_1"]
+
+
+def test_all_tensors_walks_what_onnx_external_data_helper_walks():
+    """load.all_tensors replaces onnx's private walker: the same tensors, subgraphs included."""
+    from onnx import external_data_helper, helper
+
+    from converter.load import all_tensors
+
+    def const(name, value):
+        return helper.make_node("Constant", [], [name], value=onnx.numpy_helper.from_array(
+            np.full((2,), value, np.float32), name + "_t"))
+
+    branch = lambda v: helper.make_graph(  # noqa: E731
+        [const(f"c{v}", v)], f"b{v}", [], [helper.make_tensor_value_info(f"c{v}", onnx.TensorProto.FLOAT, [2])],
+        initializer=[onnx.numpy_helper.from_array(np.zeros(1, np.float32), f"i{v}")])
+    graph = helper.make_graph(
+        [helper.make_node("If", ["cond"], ["y"], then_branch=branch(1), else_branch=branch(2)), const("k", 3.0)],
+        "g", [helper.make_tensor_value_info("cond", onnx.TensorProto.BOOL, [])],
+        [helper.make_tensor_value_info("y", onnx.TensorProto.FLOAT, [2])],
+        initializer=[onnx.numpy_helper.from_array(np.ones(3, np.float32), "w")])
+    model = helper.make_model(graph)
+    ours = sorted(t.name for t in all_tensors(model))
+    assert ours == sorted(t.name for t in external_data_helper._get_all_tensors(model))
+    assert ours == ["c1_t", "c2_t", "i1", "i2", "k_t", "w"]

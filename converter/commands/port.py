@@ -41,7 +41,10 @@ def register(app: typer.Typer) -> None:
         jobs: int = typer.Option(1, "-j", "--jobs", min=1, metavar="N", help="With several targets: port up to N at once (one load, shared reference outputs)."),
     ) -> int:
         """Convert a model for a framework × hardware, legalize it, export real files and verify them."""
-        if no_verify and quantize is None and calibration is None:  # runs no model (converter/blas.py)
+        from ..source_kinds import loads_in_child
+
+        runs_no_model = no_verify and quantize is None and calibration is None
+        if runs_no_model or loads_in_child(source.path):  # converter/blas.py
             from ..blas import import_numpy_single_threaded
 
             import_numpy_single_threaded()

@@ -169,6 +169,7 @@ def port_stages(
     artifact=None,
     target_tolerances: Tolerances | None = None,
     normalized_runner: Runner | None = None,
+    legalized_runner: Runner | None = None,
 ) -> list[Stage]:
     """The stages of a port, each compared with the original:
 
@@ -183,7 +184,7 @@ def port_stages(
     """
     stages = [Stage("normalized", normalized_runner or onnx_runner(normalized), model=normalized, reference=original)]
     if legalized is not None:
-        run = onnx_runner(legalized)
+        run = legalized_runner or onnx_runner(legalized)
         stages.append(Stage("legalized", compose(run, postprocess) if postprocess else run,
                             model=legalized, reference=normalized))
     if target is not None and artifact is not None:
@@ -219,6 +220,7 @@ def verify_port(
     runtimes: dict[str, str] | None = None,
     tolerances_path: str | os.PathLike | None = None,
     reference_runners: tuple[Runner, Runner] | None = None,
+    legalized_runner: Runner | None = None,
 ) -> VerifyReport:
     """What ``edgeconv port`` runs last.  With ``out_dir`` it writes verify.json/verify.html and,
     on failure, the replay files; ``replay_files`` = (original .onnx, converted .onnx) paths the
@@ -228,14 +230,15 @@ def verify_port(
     file) is what the reproduce command compares instead (``edgeconv verify`` runs an exported
     file, with ``runtimes`` as its ``--runtime`` flags).  ``reference_runners`` = (original,
     normalized) runners shared by the ports of one model to several targets (``edgeconv port --to
-    all``), which compute each output once."""
+    all``), which compute each output once; ``legalized_runner`` runs the legalized model (one
+    started early, or the normalized runner when legalizing changed nothing)."""
     if inputs is None:
         inputs, source = choose_inputs(normalized, seed=seed)
     else:
         source = f"{len(inputs)} given sample(s)"
     run_original, run_normalized = reference_runners or (original, None)
     report = verify_stages(run_original, port_stages(original, normalized, legalized, postprocess, target, artifact,
-                                                     target_tolerances, run_normalized),
+                                                     target_tolerances, run_normalized, legalized_runner),
                            inputs, tolerances, input_source=source,
                            noise_model=original if isinstance(original, onnx.ModelProto) else None)
     if out_dir is not None:

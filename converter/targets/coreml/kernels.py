@@ -75,15 +75,18 @@ def conv(op, args) -> np.ndarray:
     pads = _conv_pads(args, x.shape[2:], extents, strides)
     x = np.pad(x, [(0, 0), (0, 0)] + pads)
     cols = _windows(x, kernel_sizes, strides, dilations)  # [N, C, *out, *k]
-    c_in, c_out = x.shape[1] // groups, w.shape[0] // groups
-    letters = "defghi"[:spatial]
-    kl = "rstuvw"[:spatial]
-    outs = []
-    for g in range(groups):
-        xg = cols[:, g * c_in:(g + 1) * c_in]
-        wg = w[g * c_out:(g + 1) * c_out]
-        outs.append(np.einsum(f"nc{letters}{kl},oc{kl}->no{letters}", xg, wg, optimize=True))
-    y = np.concatenate(outs, axis=1)
+    n, out_sizes = x.shape[0], cols.shape[2:2 + spatial]
+    # im2col with channels first: [N, G, C/G * prod(k), prod(out)], the row order of the weights
+    # [G, O/G, C/G * prod(k)]; one matrix product per group (BLAS), 2-4x faster than einsum
+    # over the window view for ResNet/MobileNet convolutions.
+    order = (0, 1, *range(2 + spatial, 2 + 2 * spatial), *range(2, 2 + spatial))
+    cols = np.ascontiguousarray(cols.transpose(order)).reshape(n, groups, -1, math.prod(out_sizes))
+    wg = w.reshape(groups, w.shape[0] // groups, -1)
+    if groups == 1:  # a plain 2-D product per sample: numpy's batched matmul is slower here
+        y = np.stack([wg[0] @ cols[i, 0] for i in range(n)])
+    else:
+        y = np.matmul(wg, cols)
+    y = y.reshape(n, w.shape[0], *out_sizes)
     if args.get("bias") is not None:
         y = y + as_f32(args["bias"]).reshape((1, -1) + (1,) * spatial)
     return y
@@ -160,8 +163,24 @@ def _pool_inputs(x, kernel_sizes, strides, pads, outs, fill):
     return padded, inside, declared
 
 
-def _crop_to(view, outs):
-    return view[(slice(None), slice(None)) + tuple(slice(0, o) for o in outs)]
+#: Windows with more positions than this are reduced over a window view, not slice by slice.
+_SLICED_WINDOW_MAX = 64
+
+
+def _window_reduce(padded, kernel_sizes, strides, outs, ufunc):
+    """``ufunc`` over each pooling window: one strided slice per window offset, combined
+    elementwise (a reduction over the trailing axes of a window view is ~10x slower for the
+    usual 2x2/3x3 windows; a big window, a global pool, is reduced over that view instead)."""
+    if math.prod(kernel_sizes) > _SLICED_WINDOW_MAX:
+        view = _windows(padded, kernel_sizes, strides, [1] * len(kernel_sizes))
+        view = view[(slice(None), slice(None)) + tuple(slice(0, o) for o in outs)]
+        return ufunc.reduce(view, axis=tuple(range(-len(kernel_sizes), 0)))
+    result = None
+    for offset in itertools.product(*(range(k) for k in kernel_sizes)):
+        part = padded[(slice(None), slice(None)) + tuple(
+            slice(o, o + (n - 1) * s + 1, s) for o, n, s in zip(offset, outs, strides))]
+        result = part.copy() if result is None else ufunc(result, part, out=result)
+    return result
 
 
 @KERNELS.register("max_pool")
@@ -169,9 +188,7 @@ def max_pool(op, args) -> np.ndarray:
     x = as_f32(args["x"])
     kernel_sizes, strides, pads, outs = _pool_geometry(args, x.shape[2:])
     padded, _, _ = _pool_inputs(x, kernel_sizes, strides, pads, outs, -np.inf)
-    spatial = len(kernel_sizes)
-    cols = _crop_to(_windows(padded, kernel_sizes, strides, [1] * spatial), outs)
-    return cols.max(axis=tuple(range(-spatial, 0)))
+    return _window_reduce(padded, kernel_sizes, strides, outs, np.maximum)
 
 
 @KERNELS.register("avg_pool")
@@ -181,12 +198,9 @@ def avg_pool(op, args) -> np.ndarray:
     x = as_f32(args["x"])
     kernel_sizes, strides, pads, outs = _pool_geometry(args, x.shape[2:])
     padded, inside, declared = _pool_inputs(x, kernel_sizes, strides, pads, outs, 0.0)
-    spatial = len(kernel_sizes)
-    axes = tuple(range(-spatial, 0))
-    ones = [1] * spatial
-    sums = _crop_to(_windows(padded, kernel_sizes, strides, ones), outs).sum(axis=axes)
+    sums = _window_reduce(padded, kernel_sizes, strides, outs, np.add)
     mask = inside if bool(np.asarray(args.get("exclude_padding_from_average", False))) else declared
-    counts = _crop_to(_windows(mask[None, None], kernel_sizes, strides, ones), outs).sum(axis=axes)
+    counts = _window_reduce(mask[None, None], kernel_sizes, strides, outs, np.add)
     return sums / counts
 
 
