@@ -169,3 +169,25 @@ print(json.dumps({"code": code, "started": started, "blas": blas}))
     result = json.loads(done.stdout.strip().splitlines()[-1])
     assert result["code"] == 0 and result["started"] == ["_run_forked"]
     assert result["blas"] == [len(os.sched_getaffinity(0))]
+
+
+def test_fitting_an_architecture_change_imports_no_torch(zoo_onnx_path):
+    """The unet's ConvTranspose becomes Resize + Conv on the Edge TPU (a ``retrain`` rewrite);
+    the default fit of its weights is a least-squares solve in numpy (rewrites/retrain.py), so
+    legalizing an ONNX model imports no torch."""
+    driver = """
+import json, sys
+import onnx
+from converter.legalize import legalize
+from converter.normalize import normalize
+result = legalize(normalize(onnx.load(sys.argv[1])), "tflite", "edgetpu")
+print(json.dumps({"rules": [r for r, _ in result.applied], "torch": "torch" in sys.modules,
+                  "fitted": [r.error_after < r.error_before for r in result.retrain_reports]}))
+"""
+    env = {**os.environ, "PYTHONPATH": str(ROOT)}
+    done = subprocess.run([sys.executable, "-c", driver, str(zoo_onnx_path("unet"))], capture_output=True,
+                          text=True, env=env, timeout=300, cwd=ROOT)
+    assert done.returncode == 0, done.stderr[-2000:]
+    result = json.loads(done.stdout.strip().splitlines()[-1])
+    assert result["rules"] == ["convtranspose_to_resize_conv"] * 2
+    assert result["fitted"] == [True, True] and result["torch"] is False

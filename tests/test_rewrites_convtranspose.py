@@ -172,3 +172,27 @@ def test_dynamic_shape_is_declined_with_reason():
     graph = to_graph(model)
     for rule_name in EXACT_RULES:
         assert REGISTRY[rule_name].why_not(graph.nodes[0], graph) == "input spatial shape is not static"
+
+
+@pytest.mark.parametrize("spec", list(_cases()))
+def test_resize_conv_fit_computes_both_layers_as_onnxruntime_does(spec):
+    """The closed-form fit (rewrites/retrain.py) computes the ConvTranspose and the rule's
+    Resize + Conv + Slice in numpy: both must be what onnxruntime runs, for every geometry."""
+    from converter.rewrites import retrain
+
+    model, feeds = ct_model(**spec)
+    graph = to_graph(model)
+    if REGISTRY["convtranspose_to_resize_conv"].why_not(graph.nodes[0], graph):
+        pytest.skip("the retrain rule declines this geometry")
+    geo = geometry(graph.nodes[0])
+    inits = {i.name: numpy_helper.to_array(i) for i in model.graph.initializer}
+    w, b = inits["W"], inits.get("B")
+    x = feeds["x"]
+    np.testing.assert_allclose(retrain._conv_transpose_outputs(x, w, b, geo), run(model, feeds), atol=2e-5)
+    rewritten = apply_rule(model, "convtranspose_to_resize_conv")
+    conv = next(n for n in rewritten.graph.node if n.op_type == "Conv")
+    conv_w = next(numpy_helper.to_array(i) for i in rewritten.graph.initializer if i.name == conv.input[1])
+    np.testing.assert_allclose(retrain._resize_conv_outputs(x, conv_w, b, geo), run(rewritten, feeds), atol=2e-5)
+    fitted, fitted_b, report = retrain.fit_onnx_resize_conv(w, b, geo, conv_w)
+    assert fitted.shape == conv_w.shape and fitted.dtype == conv_w.dtype
+    assert report.error_after <= report.error_before and report.max_abs_after <= report.max_abs_before * 1.5
