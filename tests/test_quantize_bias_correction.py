@@ -194,17 +194,20 @@ def test_no_bias_correction_flag_keeps_the_plain_biases(tmp_path):
         assert np.array_equal(ints, np.round(floats[bias] / scale).astype(np.int32)), node.name
 
 
-@pytest.mark.parametrize("target, hw, mode", [("tnn", "cpu", "int8"), ("mace", "cpu", "uint8")])
-def test_targets_with_their_own_weight_scheme_keep_the_plain_biases(target, hw, mode, tmp_path):
-    """TNN and MACE quantize the float weights themselves (other scales and rounding than the QDQ
-    model's): the port leaves the biases uncorrected and says why."""
+@pytest.mark.parametrize("target, hw, mode, per_tensor", [("tnn", "cpu", "int8", True), ("mace", "cpu", "uint8", False)])
+def test_targets_with_their_own_weight_scheme_keep_the_plain_biases(target, hw, mode, per_tensor, tmp_path):
+    """MACE quantizes the float weights itself (per tensor, uint8: other scales and rounding than
+    the QDQ model's), and so does TNN when the QDQ weights are per tensor (TNN's are per channel):
+    the port leaves the biases uncorrected and says why (TNN with per-channel QDQ weights carries
+    the correction: tests/test_quantize_tnn.py)."""
     from converter.pipeline import PortOptions, port
 
     model = biased_rounding_model()
     onnx.save(model, str(tmp_path / "m.onnx"))
     np.savez(tmp_path / "calib.npz", x=np.stack([s["x"] for s in positive_samples(32, 0)]))
     result = port(str(tmp_path / "m.onnx"), PortOptions(target=target, hw=hw, out_dir=tmp_path / "out", quantize=mode,
-                                                        calibration=str(tmp_path / "calib.npz"), verify=False))
+                                                        calibration=str(tmp_path / "calib.npz"), verify=False,
+                                                        per_tensor=per_tensor))
     assert result.status == "ok", result.reason
     record = result.report["quantization"]["bias_correction"]
     assert record["applied"] is False and "own scheme" in record["why"], record

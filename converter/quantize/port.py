@@ -176,10 +176,11 @@ def quantize_for_port(model: onnx.ModelProto, opts, plan: QuantPlan, target, out
     evaluation = held_out or (calibration.samples if calibration else random_inputs(model, getattr(opts, "seed", 0),
                                                                                      samples=8))
     tolerances = load_tolerances(getattr(opts, "tolerances", None))
-    # TNN and MACE files quantize the float weights with their own schemes (other scales, other
-    # rounding): a correction fitted to the QDQ model's weight errors would be noise for them.
+    # MACE files (and TNN files of per-tensor QDQ weights) quantize the float weights with their
+    # own schemes (other scales, other rounding): a correction fitted to the QDQ model's weight
+    # errors would be noise for them.
     own_weights = (native_export(target, plan) and plan.mode in ("int8", "uint8")
-                   and not getattr(target, "qdq_weight_integers", False))
+                   and not target.carries_qdq_weight_integers(plan.per_channel))
     config = QuantConfig(plan.mode, per_channel=plan.per_channel, method=plan.method, full_integer=plan.full_integer,
                          bias_correction=plan.bias_correction and not own_weights)
     ranges = None

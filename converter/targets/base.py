@@ -135,6 +135,12 @@ class Target(ABC):
         """The target's :class:`~converter.targets.registry.OpRegistry`, with every family loaded."""
         return None if self.ops_module is None else importlib.import_module(self.ops_module).OPS
 
+    def carries_qdq_weight_integers(self, per_channel: bool) -> bool:
+        """Whether its 8-bit file's weight integers are the QDQ model's for this weight
+        granularity (:attr:`qdq_weight_integers`; a target whose own scheme coincides with one
+        of them says which)."""
+        return self.qdq_weight_integers
+
     def check_hw(self, hw: str) -> None:
         """BadInput unless ``hw`` is one of the target's hardware names."""
         if hw not in self.hardware:

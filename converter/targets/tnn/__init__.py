@@ -36,6 +36,14 @@ class TnnTarget(Target):
     #: --quantize modes written natively (besides fp16): Quantized* layers, see quantized.py.
     quantized_modes = ("int8",)
 
+    def carries_qdq_weight_integers(self, per_channel: bool) -> bool:
+        """TNN's tool quantizes Convolution / InnerProduct weights per output channel,
+        symmetric, ``max|w| / 127`` (quantized.py ``_weights``): the QDQ model's per-channel int8
+        integers (rounding half away from zero where onnxruntime rounds half to even: only exact
+        ties differ), so a bias correction for them holds for the file; per-tensor QDQ weights
+        are not the file's."""
+        return per_channel
+
     def export(self, model: onnx.ModelProto, out_dir: Path, hw: str, options: ExportOptions | None = None) -> Artifact:
         from .context import sanitize
         from .emit import build_net
