@@ -329,7 +329,7 @@ def port(model_path: str, opts: PortOptions, progress=None, preloaded=None, shar
 
                 report["verification"] = to_json(verdict)
                 if not verdict.ok:
-                    status, reason = "verify_failed", verdict.summary()
+                    status, reason = "verify_failed", verdict.summary() + _retrain_note(legal, opts)
                 elif verdict.unverified is not None and not legal.custom_nodes:
                     status, reason = "unverified", verdict.unverified.reason
             else:
@@ -461,6 +461,22 @@ def _verify(original, normalized, final, postprocess, target, artifact, opts: Po
         reference_runners=shared.reference_runners() if shared is not None else None,
         legalized_runner=legalized_runner,
     )
+
+
+def _retrain_note(legal, opts: PortOptions) -> str:
+    """Why a port with an architecture change (remedy 2) differs, and what to do about it."""
+    from .rewrites import REGISTRY, RETRAIN
+
+    changed = sorted({node for rule, node in legal.applied if REGISTRY[rule].kind == RETRAIN})
+    if not changed:
+        return ""
+    head = (f"; expected of an architecture change: {', '.join(changed)} replaced by a block that "
+            "computes a different function until it is trained on the model's data")
+    if opts.retrain_hook:
+        return head + " (the blocks your --retrain-hook returned)"
+    errors = ", ".join(f"{r.layer} {r.error_after:.3g}" for r in legal.retrain_reports if r.layer)
+    return (head + f" (the default fit on seeded inputs left held-out RMS error {errors}; fine-tune "
+            "the blocks on your data with --retrain-hook pkg.module:function)")
 
 
 def verify_samples(normalized, opts: PortOptions) -> list:

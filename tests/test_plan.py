@@ -148,6 +148,25 @@ def test_legalize_retrain_fits_weights(zoo_model, matrix):
     assert result.max_abs_error is not None and result.max_abs_error > 0  # not exact, and says so
 
 
+def test_a_port_with_an_architecture_change_says_why_it_differs(zoo_onnx_path, tmp_path):
+    """The unet on the Edge TPU: its ConvTransposes become Resize + Conv (remedy 2), so the
+    legalized stage differs from the original; the reason says that this is expected and how to
+    retrain, with the default fit's held-out errors."""
+    from converter.pipeline import PortOptions, port
+
+    rng = np.random.default_rng(0)
+    np.savez(tmp_path / "calib.npz", input=rng.uniform(0, 1, (8, 1, 3, 32, 32)).astype(np.float32))
+    result = port(str(zoo_onnx_path("unet")), PortOptions(target="tflite", hw="edgetpu", out_dir=tmp_path / "out",
+                                                         calibration=str(tmp_path / "calib.npz")))
+    assert result.status == "verify_failed"
+    assert "stage 'legalized' differs" in result.reason
+    assert ("expected of an architecture change: convtranspose_0, convtranspose_1 replaced by a block"
+            in result.reason) and "--retrain-hook" in result.reason
+    errors = [float(e.split()[-1]) for e in
+              result.reason.split("held-out RMS error ")[1].split(";")[0].split(", ")]
+    assert len(errors) == 2 and all(0 < e < 1 for e in errors)
+
+
 def test_legalize_user_hook_spec(zoo_model, matrix, tmp_path, monkeypatch):
     (tmp_path / "unet_hooks.py").write_text(textwrap.dedent("""
         import torch
