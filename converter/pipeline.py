@@ -295,7 +295,10 @@ def port(model_path: str, opts: PortOptions, progress=None, preloaded=None, shar
                     artifact = target.export(quant.export_model if quant is not None else final, tmp, hw, ExportOptions(
                         fp16_weights=opts.fp16_weights or (quant is not None and quant.export_fp16),
                         keep_nchw_io=opts.keep_nchw_io,
+                        # source_sha256: the user's file, which the files then name (CoreML's
+                        # metadata), instead of the exporter hashing the ONNX it was given
                         extra={"name": _model_name(model_path), "fallback_nodes": sorted(legal.fallback_nodes),
+                               **({"source_sha256": report["model_sha256"]} if "model_sha256" in report else {}),
                                **({"quantization": quant.export_spec()} if quant is not None and quant.native_integer
                                   else {})}))
             except Unsupported as err:

@@ -141,6 +141,19 @@ def test_compute_units_per_hardware(zoo_model, tmp_path, hw, units):
     assert dict(spec.description.metadata.userDefined)["edgeconv.compute_units"] == units
 
 
+def test_a_port_names_the_users_file_in_the_package(zoo_onnx_path, tmp_path):
+    """``port`` hands the exporter the source file's digest (report.json ``model_sha256``): the
+    package's ``edgeconv.source_sha256`` names the user's model, not an intermediate ONNX."""
+    from converter.fsutil import sha256_file
+    from converter.pipeline import PortOptions, port
+
+    path = zoo_onnx_path("detector")
+    result = port(str(path), PortOptions(target="coreml", hw="cpu", out_dir=tmp_path / "out", verify=False))
+    assert result.status == "ok" and result.report["model_sha256"] == sha256_file(path)
+    spec = _spec(tmp_path / "out" / result.report["artifact"]["meta"]["package"])
+    assert dict(spec.description.metadata.userDefined)["edgeconv.source_sha256"] == sha256_file(path)
+
+
 def test_reexport_is_byte_identical(zoo_model, tmp_path):
     def export(d):
         TARGET.export(zoo_model("transformer"), tmp_path / d, "ane", ExportOptions(extra={"name": "m"}))
