@@ -84,18 +84,9 @@ def build(variant: str, rows: int, extent: int) -> bytes:
 def timed(files: dict[str, Path], rounds: int, invokes: int) -> dict[str, float]:
     """Median over rounds of each file's median invoke time (s); files in a new random order
     each round."""
-    from ai_edge_litert.interpreter import Interpreter
+    from bench_tflite import ready_interpreters
 
-    rng = np.random.default_rng(0)
-    interps = {}
-    for label, path in files.items():
-        interp = Interpreter(model_path=str(path), num_threads=1)
-        interp.allocate_tensors()
-        for d in interp.get_input_details():
-            interp.set_tensor(d["index"], rng.standard_normal(d["shape"]).astype(d["dtype"]))
-        for _ in range(5):
-            interp.invoke()
-        interps[label] = interp
+    interps = ready_interpreters(files, warmup=5)
     per_round: dict[str, list[float]] = {label: [] for label in interps}
     order = list(interps)
     for r in range(rounds):

@@ -106,8 +106,9 @@ def onnx2tf_python() -> tuple[Path | None, str]:
         return None, f"onnx2tf unavailable: {str(err)[:120]}"
 
 
-def latency(files: dict[str, Path], runs: int) -> dict[str, float]:
-    """Median single-thread invoke time per file (seconds), interleaved run by run."""
+def ready_interpreters(files: dict[str, Path], warmup: int) -> dict:
+    """One single-thread LiteRT interpreter per file, its inputs set to seeded standard-normal
+    values, invoked ``warmup`` times."""
     from ai_edge_litert.interpreter import Interpreter
 
     rng = np.random.default_rng(0)
@@ -117,9 +118,15 @@ def latency(files: dict[str, Path], runs: int) -> dict[str, float]:
         interp.allocate_tensors()
         for d in interp.get_input_details():
             interp.set_tensor(d["index"], rng.standard_normal(d["shape"]).astype(d["dtype"]))
-        for _ in range(3):
+        for _ in range(warmup):
             interp.invoke()
         interps[label] = interp
+    return interps
+
+
+def latency(files: dict[str, Path], runs: int) -> dict[str, float]:
+    """Median single-thread invoke time per file (seconds), interleaved run by run."""
+    interps = ready_interpreters(files, warmup=3)
     times: dict[str, list[float]] = {label: [] for label in interps}
     for _ in range(runs):
         for label, interp in interps.items():
