@@ -364,3 +364,17 @@ def test_tflite_concat_then_relu_is_not_fused(tmp_path):
     assert [op["op_name"] for op in litert_ops(art.files[0])].count("RELU") == 1
     feeds = seeded_inputs(model, 0)
     assert max_error(run_onnx(model, feeds), targets.get("tflite").run(art, feeds)) <= 1e-6
+
+
+def test_residual_adds_run_as_sub_and_neg_on_rknpu(zoo_model, matrix):
+    """TNN's RKNPU column has Sub and Neg but no Add (Tencent/TNN support table): MobileNetV2's
+    residual Adds become x - (-y), exactly, instead of custom layers; its Flatten (data movement)
+    is still what the RKNPU cannot run."""
+    model = zoo_model("mobilenetv2")
+    adds = op_histogram(model)["Add"]
+    result = legalize(model, "tnn", "rknpu", matrix)
+    assert [r for r, _ in result.applied] == ["add_to_sub_neg"] * adds and not result.custom_nodes
+    ops = op_histogram(result.model)
+    assert "Add" not in ops and ops["Neg"] == adds and ops["Sub"] == op_histogram(model).get("Sub", 0) + adds
+    assert result.max_abs_error == 0.0
+    assert [u.split(" ")[0] for u in result.unresolved] == ["flatten_0"]

@@ -51,6 +51,8 @@ CASES = [
     ("sub_const_to_add", make_model([N("Sub", ["x", "c"], ["y"])], X4, {"c": rnd(3, 1, 1)}), {"Add": 1}, 1e-6, {}),
     ("sub_to_add_neg", make_model([N("Sub", ["x", "z"], ["y"])], {"x": [2, 3], "z": [2, 3]}), {"Add": 1, "Neg": 1}, 1e-6, {}),
     ("sub_to_add_mul", make_model([N("Sub", ["x", "z"], ["y"])], {"x": [2, 3], "z": [3]}), {"Add": 1, "Mul": 1}, 1e-6, {}),
+    ("add_const_to_sub", make_model([N("Add", ["x", "c"], ["y"])], X4, {"c": rnd(3, 1, 1)}), {"Sub": 1}, 0.0, {}),
+    ("add_to_sub_neg", make_model([N("Add", ["x", "z"], ["y"])], {"x": [2, 3], "z": [2, 3]}), {"Sub": 1, "Neg": 1}, 0.0, {}),
     ("div_const_to_mul", make_model([N("Div", ["x", "c"], ["y"])], X4, {"c": np.float32([0.229, 0.224, 0.225]).reshape(3, 1, 1)}),
      {"Mul": 1}, 1e-5, {}),
     ("neg_to_mul", make_model([N("Neg", ["x"], ["y"])], X4), {"Mul": 1}, 0.0, {}),

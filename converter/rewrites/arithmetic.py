@@ -1,4 +1,4 @@
-"""Elementwise arithmetic rewritten into ops every target has (Add, Mul, Neg)."""
+"""Elementwise arithmetic rewritten into ops a target has (Add and Sub into each other, Mul, Neg)."""
 
 from __future__ import annotations
 
@@ -45,6 +45,28 @@ def sub_to_add_mul(rw, node):
     """
     x, y = node.inputs
     rw.out("Add", [x, rw.emit("Mul", [y, rw.scalar(-1.0)])])
+
+
+@rule("Add", emits=["Sub"], when=_second_const)
+def add_const_to_sub(rw, node):
+    """Adding a constant is subtracting its negation, exactly (x − (−c) is x + c in IEEE
+    arithmetic): for hardware that has Sub but no Add (TNN's RKNPU).
+
+    before: x ─► Add(x, c) ─► y          after: x ─► Sub(x, −c) ─► y
+    """
+    x, c = node.inputs
+    rw.out("Sub", [x, rw.const("neg", -const_input(node, 1), dtype=const_input(node, 1).dtype)])
+
+
+@rule("Add", emits=["Sub", "Neg"], when=_signed)
+def add_to_sub_neg(rw, node):
+    """x + y is x − (−y), exactly: for hardware with Sub and Neg but no Add (a residual block's
+    sum on TNN's RKNPU).
+
+    before: Add(x, y) ─► z          after: Sub(x, Neg(y)) ─► z
+    """
+    x, y = node.inputs
+    rw.out("Sub", [x, rw.emit("Neg", [y], dtype=y.dtype)])
 
 
 def _float_const_divisor(node, graph):
