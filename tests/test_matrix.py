@@ -272,7 +272,7 @@ TNN_TABLE_EXCEPTIONS = {
     "Shape": (set(), {"naive"}, "measured in tnn_run"),
     "NonZero": (set(), {"naive"}, "measured in tnn_run"),
     "ReduceProd": (set(), {"x86"}, "x86_compute.cc:584"),
-    "LRN": (set(), {"x86"}, "x86_lrn_layer_acc.cc:47-60"),
+    "LRN": (set(), {"x86"}, "x86_lrn_layer_acc.cc:47-61"),
 }
 
 
