@@ -264,7 +264,7 @@ REVIEW_CASES = [
     ("mace-lrn-even", "mace", ["cpu"], _node("LRN", _x(1, 6, 3, 3), size=4), "unsupported", "LRN size=4: cpu supports size odd"),
     ("tnn-lrn-even", "tnn", ["naive"], _node("LRN", _x(1, 6, 3, 3), size=4), "unsupported", "cpu_lrn_layer_acc.cc:59-60"),
     # x86's LRN sums into a workspace it never zeroes (measured in tnn_run): no LRN on x86 at all.
-    ("tnn-lrn-x86", "tnn", ["x86"], _node("LRN", _x(1, 6, 3, 3), size=5), "unsupported", "x86_lrn_layer_acc.cc:47-60"),
+    ("tnn-lrn-x86", "tnn", ["x86"], _node("LRN", _x(1, 6, 3, 3), size=5), "unsupported", "x86_lrn_layer_acc.cc:47-61"),
     ("tnn-lrn-odd", "tnn", ["naive"], _node("LRN", _x(1, 6, 3, 3), size=5), "supported", None),
     # MACE 9 / TNN 1: OneHot.
     ("mace-onehot", "mace", ["cpu"], _node("OneHot", [("i", I64, [4])], [("d", np.int64(3)), ("v", np.array([0.0, 1.0], np.float32))]),
