@@ -130,6 +130,6 @@ def test_onnx_fit_of_resize_conv_weights():
     w = (rng.standard_normal((8, 4, 4, 4)) / 8).astype(np.float32)
     b = rng.standard_normal(4).astype(np.float32)
     geo = TransposeGeometry((6, 6), (4, 4), (2, 2), (1, 1), (1, 1), (12, 12), 1)
-    fitted, fitted_b, report = retrain.fit_onnx_resize_conv(w, b, geo, resize_conv_init(w, 1, (2, 2)), steps=30)
+    fitted, fitted_b, report = retrain.fit_onnx_resize_conv(w, b, geo, resize_conv_init(w, 1, (2, 2)))
     assert fitted.shape == (4, 8, 4, 4) and fitted_b.shape == (4,)
     assert report.error_after < report.error_before / 1.2

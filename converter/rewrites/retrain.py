@@ -29,6 +29,7 @@ from collections.abc import Callable
 
 import numpy as np
 
+from ..conv_math import conv_columns, conv_transpose_full
 from ..errors import BadInput
 from .convtranspose import (TransposeGeometry, resize_conv_geometry, resize_conv_init,
                             subpixel_weights)
@@ -375,7 +376,7 @@ def onnx_resize_conv_pair(w: np.ndarray, bias: np.ndarray | None, geo: Transpose
 
 
 def fit_onnx_resize_conv(w: np.ndarray, bias: np.ndarray | None, geo: TransposeGeometry,
-                         conv_w: np.ndarray, *, steps: int = 60, seed: int = 0):
+                         conv_w: np.ndarray, *, seed: int = 0):
     """The default hook for an ONNX graph: fit the Resize+Conv weights the ``retrain`` rule
     emitted to the original ConvTranspose on seeded standard-normal inputs; returns
     (weight, bias, report).
@@ -384,9 +385,8 @@ def fit_onnx_resize_conv(w: np.ndarray, bias: np.ndarray | None, geo: TransposeG
     by iterations is one least-squares problem per group: the columns are the upsampled, padded
     input windows the Conv reads (:func:`_resize_conv_columns`), the targets the ConvTranspose's
     outputs (:func:`_conv_transpose_outputs`).  numpy solves it exactly, without torch (an ONNX
-    port imports no torch), in milliseconds where L-BFGS took seconds.  ``steps`` is kept for
-    callers of the iterative fit and unused.  The errors before and after are measured on
-    held-out inputs."""
+    port imports no torch), in milliseconds where L-BFGS took seconds.  The errors before and
+    after are measured on held-out inputs."""
     rng = np.random.default_rng(seed)
     data = rng.standard_normal((24, w.shape[0]) + tuple(geo.in_size)).astype(np.float32)
     held, train = data[:6], data[6:]
@@ -423,28 +423,12 @@ def fit_onnx_resize_conv(w: np.ndarray, bias: np.ndarray | None, geo: TransposeG
 
 def _conv_transpose_outputs(x: np.ndarray, w: np.ndarray, bias: np.ndarray | None,
                             geo: TransposeGeometry) -> np.ndarray:
-    """The ConvTranspose ``geo`` describes, in float64: every input position p adds
-    ``w[c, o, k] * x[n, c, p]`` to ``y_full[n, o, p*stride + k*dilation]`` (ONNX ConvTranspose),
-    the bias everywhere, then the window [pad_begin, pad_begin + out_size) per axis (positions
-    past the full output, an ``output_padding``, hold the bias alone)."""
-    import itertools
-
+    """The ConvTranspose ``geo`` describes, in float64 (ONNX ConvTranspose): the full scatter
+    output, the bias everywhere, then the window [pad_begin, pad_begin + out_size) per axis
+    (positions past the full output, an ``output_padding``, hold the bias alone)."""
     nd = len(geo.stride)
-    n, c_in = x.shape[:2]
-    group, c_out_g = geo.group, w.shape[1]
-    c_in_g = c_in // group
-    full = [max(s * (i - 1) + d * (k - 1) + 1, pb + o) for s, i, d, k, pb, o in zip(
-        geo.stride, geo.in_size, geo.dilation, geo.kernel, geo.pad_begin, geo.out_size)]
-    y = np.zeros((n, group * c_out_g, *full))
-    for g in range(group):
-        xg = x[:, g * c_in_g:(g + 1) * c_in_g].astype(np.float64)
-        for tap in itertools.product(*(range(k) for k in geo.kernel)):
-            wk = w[(slice(g * c_in_g, (g + 1) * c_in_g), slice(None)) + tap].astype(np.float64)
-            contribution = np.moveaxis(np.tensordot(xg, wk, axes=([1], [0])), -1, 1)
-            where = (slice(None), slice(g * c_out_g, (g + 1) * c_out_g)) + tuple(
-                slice(t * d, t * d + (i - 1) * s + 1, s)
-                for t, d, i, s in zip(tap, geo.dilation, geo.in_size, geo.stride))
-            y[where] += contribution
+    y = conv_transpose_full(x, w, geo.stride, geo.dilation, geo.group, dtype=np.float64)
+    y = np.pad(y, [(0, 0), (0, 0)] + [(0, max(0, b + o - f)) for b, o, f in zip(geo.pad_begin, geo.out_size, y.shape[2:])])
     if bias is not None:
         y += bias.astype(np.float64).reshape((1, -1) + (1,) * nd)
     return y[(slice(None), slice(None)) + tuple(slice(b, b + o) for b, o in zip(geo.pad_begin, geo.out_size))]
@@ -452,7 +436,7 @@ def _conv_transpose_outputs(x: np.ndarray, w: np.ndarray, bias: np.ndarray | Non
 
 def _resize_conv_columns(x: np.ndarray, geo: TransposeGeometry) -> np.ndarray:
     """What the ``retrain`` rule's Conv multiplies its weights by: nearest upsampling by the
-    stride, the Conv's pads, its dilated windows at stride 1, the kept window of its output
+    stride, the Conv's pads, its dilated windows at stride 1 over the kept window of its output
     (``resize_conv_geometry``).  ``[groups, N * prod(out_size), C/groups * prod(kernel)]``."""
     nd = len(geo.stride)
     rc = resize_conv_geometry(geo)
@@ -460,14 +444,11 @@ def _resize_conv_columns(x: np.ndarray, geo: TransposeGeometry) -> np.ndarray:
     for axis, s in enumerate(geo.stride):
         up = np.repeat(up, s, axis=2 + axis)
     up = np.pad(up, [(0, 0), (0, 0)] + [(rc.pads[i], rc.pads[nd + i]) for i in range(nd)])
-    extents = [(k - 1) * d + 1 for k, d in zip(geo.kernel, geo.dilation)]
-    view = np.lib.stride_tricks.sliding_window_view(up, extents, axis=tuple(range(2, 2 + nd)))
-    view = view[(slice(None), slice(None)) + tuple(slice(c, c + o) for c, o in zip(rc.crop_begin, geo.out_size))
-                + tuple(slice(None, None, d) for d in geo.dilation)]  # [N, C, *out, *K]
-    n, c_in = x.shape[:2]
-    order = (0, *range(2, 2 + nd), 1, *range(2 + nd, 2 + 2 * nd))  # [N, *out, C, *K]
-    rows = np.ascontiguousarray(view.transpose(order)).reshape(n * int(np.prod(geo.out_size)), c_in, -1)
-    return rows.reshape(len(rows), geo.group, -1).swapaxes(0, 1)
+    # output positions [crop, crop + out) read the input from crop on, one window extent further
+    up = up[(slice(None), slice(None)) + tuple(slice(c, c + o + (k - 1) * d) for c, o, k, d in zip(
+        rc.crop_begin, geo.out_size, geo.kernel, geo.dilation))]
+    cols, _ = conv_columns(up, geo.kernel, [1] * nd, geo.dilation, geo.group)  # [N, G, C/G * K, P]
+    return cols.transpose(1, 0, 3, 2).reshape(geo.group, -1, cols.shape[2])
 
 
 def _resize_conv_outputs(x: np.ndarray, conv_w: np.ndarray, bias: np.ndarray | None,

@@ -16,6 +16,7 @@ import itertools
 import math
 import numpy as np
 
+from ...conv_math import conv_columns, conv_transpose_full, windows
 from ...errors import Unsupported
 from . import kernels_tensor, kernels_vision  # noqa: F401  (importing this module loads every kernel family)
 from .kernel_registry import KERNELS, as_f32, text
@@ -52,16 +53,6 @@ def _conv_pads(args, in_sizes, window_sizes, strides) -> list[tuple[int, int]]:
     raise Unsupported(f"pad_type '{pad_type}' is not implemented")
 
 
-def _windows(x: np.ndarray, windows: list[int], strides: list[int], dilations: list[int]):
-    """View [N, C, *out, *window] of a padded input (dilated windows, strided positions)."""
-    spatial = len(windows)
-    extents = [(k - 1) * d + 1 for k, d in zip(windows, dilations)]
-    view = np.lib.stride_tricks.sliding_window_view(x, extents, axis=tuple(range(2, 2 + spatial)))
-    index = (slice(None), slice(None)) + tuple(slice(None, None, s) for s in strides) + tuple(
-        slice(None, None, d) for d in dilations)
-    return view[index]
-
-
 @KERNELS.register("conv")
 def conv(op, args) -> np.ndarray:
     """y[n, o, p] = bias[o] + sum_{c in group(o), k} w[o, c, k] * x_pad[n, c, p*stride + k*dilation]."""
@@ -74,13 +65,8 @@ def conv(op, args) -> np.ndarray:
     extents = [(k - 1) * d + 1 for k, d in zip(kernel_sizes, dilations)]
     pads = _conv_pads(args, x.shape[2:], extents, strides)
     x = np.pad(x, [(0, 0), (0, 0)] + pads)
-    cols = _windows(x, kernel_sizes, strides, dilations)  # [N, C, *out, *k]
-    n, out_sizes = x.shape[0], cols.shape[2:2 + spatial]
-    # im2col with channels first: [N, G, C/G * prod(k), prod(out)], the row order of the weights
-    # [G, O/G, C/G * prod(k)]; one matrix product per group (BLAS), 2-4x faster than einsum
-    # over the window view for ResNet/MobileNet convolutions.
-    order = (0, 1, *range(2 + spatial, 2 + 2 * spatial), *range(2, 2 + spatial))
-    cols = np.ascontiguousarray(cols.transpose(order)).reshape(n, groups, -1, math.prod(out_sizes))
+    cols, out_sizes = conv_columns(x, kernel_sizes, strides, dilations, groups)
+    n = x.shape[0]
     wg = w.reshape(groups, w.shape[0] // groups, -1)
     if groups == 1:  # a plain 2-D product per sample: numpy's batched matmul is slower here
         y = np.stack([wg[0] @ cols[i, 0] for i in range(n)])
@@ -101,20 +87,8 @@ def conv_transpose(op, args) -> np.ndarray:
     strides = _ints(args.get("strides"), spatial, 1)
     dilations = _ints(args.get("dilations"), spatial, 1)
     groups = int(args.get("groups", 1))
-    in_sizes, kernel_sizes = x.shape[2:], w.shape[2:]
-    c_in, c_out = x.shape[1] // groups, w.shape[1]
-    full = [(i - 1) * s + (k - 1) * d + 1 for i, s, k, d in zip(in_sizes, strides, kernel_sizes, dilations)]
-    y = np.zeros((x.shape[0], c_out * groups, *full), dtype=np.float32)
-    letters = "defghi"[:spatial]
-    for g in range(groups):
-        xg = x[:, g * c_in:(g + 1) * c_in]
-        for k in itertools.product(*(range(n) for n in kernel_sizes)):
-            wk = w[(slice(g * c_in, (g + 1) * c_in), slice(None)) + k]
-            contrib = np.einsum(f"nc{letters},co->no{letters}", xg, wk, optimize=True)
-            target = (slice(None), slice(g * c_out, (g + 1) * c_out)) + tuple(
-                slice(kk * d, kk * d + (i - 1) * s + 1, s)
-                for kk, d, i, s in zip(k, dilations, in_sizes, strides))
-            y[target] += contrib
+    y = conv_transpose_full(x, w, strides, dilations, groups)
+    full = y.shape[2:]
     pad_type = _pad_type(args)
     if pad_type == "custom":
         pad = _ints(args.get("pad"), 2 * spatial, 0)
@@ -172,7 +146,7 @@ def _window_reduce(padded, kernel_sizes, strides, outs, ufunc):
     elementwise (a reduction over the trailing axes of a window view is ~10x slower for the
     usual 2x2/3x3 windows; a big window, a global pool, is reduced over that view instead)."""
     if math.prod(kernel_sizes) > _SLICED_WINDOW_MAX:
-        view = _windows(padded, kernel_sizes, strides, [1] * len(kernel_sizes))
+        view = windows(padded, kernel_sizes, strides, [1] * len(kernel_sizes))
         view = view[(slice(None), slice(None)) + tuple(slice(0, o) for o in outs)]
         return ufunc.reduce(view, axis=tuple(range(-len(kernel_sizes), 0)))
     result = None
