@@ -433,7 +433,8 @@ def quiet_native_stderr() -> Iterator[None]:
         stream.close()
 
 
-#: Digests of files already read whole (:func:`remember_sha256`), by the file's identity.
+#: Digests of files already read or hashed, by the file's identity: functions returning them
+#: (:func:`remember_sha256` hashes in a thread).
 _DIGESTS: dict[tuple, object] = {}
 #: Files at least this big are hashed in a thread (hashlib releases the GIL) while the reader
 #: goes on parsing what it read.
@@ -444,22 +445,32 @@ def _identity(status: os.stat_result) -> tuple:
     return status.st_dev, status.st_ino, status.st_size, status.st_mtime_ns, status.st_ctime_ns
 
 
-def remember_sha256(path: str | os.PathLike, status: os.stat_result, data: bytes) -> None:
-    """``data`` is the whole content of ``path`` (``status``: its ``fstat`` when read): a later
-    :func:`sha256_file` of the unchanged file takes the digest of these bytes instead of reading
-    the file again."""
-    if len(data) != status.st_size:
-        return
-    if len(data) < _THREAD_HASH_BYTES:
-        _DIGESTS[_identity(status)] = hashlib.sha256(data).hexdigest()
-        return
+def meanwhile(compute, name: str, background: bool = True):
+    """``compute()`` started now in a daemon thread (work that releases the GIL: hashing); returns
+    a function that waits for its result, or computes it there if the thread failed.  Not
+    ``background``: computed right away."""
+    if not background:
+        value = compute()
+        return lambda: value
     import threading
 
-    result: list[str] = []
-    worker = threading.Thread(target=lambda: result.append(hashlib.sha256(data).hexdigest()),
-                              name="edgeconv-sha256", daemon=True)
+    result: list = []
+    worker = threading.Thread(target=lambda: result.append(compute()), name=name, daemon=True)
     worker.start()
-    _DIGESTS[_identity(status)] = (worker, result)
+
+    def wait():
+        worker.join()
+        return result[0] if result else compute()
+    return wait
+
+
+def remember_sha256(path: str | os.PathLike, status: os.stat_result, data: bytes) -> None:
+    """``data`` is the whole content of ``path`` (``status``: its ``fstat`` when read): a later
+    :func:`sha256_file` of the unchanged file takes the digest of these bytes (hashed in a thread
+    while the reader parses them) instead of reading the file again."""
+    if len(data) == status.st_size:
+        _DIGESTS[_identity(status)] = meanwhile(lambda: hashlib.sha256(data).hexdigest(), "edgeconv-sha256",
+                                                background=len(data) >= _THREAD_HASH_BYTES)
 
 
 def sha256_file(path: str | os.PathLike) -> str:
@@ -467,19 +478,15 @@ def sha256_file(path: str | os.PathLike) -> str:
     child process loads it, and the report asks again later)."""
     identity = _identity(os.stat(path))
     known = _DIGESTS.get(identity)
-    if isinstance(known, str):
-        return known
     if known is not None:
-        worker, result = known
-        worker.join()
-        if result:
-            return result[0]
+        return known()
     h = hashlib.sha256()
     with open(path, "rb") as f:
         for chunk in iter(lambda: f.read(1 << 20), b""):
             h.update(chunk)
-    _DIGESTS[identity] = h.hexdigest()
-    return _DIGESTS[identity]
+    digest = h.hexdigest()
+    _DIGESTS[identity] = lambda: digest
+    return digest
 
 
 def sha256_bytes(data: bytes) -> str:

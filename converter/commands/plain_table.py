@@ -19,15 +19,7 @@ _ONE_CELL = frozenset("→×")
 def plain_width(stream) -> int | None:
     """The width rich's :func:`~converter.commands.options.stdout_console` lays ``stream`` out at
     when it writes plain text there (not a terminal, no forced colors, UTF-8), else None."""
-    env = os.environ
-    if env.get("TTY_COMPATIBLE") == "1" or env.get("FORCE_COLOR") or "COLUMNS" in env:
-        return None
-    if any(name in sys.modules for name in ("IPython", "idlelib")):  # rich's Jupyter / IDLE cases
-        return None
-    try:
-        if stream.isatty():
-            return None
-    except (AttributeError, ValueError):
+    if "COLUMNS" in os.environ or not hasattr(stream, "isatty") or not not_a_terminal(stream):
         return None
     if not (getattr(stream, "encoding", None) or "utf-8").lower().startswith("utf"):
         return None
@@ -39,7 +31,7 @@ def not_a_terminal(stream) -> bool:
     env = os.environ
     if env.get("TTY_COMPATIBLE") == "1" or env.get("FORCE_COLOR"):
         return False
-    if any(name in sys.modules for name in ("IPython", "idlelib")):
+    if any(name in sys.modules for name in ("IPython", "idlelib")):  # rich's Jupyter / IDLE cases
         return False
     try:
         return not stream.isatty()

@@ -122,10 +122,6 @@ class Target(ABC):
     custom_layers: bool = True
     #: ``--quantize`` modes the exporter writes natively (other modes keep the QDQ model only).
     quantized_modes: tuple[str, ...] = ()
-    #: Its int8/uint8 files carry the QDQ model's weight integers, not a weight scheme of its own,
-    #: so the bias correction computed for those integers (converter/quantize/bias_correction.py)
-    #: holds for the file too.
-    qdq_weight_integers: bool = False
     #: The module whose import fills the target's op registry (its ``OPS``); None for a target
     #: that does not map ONNX ops one by one.
     ops_module: str | None = None
@@ -136,10 +132,10 @@ class Target(ABC):
         return None if self.ops_module is None else importlib.import_module(self.ops_module).OPS
 
     def carries_qdq_weight_integers(self, per_channel: bool) -> bool:
-        """Whether its 8-bit file's weight integers are the QDQ model's for this weight
-        granularity (:attr:`qdq_weight_integers`; a target whose own scheme coincides with one
-        of them says which)."""
-        return self.qdq_weight_integers
+        """Whether its int8/uint8 file holds the QDQ model's weight integers (for this weight
+        granularity), not a weight scheme of its own: then the bias correction computed for
+        those integers (converter/quantize/bias_correction.py) holds for the file too."""
+        return False
 
     def check_hw(self, hw: str) -> None:
         """BadInput unless ``hw`` is one of the target's hardware names."""

@@ -46,7 +46,9 @@ class TFLiteTarget(Target):
     default_hw = "cpu"
     #: --quantize modes written natively (besides fp16): int8 tensors, see quantized.py.
     quantized_modes = ("int8", "int8-weights")
-    qdq_weight_integers = True  # quantized.py: onnxruntime's symmetric per-channel int8 scheme
+
+    def carries_qdq_weight_integers(self, per_channel: bool) -> bool:
+        return True  # quantized.py writes the QDQ model's weight integers, per channel or not
 
     def export(self, model: onnx.ModelProto, out_dir: Path, hw: str = "cpu",
                options: ExportOptions | None = None) -> Artifact:

@@ -320,19 +320,9 @@ class FlatbufferFile:
     def sha256_meanwhile(self):
         """A function returning :meth:`sha256`, which a thread computes from now on (hashlib
         releases the GIL: the file is hashed while it is written)."""
-        if len(self) < STREAMED_MIN_BYTES:
-            digest = self.sha256()
-            return lambda: digest
-        import threading
+        from ...fsutil import meanwhile
 
-        result: list[str] = []
-        worker = threading.Thread(target=lambda: result.append(self.sha256()), name="edgeconv-sha256", daemon=True)
-        worker.start()
-
-        def wait() -> str:
-            worker.join()
-            return result[0] if result else self.sha256()
-        return wait
+        return meanwhile(self.sha256, "edgeconv-sha256", background=len(self) >= STREAMED_MIN_BYTES)
 
     def tobytes(self) -> bytes:
         return b"".join(bytes(piece) for piece in self.pieces())
