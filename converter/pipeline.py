@@ -35,8 +35,8 @@ from .errors import (EXIT_NEEDS_CUSTOM, EXIT_OK, EXIT_UNSUPPORTED, EXIT_UNVERIFI
                      Unsupported)
 from .fsutil import atomic_copy_file, atomic_write_text, replace_output_dir, sha256_file
 from .memory import RELEASE_MIN_BYTES, release, weight_bytes
-from .port_verify import (_judge_integer_file, _oracle_name, _prefetched, _retrain_note, _verify,
-                          shared_work, start_reference_runs)
+from .port_verify import (judge_integer_file, oracle_name, prefetch_legalized, retrain_note, shared_work,
+                          start_reference_runs, verify_port_stages)
 
 STATUS_EXIT = {"ok": EXIT_OK, "unsupported": EXIT_UNSUPPORTED, "verify_failed": EXIT_VERIFY_FAILED,
                "needs_custom": EXIT_NEEDS_CUSTOM, "unverified": EXIT_UNVERIFIED}
@@ -233,12 +233,13 @@ def port(model_path: str, opts: PortOptions, progress=None, preloaded=None, shar
                 timer.heavy = weight_bytes(model) >= RELEASE_MIN_BYTES
             if weights.has_references(original):
                 held.enter_context(weights.holding(store))
+        early_samples = None  # the verification samples whose reference outputs started early
         if opts.verify and not timer.heavy:
             # The reference outputs are computed while legalize and export run (a worker
             # thread; onnxruntime uses the core the Python stages leave idle).  Not for big
             # models: their extra session would raise the peak memory.
             shared = shared if shared is not None else shared_work((original, model))
-            start_reference_runs(shared, model, opts)
+            early_samples = start_reference_runs(shared, model, opts)
         if Path(model_path).is_file():  # after loading: an .onnx was hashed from the bytes it read
             report["model_sha256"] = sha256_file(model_path)
         report["ops_before"] = _histogram(model)
@@ -276,7 +277,10 @@ def port(model_path: str, opts: PortOptions, progress=None, preloaded=None, shar
             report["postprocess"] = cut.manifest
         legalized_runner = None
         if shared is not None and opts.verify and status == "ok":
-            legalized_runner = shared.normalized if final is model else _prefetched(shared, final, model, opts)
+            if final is model:  # legalizing changed nothing: the normalized model's outputs
+                legalized_runner = shared.normalized
+            elif early_samples is not None:
+                legalized_runner = prefetch_legalized(shared, final, early_samples)
         save_onnx(model, tmp / "normalized.onnx")
         if final is model and not (tmp / "normalized.onnx.data").exists():
             atomic_copy_file(tmp / "normalized.onnx", tmp / "legalized.onnx")  # legalize changed nothing
@@ -317,11 +321,11 @@ def port(model_path: str, opts: PortOptions, progress=None, preloaded=None, shar
                     integer_file = quant is not None and quant.native_integer and artifact is not None
                     # An integer file is judged by SQNR against the float model (below), not by
                     # the float tolerances: the float stages are verified without it.
-                    verdict = _verify(original, model, final, postprocess, None if integer_file else target,
+                    verdict = verify_port_stages(original, model, final, postprocess, None if integer_file else target,
                                       None if integer_file else artifact, opts, tmp, sorted(legal.custom_nodes),
                                       None if integer_file else runtime, out_dir, shared, legalized_runner)
                     if integer_file:
-                        file_problem = _judge_integer_file(quant, target, runtime, artifact)
+                        file_problem = judge_integer_file(quant, target, runtime, artifact)
                         report["quantization"] = _jsonable(quant.to_json())
                 except BadInput as err:
                     if "onnxruntime" not in str(err) and "no value for" not in str(err):
@@ -334,7 +338,7 @@ def port(model_path: str, opts: PortOptions, progress=None, preloaded=None, shar
 
                 report["verification"] = to_json(verdict)
                 if not verdict.ok:
-                    status, reason = "verify_failed", verdict.summary() + _retrain_note(legal, opts)
+                    status, reason = "verify_failed", verdict.summary() + retrain_note(legal, opts)
                 elif verdict.unverified is not None and not legal.custom_nodes:
                     status, reason = "unverified", verdict.unverified.reason
             else:
@@ -347,7 +351,7 @@ def port(model_path: str, opts: PortOptions, progress=None, preloaded=None, shar
             reason = (f"needs custom kernels: {len(nodes)} op{'s' if len(nodes) != 1 else ''} "
                       f"({', '.join(nodes)}); implement them from custom/ (each has a harness) before shipping"
                       + (f"; {reason}" if reason else ""))
-        oracle = _oracle_name(target, artifact, runtime, verdict, hw)
+        oracle = oracle_name(target, artifact, runtime, verdict, hw)
         report["oracle"] = oracle
         if quant is not None:
             status, reason = quant.port_status(status, reason)

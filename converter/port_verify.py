@@ -10,10 +10,7 @@ from typing import TYPE_CHECKING
 if TYPE_CHECKING:
     from .pipeline import PortOptions
 
-__all__ = ["shared_work", "start_reference_runs", "verify_samples"]
-
-
-def _judge_integer_file(quant, target, runtime, artifact) -> tuple[str, str] | None:
+def judge_integer_file(quant, target, runtime, artifact) -> tuple[str, str] | None:
     """Run the exported integer file (the real runtime when the user has one) and judge it
     against the float model (``quant.file_verification``); a runtime that refuses the file fails
     it, a reader that cannot run it leaves it unverified: (status, reason), or None."""
@@ -50,7 +47,7 @@ def _judge_integer_file(quant, target, runtime, artifact) -> tuple[str, str] | N
     return None
 
 
-def _oracle_name(target, artifact, runtime, verdict, hw: str = "") -> str:
+def oracle_name(target, artifact, runtime, verdict, hw: str = "") -> str:
     """What judged (or would judge) the target stage, for the summary and report.json."""
     if verdict is not None and verdict.target_oracle:
         return verdict.target_oracle
@@ -71,7 +68,7 @@ def _oracle_name(target, artifact, runtime, verdict, hw: str = "") -> str:
 _BUILTIN_RUNTIME = {"tflite": "litert", "tnn": "tnn-reader+onnxruntime", "mace": "mace-reader+onnxruntime"}
 
 
-def _verify(original, normalized, final, postprocess, target, artifact, opts: PortOptions, out: Path,
+def verify_port_stages(original, normalized, final, postprocess, target, artifact, opts: PortOptions, out: Path,
             custom_nodes=(), runtime=None, final_dir: Path | None = None, shared=None, legalized_runner=None):
     """Original vs normalized vs legalized(+post-processing) vs the target's runtime.
 
@@ -113,7 +110,7 @@ def _verify(original, normalized, final, postprocess, target, artifact, opts: Po
     )
 
 
-def _retrain_note(legal, opts: PortOptions) -> str:
+def retrain_note(legal, opts: PortOptions) -> str:
     """Why a port with an architecture change (remedy 2) differs, and what to do about it."""
     from .rewrites import REGISTRY, RETRAIN
 
@@ -130,36 +127,35 @@ def _retrain_note(legal, opts: PortOptions) -> str:
 
 
 def verify_samples(normalized, opts: PortOptions) -> list:
-    """The input samples a port's verification runs (:func:`_verify` and ``verify_port`` choose
+    """The input samples a port's verification runs (:func:`verify_port_stages` and ``verify_port`` choose
     the same ones: the ``--inputs`` file, else seeded random inputs)."""
     from .verify.pipeline import choose_inputs
 
     return choose_inputs(normalized, opts.inputs_npz, seed=opts.seed)[0]
 
 
-def start_reference_runs(shared, normalized, opts: PortOptions) -> None:
+def start_reference_runs(shared, normalized, opts: PortOptions) -> list | None:
     """Start computing the original's and the normalized model's outputs on the samples
-    verification will run (:meth:`~converter.shared_work.SharedWork.prefetch`)."""
+    verification will run (:meth:`~converter.shared_work.SharedWork.prefetch`); returns those
+    samples (None: a bad ``--inputs`` file, which verification reports itself)."""
     try:
         samples = verify_samples(normalized, opts)
     except Exception:  # noqa: BLE001 - verification reports a bad --inputs file itself
-        return
+        return None
     shared.prefetch(shared.original, samples)
     shared.prefetch(shared.normalized, samples)
+    return samples
 
 
-def _prefetched(shared, legalized, normalized, opts: PortOptions):
-    """A memoized runner of the legalized model, started in the worker thread."""
+def prefetch_legalized(shared, legalized, samples: list):
+    """A memoized runner of the legalized model, started on ``samples`` in the worker thread."""
     from .shared_work import MemoRunner
     from .verify.runtime import onnx_runner
 
     # The default threads, as every other verification run: a report's numbers do not depend on
     # whether its outputs were computed early (onnxruntime's sums differ with the thread count).
     runner = MemoRunner(lambda: onnx_runner(legalized))
-    try:
-        shared.prefetch(runner, verify_samples(normalized, opts))
-    except Exception:  # noqa: BLE001 - verification reports a bad --inputs file itself
-        pass
+    shared.prefetch(runner, samples)
     return runner
 
 

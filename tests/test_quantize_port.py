@@ -218,7 +218,7 @@ def test_quantized_file_runs_like_the_report_says(tmp_path, zoo_onnx_path, calib
 def test_integer_file_refused_by_its_runtime_fails_and_reader_limits_leave_it_unverified(tmp_path):
     from types import SimpleNamespace
 
-    from converter.pipeline import _judge_integer_file
+    from converter.port_verify import judge_integer_file
     from converter.runtimes import ReaderCannotRun, RuntimeRefused
     from converter.targets import get as get_target
 
@@ -230,6 +230,6 @@ def test_integer_file_refused_by_its_runtime_fails_and_reader_limits_leave_it_un
 
         quant = SimpleNamespace(evaluate_file=refuse, plan=SimpleNamespace(mode="int8"), file_runtime="",
                                 file_verification=None)
-        got_status, reason = _judge_integer_file(quant, get_target("tnn"), None, artifact)
+        got_status, reason = judge_integer_file(quant, get_target("tnn"), None, artifact)
         assert got_status == status and str(error) in reason
         assert quant.file_runtime.startswith("edgeconv TNN reader") and quant.file_verification is None

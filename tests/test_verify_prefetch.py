@@ -45,7 +45,7 @@ def test_a_port_prefetches_in_a_worker_and_the_verdict_is_unchanged(zoo_onnx_pat
     assert made == ["edgeconv-prefetch"] * 3
 
     monkeypatch.setattr(pipeline, "start_reference_runs", lambda *a: None)
-    monkeypatch.setattr(pipeline, "_prefetched", lambda *a: None)
+    monkeypatch.setattr(pipeline, "prefetch_legalized", lambda *a: None)
     made.clear()
     late = port(path, PortOptions(target="mace", hw="cpu", out_dir=tmp_path / "late"), preloaded=preloaded)
     assert made and "edgeconv-prefetch" not in made
