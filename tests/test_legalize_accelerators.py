@@ -366,10 +366,11 @@ def test_tflite_concat_then_relu_is_not_fused(tmp_path):
     assert max_error(run_onnx(model, feeds), targets.get("tflite").run(art, feeds)) <= 1e-6
 
 
-def test_residual_adds_run_as_sub_and_neg_on_rknpu(zoo_model, matrix):
+def test_residual_adds_run_as_sub_and_neg_on_rknpu(zoo_model, matrix, tmp_path):
     """TNN's RKNPU column has Sub and Neg but no Add (Tencent/TNN support table): MobileNetV2's
     residual Adds become x - (-y), exactly, instead of custom layers; its Flatten (data movement)
-    is still what the RKNPU cannot run."""
+    is still what the RKNPU cannot run.  The rewritten network, as a TNN file, runs in TNN's own
+    interpreter (X86: the host build has no RKNPU) as the original does in onnxruntime."""
     model = zoo_model("mobilenetv2")
     adds = op_histogram(model)["Add"]
     result = legalize(model, "tnn", "rknpu", matrix)
@@ -378,3 +379,8 @@ def test_residual_adds_run_as_sub_and_neg_on_rknpu(zoo_model, matrix):
     assert "Add" not in ops and ops["Neg"] == adds and ops["Sub"] == op_histogram(model).get("Sub", 0) + adds
     assert result.max_abs_error == 0.0
     assert [u.split(" ")[0] for u in result.unresolved] == ["flatten_0"]
+    art = targets.get("tnn").export(result.model, tmp_path / "tnn", "rknpu", ExportOptions(extra={"name": "m"}))
+    layer_types = [line.strip('"').split(" ")[0] for line in art.files[0].read_text().splitlines()[4:]]
+    assert "Add" not in layer_types and layer_types.count("Sub") == adds and layer_types.count("Neg") == adds
+    feeds = seeded_inputs(model, 0)
+    assert max_error(run_onnx(model, feeds), tnn_run(art, feeds, tmp_path / "tnn_run", device="X86")) <= ATOL
