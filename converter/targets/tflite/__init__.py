@@ -40,8 +40,14 @@ from .registry import OPS
 
 class TFLiteTarget(Target):
     name = "tflite"
+    custom_module = "converter.targets.tflite.custom"
     title = OPS.title
     executor = "litert"
+
+    def executor_oracle(self, executor: str):
+        from ...runtimes.base import Oracle, package_version
+
+        return Oracle(f"LiteRT {package_version('ai-edge-litert')}")
     ops_module = "converter.targets.tflite.ops"
     hardware = ("cpu", "gpu", "nnapi", "edgetpu")
     default_hw = "cpu"
