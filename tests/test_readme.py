@@ -309,7 +309,8 @@ def test_code_names_exist(doc):
     """Every `converter/...`, `tests/...`, `benchmarks/...` path and every `converter.x.y` name a
     document mentions exists in this checkout (the layout moves; the documents must follow)."""
     missing = []
-    for ref in {m.group(1).split()[0].rstrip(".,:;()") for m in CODE.finditer(doc.read_text(encoding="utf-8"))}:
+    for code in CODE.finditer(doc.read_text(encoding="utf-8")):
+        ref = re.split(r"[(\[]", code.group(1).split()[0])[0].rstrip(".,:;")  # `f(x)` names f
         if PATH_REF.match(ref):
             path = ref.split("#")[0].split(":")[0]
             if "__pycache__" not in path and not (ROOT / path).exists():
