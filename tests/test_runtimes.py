@@ -141,7 +141,7 @@ def test_port_mace_runtime_from_the_environment(tmp_path):
 def test_reader_that_cannot_run_the_file_leaves_the_port_unverified(tmp_path, monkeypatch):
     """A TNN reader failure (the issue's ViT: the reader's shape inference, not the file) is exit
     8, never verify_failed; with the real runtime the same file is judged, and passes."""
-    import converter.targets.tnn.reader as reader
+    import converter.targets.tnn.reader_onnx as reader
 
     def broken(*_args, **_kwargs):
         raise RuntimeError("[ShapeInferenceError] Incompatible dimensions for matrix multiplication")

@@ -106,7 +106,7 @@ class TnnTarget(Target):
 
         from ...infra.isolate import guarded_run  # --timeout and Ctrl-C stop it like every other run
         from .intermediates import feeds
-        from .reader import load_as_onnx
+        from .reader_onnx import load_as_onnx
 
         model = load_as_onnx(artifact.files[0], artifact.files[1])
         session = ort.InferenceSession(model.SerializeToString(), providers=["CPUExecutionProvider"])
