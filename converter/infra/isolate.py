@@ -169,7 +169,7 @@ def _run_spawned(fn, args, tmp: Path, timeout: float, what: str, meanwhile=()) -
 
     (tmp / "call.pickle").write_bytes(pickle.dumps((fn.__module__, fn.__qualname__, args)))
     env = {**_CHILD_ENV, **os.environ}
-    package_root = str(Path(__file__).resolve().parents[1])
+    package_root = str(Path(__file__).resolve().parents[2])
     env["PYTHONPATH"] = os.pathsep.join(filter(None, [package_root, env.get("PYTHONPATH")]))
     # -P: the working directory (the user's, maybe holding a torch.py) is not on sys.path.
     safe_path = ["-P"] if sys.version_info >= (3, 11) else []

@@ -162,7 +162,7 @@ def quantize_for_port(model: onnx.ModelProto, request: QuantRequest, verify: Ver
             warnings += check_inputs(calibration.samples, spec, f"--calibration {request.calibration}")
         if held_out:
             warnings += check_inputs(held_out, spec, f"--inputs {verify.inputs}")
-    evaluation = held_out or (calibration.samples if calibration else random_inputs(model, verify.seed, samples=8))
+    evaluation = held_out or (calibration.samples if calibration else random_inputs(model, verify.seed, verify.ranges, samples=8))
     tolerances = load_tolerances(verify.tolerances)
     # MACE files (and TNN files of per-tensor QDQ weights) quantize the float weights with their
     # own schemes (other scales, other rounding): a correction fitted to the QDQ model's weight
