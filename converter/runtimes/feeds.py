@@ -6,9 +6,13 @@ inputs from ``[LOW, HIGH)`` of their range (``--input-range ids=0:30522``: valid
 without one, by what their name says (attention masks all ones, position ids 0, 1, 2, ..., token
 types 0 or 1, other integers ``[0, 4)``), booleans fairly.
 
-Calibration data is an ``.npz`` file with one array per graph input, named like the input.  An
-array with the input's rank is one sample; an array with one extra leading axis holds N samples
-(every input must then have the same N).  This is also the format replay files are written in.
+Calibration data is an ``.npz`` file with one array per graph input, named like the input.  The
+sample axis is the first: an array with one extra leading axis holds N samples ([N, 1, 3, 224,
+224] for a 1x3x224x224 input), and for an input of batch 1 an array of the input's rank holds N
+samples along its batch axis ([N, 3, 224, 224]: the layout data loaders hand over).  An array of
+exactly the input's shape is one sample; for an input of batch B > 1, [N, ...] with N != B is
+ambiguous and refused in one line.  Every input must hold the same N.  This is also the format
+replay files are written in.
 """
 
 from __future__ import annotations
@@ -175,6 +179,21 @@ def read_npz(path: Path, flag: str = "--inputs") -> dict[str, np.ndarray]:
         raise BadInput(f"{flag} {path}: unreadable .npz ({type(err).__name__}: {str(err).splitlines()[0] if str(err) else ''})") from None
 
 
+def _stack_of_samples(arr: np.ndarray, spec: InputSpec, source: str) -> np.ndarray:
+    """An array of the input's rank as [samples, *input shape]: one sample when it has the input's
+    shape; for a batch-1 input, [N, ...] is N samples (the layout data loaders, TF's
+    representative datasets and onnx2tf's ``-cind`` use); for a batch-B input it is ambiguous."""
+    batch = spec.shape[0] if spec.shape else None
+    fits_rest = all(not isinstance(want, int) or want == have for want, have in zip(spec.shape[1:], arr.shape[1:]))
+    if not isinstance(batch, int) or arr.shape[0] == batch or not fits_rest:
+        return arr[None]  # one sample (a wrong shape is reported by the caller, naming the axis)
+    if batch == 1:
+        return arr[:, None]
+    shape = [d if isinstance(d, int) else "?" for d in spec.shape]
+    raise BadInput(f"{source}: '{spec.name}' has shape {list(arr.shape)} for an input of shape {shape}: with a "
+                   f"batch of {batch}, give one sample as {shape} or N samples as {['N', *shape]}")
+
+
 def samples_from_arrays(arrays: dict[str, np.ndarray], model: onnx.ModelProto, source: str = "inputs") -> list[Sample]:
     """Split ``{input name: array}`` into samples, checking names, ranks, shapes and dtypes."""
     specs = input_specs(model)
@@ -191,7 +210,7 @@ def samples_from_arrays(arrays: dict[str, np.ndarray], model: onnx.ModelProto, s
         arr = np.asarray(arrays[spec.name])
         rank = len(spec.shape)
         if arr.ndim == rank:
-            arr = arr[None]
+            arr = _stack_of_samples(arr, spec, source)
         elif arr.ndim != rank + 1:
             raise BadInput(f"{source}: '{spec.name}' has shape {list(arr.shape)}; the input has rank {rank} "
                            f"(give rank {rank} for one sample or {rank + 1} for N samples)")

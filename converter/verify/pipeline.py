@@ -123,7 +123,9 @@ def target_artifact(converted_path: str | os.PathLike):
         raise BadInput(f"{path}: an exported file is verified from its port directory, but "
                        f"{report_path} is missing or has no 'artifact' (rerun edgeconv port)") from None
     files = [path.parent / f for f in artifact.get("files", [])]
-    if path.resolve() not in [f.resolve() for f in files]:
+    listed = [f.resolve() for f in files]
+    # a file the report lists, or a package directory holding some (a CoreML .mlpackage)
+    if path.resolve() not in listed and not any(path.resolve() in f.parents for f in listed):
         raise BadInput(f"{path}: not one of the files {report_path} lists")
     # the named file first (a TNN artifact is [.tnnproto, .tnnmodel]), the rest as written
     files = [path] + [f for f in files if f.resolve() != path.resolve()]

@@ -46,7 +46,8 @@ OneHardware = typer.Option(None, "--hw", metavar="HW", show_default=False, help=
 
 # Verification (``port`` and ``verify``).
 VerifyInputs = typer.Option(None, "--inputs", metavar="NPZ",
-                            help="Verification inputs (.npz, one array per input; an extra leading axis holds N samples).")
+                            help="Verification inputs (.npz, one array per input; the first axis holds the samples: "
+                                 "[N,3,224,224] or [N,1,3,224,224] for a 1x3x224x224 input).")
 Atol = typer.Option(None, "--atol", help="Absolute tolerance per element (default 1e-4, or the profile's).")
 Rtol = typer.Option(None, "--rtol", help="Relative tolerance per element (default 1e-3, or the profile's).")
 Tolerances = typer.Option(None, "--tolerances", metavar="YAML",
@@ -67,8 +68,9 @@ Quantize = typer.Option(None, "--quantize", metavar="MODE",
                         help="int8, uint8, fp16, int8-weights or auto (the lowest precision the hardware runs, "
                              "layers that lose most kept in float). 8-bit-only hardware implies int8/uint8.")
 Calibration = typer.Option(None, "--calibration", metavar="SRC",
-                           help="Calibration data: an .npz keyed by input name, a directory of .npy/.npz files, "
-                                "or a directory of images (with --preprocess).")
+                           help="Calibration data: an .npz keyed by input name (the first axis holds the samples: "
+                                "[N,3,224,224] or [N,1,3,224,224] for a 1x3x224x224 input), a directory of .npy/.npz "
+                                "files, or a directory of images (with --preprocess).")
 CalibrationMethod = typer.Option("minmax", "--calibration-method", metavar="METHOD",
                                  help="Activation ranges: minmax, percentile, entropy or mse.")
 PerTensor = typer.Option(False, "--per-tensor", help="One weight scale per tensor instead of per output channel.")

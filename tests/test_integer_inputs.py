@@ -1,0 +1,175 @@
+"""Integer model inputs stay integer in every exported file and run in the real runtimes
+(issue 27, item 3): LiteRT (int64 GATHER indices), TNN's ``tnn_run`` and MACE's ``mace_run``
+(int32 inputs; int64 is carried as int32), CoreML's MIL executor (int32 placeholders).
+
+Two models: an embedding lookup masked by an int64 attention mask, built in ONNX (its outputs
+are rows of the table times 0 or 1, so every runtime must match onnxruntime *exactly*), and a
+DistilBERT-shaped encoder in plain torch (tests/encoder_models.py: int64 ids and mask, additive
+mask, post-norm attention blocks, GELU MLP), saved as TorchScript and ported with
+``-s input_ids=1x16:int64``, verified within float32 tolerance by each real runtime."""
+
+from __future__ import annotations
+
+import numpy as np
+import onnx
+import pytest
+from onnx import TensorProto, helper, numpy_helper
+
+from converter.port import PortRequest, PortSession, port
+from rank_runtimes import MACE_RUN, TNN_RUN, need
+
+VOCAB, LENGTH, DIM = 50, 8, 6
+TARGETS = [("tflite", "cpu"), ("tnn", "x86"), ("mace", "cpu"), ("coreml", "cpu")]
+
+
+def lookup_model(ids_type=TensorProto.INT64) -> onnx.ModelProto:
+    """``Gather(table, input_ids) * Unsqueeze(Cast(attention_mask, float), 2)`` -> [1, L, D]."""
+    table = np.random.default_rng(0).standard_normal((VOCAB, DIM)).astype(np.float32)
+    nodes = [
+        helper.make_node("Gather", ["table", "input_ids"], ["rows"], axis=0),
+        helper.make_node("Cast", ["attention_mask"], ["maskf"], to=TensorProto.FLOAT),
+        helper.make_node("Unsqueeze", ["maskf", "axes"], ["mask3"]),
+        helper.make_node("Mul", ["rows", "mask3"], ["output"]),
+    ]
+    graph = helper.make_graph(
+        nodes, "lookup",
+        [helper.make_tensor_value_info("input_ids", ids_type, [1, LENGTH]),
+         helper.make_tensor_value_info("attention_mask", TensorProto.INT64, [1, LENGTH])],
+        [helper.make_tensor_value_info("output", TensorProto.FLOAT, [1, LENGTH, DIM])],
+        [numpy_helper.from_array(table, "table"), numpy_helper.from_array(np.array([2], np.int64), "axes")])
+    return helper.make_model(graph, opset_imports=[helper.make_opsetid("", 17)], ir_version=8)
+
+
+def runtimes_for(to: str) -> dict:
+    if to == "tnn":
+        need(TNN_RUN)
+        return {"tnn": str(TNN_RUN)}
+    if to == "mace":
+        need(MACE_RUN)
+        return {"mace": str(MACE_RUN)}
+    if to == "coreml":
+        pytest.importorskip("coremltools")
+    return {}
+
+
+def target_stage(result):
+    return next(s for s in result.verification.stages if s.name.startswith("target:"))
+
+
+#: What each file declares for the int64 ids: TFLite keeps int64, the others take int32.
+FILE_INPUT_TYPE = {"tflite": "int64", "tnn": "int32", "mace": "int32", "coreml": "int32"}
+
+
+def file_input_type(result, name: str) -> str:
+    """The type the exported file itself declares for input ``name`` (read from the file)."""
+    files = [str(f) for f in result.out_dir.iterdir()]
+    if result.target == "tflite":
+        from ai_edge_litert.interpreter import Interpreter
+
+        details = Interpreter(next(f for f in files if f.endswith(".tflite"))).get_input_details()
+        return np.dtype(next(d["dtype"] for d in details if d["name"] == name)).name
+    if result.target == "tnn":  # "name rank d0 d1 ... dtype" in the proto's input line (TNN DataType 3: int32)
+        text = open(next(f for f in files if f.endswith(".tnnproto"))).read().splitlines()[1]
+        fields = text.strip('"').rstrip(" ,").split(" : ")
+        words = next(f.split() for f in fields if f.split()[0] == name)
+        return {"0": "float32", "3": "int32"}[words[-1]]
+    if result.target == "mace":
+        return next(i["dtype"] for i in result.report["artifact"]["meta"]["inputs"] if i["name"] == name)
+    import coremltools as ct
+
+    spec = ct.utils.load_spec(next(f for f in files if f.endswith(".mlpackage")))
+    kind = next(i for i in spec.description.input if i.name == name).type.multiArrayType.dataType
+    return {ct.proto.FeatureTypes_pb2.ArrayFeatureType.INT32: "int32"}.get(kind, str(kind))
+
+
+@pytest.mark.parametrize("to, hw", TARGETS)
+def test_embedding_lookup_is_exact_in_the_real_runtime(tmp_path, to, hw):
+    """Token ids over the whole vocabulary (--input-range) and a mask of ones: every runtime
+    returns the table's rows bit for bit; then a mask with zeros, run directly, likewise."""
+    model = lookup_model()
+    result = port(model, to=to, hw=hw, out=tmp_path / "out", input_ranges={"input_ids": (0, VOCAB)},
+                  runtimes=runtimes_for(to))
+    assert result.status == "ok", result.reason
+    stage = target_stage(result)
+    assert stage.status == "pass" and stage.oracle["kind"] == "runtime" or to == "coreml", stage.oracle
+    assert stage.outputs[0].metrics.max_abs == 0.0
+    ids = result.verification.inputs[0]["input_ids"]
+    assert ids.dtype == np.int64 and ids.max() >= 25 and ids.min() >= 0  # drawn from [0, 50), not [0, 4)
+    assert (result.verification.inputs[0]["attention_mask"] == 1).all()  # a mask is all ones
+    assert file_input_type(result, "input_ids") == FILE_INPUT_TYPE[to]
+    feeds = {"input_ids": np.array([[0, 49, 7, 7, 13, 1, 48, 25]], np.int64),
+             "attention_mask": np.array([[1, 1, 1, 0, 1, 0, 1, 1]], np.int64)}
+    want = _onnxruntime(model, feeds)["output"]
+    got = _run_file(result, feeds)["output"]
+    assert got.dtype == np.float32 and np.array_equal(got, want)
+
+
+def test_int32_ids_keep_their_type(tmp_path):
+    """An int32 input is int32 in the TFLite file and exact in LiteRT."""
+    model = lookup_model(TensorProto.INT32)
+    result = port(model, to="tflite", out=tmp_path / "out", input_ranges={"input_ids": (0, VOCAB)})
+    assert result.status == "ok" and target_stage(result).outputs[0].metrics.max_abs == 0.0
+    assert file_input_type(result, "input_ids") == "int32"
+
+
+@pytest.fixture(scope="module")
+def encoder_session(tmp_path_factory):
+    """The DistilBERT-shaped encoder as TorchScript, loaded once with int64 ids and mask."""
+    pytest.importorskip("torch")
+    from encoder_models import save_encoder
+
+    path = tmp_path_factory.mktemp("encoder") / "encoder.pt"
+    save_encoder(path, length=16)
+    request = PortRequest.from_flags(str(path), input_shapes=["input_ids=1x16:int64", "attention_mask=1x16:int64"],
+                                     input_ranges=["input_ids=0:1000"],
+                                     runtimes={k: str(v) for k, v in (("tnn", TNN_RUN), ("mace", MACE_RUN))
+                                               if v.exists()})
+    with PortSession.open(request) as session:
+        session.load()
+        yield session
+
+
+def test_torchscript_is_traced_with_the_declared_types(encoder_session):
+    original, normalized = encoder_session.load()
+    types = {i.name: i.type.tensor_type.elem_type for i in normalized.graph.input}
+    assert types == {"input_ids": TensorProto.INT64, "attention_mask": TensorProto.INT64}
+    gathers = [n for n in normalized.graph.node if n.op_type == "Gather" and "input_ids" in n.input]
+    assert len(gathers) == 1  # the token embedding reads the ids directly
+
+
+@pytest.mark.parametrize("to, hw", TARGETS)
+def test_encoder_with_int64_inputs_ports_and_verifies(encoder_session, tmp_path, to, hw):
+    if to in ("tnn", "mace"):
+        need(TNN_RUN if to == "tnn" else MACE_RUN)
+    if to == "coreml":
+        pytest.importorskip("coremltools")
+    result = encoder_session.port_pair(to, hw, tmp_path / "out")
+    assert result.status == "ok", result.reason
+    stage = target_stage(result)
+    assert stage.status == "pass"
+    assert stage.oracle["name"].startswith({"tflite": "LiteRT", "tnn": "TNN x86 runtime (tnn_run)",
+                                            "mace": "MACE CPU runtime (mace_run)",
+                                            "coreml": "CoreML MIL executor"}[to]), stage.oracle
+    assert stage.outputs[0].metrics.max_abs < 5e-5 and stage.outputs[0].metrics.cosine > 0.999999
+    assert file_input_type(result, "input_ids") == FILE_INPUT_TYPE[to]
+    ids = result.verification.inputs[0]["input_ids"]
+    assert ids.max() >= 100  # the declared range [0, 1000), not the default [0, 4)
+
+
+def _onnxruntime(model, feeds):
+    from converter.runtimes.onnxruntime import onnx_runner
+
+    return onnx_runner(model)(feeds)
+
+
+def _run_file(result, feeds):
+    """The exported file run on ``feeds`` by the runner that judged it (a real runtime where given),
+    read back from the port's directory as ``edgeconv verify`` reads it."""
+    from converter.targets.oracles import bind, resolve
+    from converter.verify.pipeline import TARGET_FILES, target_artifact
+
+    main = next(f for f in result.out_dir.iterdir() if f.name.endswith(TARGET_FILES))
+    target, artifact = target_artifact(main)
+    runtime = resolve(result.target, {k: v for k, v in (("tnn", str(TNN_RUN)), ("mace", str(MACE_RUN)))
+                                      if k == result.target}, result.hw)
+    return bind(target, runtime).run(artifact, feeds)
