@@ -21,7 +21,7 @@ import onnx
 import onnx_graphsurgeon as gs
 
 from .errors import BadInput
-from .graph import CANONICAL_OPSET, model_opset, to_graph, to_model, unique_name
+from .graph import CANONICAL_OPSET, to_graph, to_model, unique_name
 from . import light_model
 from .memory import RELEASE_MIN_BYTES, release, weight_bytes
 
@@ -85,7 +85,7 @@ def is_large(model: onnx.ModelProto) -> bool:
 
 def _normalize(model: onnx.ModelProto, input_shapes, check: bool = True) -> onnx.ModelProto:
     heavy = weight_bytes(model) >= RELEASE_MIN_BYTES
-    graph = to_graph(_to_canonical_opset(model))
+    graph = _to_canonical_opset(model)
     model = None  # the caller's model stays; the converted copy lives only as long as ``graph``
     _check_acyclic(graph)
     _drop_attributes_newer_than_opset(graph)
@@ -261,33 +261,11 @@ def _has_shape_work(graph: gs.Graph) -> bool:
 
 
 
-def _to_canonical_opset(model: onnx.ModelProto) -> onnx.ModelProto:
-    opset = model_opset(model)
-    newest = onnx.defs.onnx_opset_version()
-    if opset > newest:
-        raise BadInput(f"model uses opset {opset}, newer than this onnx/onnxruntime supports (max {newest})")
-    if opset == CANONICAL_OPSET:
-        return _upgrade_ir_version(model)
-    try:
-        converted = light_model.on_light_copy(
-            model, lambda light: onnx.version_converter.convert_version(light, CANONICAL_OPSET))
-    except Exception as err:  # the converter raises bare RuntimeErrors with C++ text
-        first = str(err).strip().splitlines()[0] if str(err).strip() else type(err).__name__
-        raise BadInput(f"cannot convert opset {opset} to {CANONICAL_OPSET}: {first}") from None
-    return _upgrade_ir_version(converted)
+def _to_canonical_opset(model: onnx.ModelProto) -> gs.Graph:
+    """The model as a graph at the canonical opset, by edgeconv's own adapters (converter/opsets)."""
+    from .opsets import adapt_to_canonical
 
-
-def _upgrade_ir_version(model: onnx.ModelProto) -> onnx.ModelProto:
-    """Old models (IR 3, opset 7 model zoos) keep their IR version through the opset
-    conversion; IR < 4 demands every initializer be a graph input, which normalization drops.
-    The canonical opset's own IR version (8) has no such rule."""
-    try:
-        needed = onnx.helper.find_min_ir_version_for(list(model.opset_import), ignore_unknown=True)
-    except Exception:  # noqa: BLE001 - an opset onnx does not know
-        needed = 4
-    if model.ir_version < needed:
-        model.ir_version = needed
-    return model
+    return adapt_to_canonical(model)
 
 
 def _infer(model: onnx.ModelProto) -> onnx.ModelProto:
