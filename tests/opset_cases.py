@@ -1,5 +1,5 @@
 """One-node ONNX models of any opset, run in onnxruntime before and after the opset adapters
-(converter/opsets): the oracle on both sides is onnxruntime."""
+(converter/frontend/opsets): the oracle on both sides is onnxruntime."""
 
 from __future__ import annotations
 
@@ -43,8 +43,8 @@ def ort_run(m: onnx.ModelProto, feeds: dict) -> list[np.ndarray]:
 
 
 def adapted(m: onnx.ModelProto) -> onnx.ModelProto:
-    from converter.graph import to_model
-    from converter.opsets import adapt_to_canonical
+    from converter.ir.graph import to_model
+    from converter.frontend.opsets import adapt_to_canonical
 
     out = onnx.shape_inference.infer_shapes(to_model(adapt_to_canonical(m)))
     onnx.checker.check_model(out)

@@ -1,4 +1,4 @@
-"""Every opset adapter (converter/opsets) against onnxruntime on both sides: the opset-N model
+"""Every opset adapter (converter/frontend/opsets) against onnxruntime on both sides: the opset-N model
 in onnxruntime vs the adapted opset-17 model in onnxruntime, max abs error asserted; and the
 refusals, each one line naming the node, the operator version and the reason."""
 
@@ -12,7 +12,7 @@ import pytest
 from onnx import TensorProto, helper
 
 from converter.errors import EdgeconvError
-from converter.graph import CANONICAL_OPSET, model_opset
+from converter.ir.graph import CANONICAL_OPSET, model_opset
 from tests.opset_cases import RNG, adapted, f32, max_error, model, ort_run
 
 I64 = np.int64
@@ -184,7 +184,7 @@ def test_adapter_matches_onnxruntime_on_both_sides(name):
 def test_every_adapter_is_exercised():
     """Each registered adapter (but those of opsets onnxruntime cannot run: 27, 28) runs in one
     of the cases above."""
-    from converter.opsets import ADAPTERS, driver
+    from converter.frontend.opsets import ADAPTERS, driver
 
     used = set()
     real = driver._apply
@@ -222,7 +222,7 @@ def test_every_adapter_is_exercised():
      "model uses opset 5; edgeconv reads opset 7 to"),
 ])
 def test_refusals_are_one_line(build, needle):
-    from converter.opsets import adapt_to_canonical
+    from converter.frontend.opsets import adapt_to_canonical
 
     m = build()
     if needle is None:
@@ -239,7 +239,7 @@ def test_bfloat16_input_refused_where_opset_17_lacks_it():
     nodes = [helper.make_node("Cast", ["x"], ["c"], to=TensorProto.BFLOAT16), helper.make_node("Elu", ["c"], ["y"])]
     graph = helper.make_graph(nodes, "g", [x], [helper.make_tensor_value_info("y", TensorProto.BFLOAT16, None)])
     m = helper.make_model(graph, opset_imports=[helper.make_opsetid("", 22)])
-    from converter.opsets import adapt_to_canonical
+    from converter.frontend.opsets import adapt_to_canonical
 
     with pytest.raises(EdgeconvError, match=r"\(Elu-22, opset 22\) cannot be brought to opset 17: input 'c' is bfloat16, which Elu-6 \(opset 17\) "
                                             r"does not take"):
@@ -263,7 +263,7 @@ def test_opset_28_adapters_against_numpy():
 def test_gelu_erf_form_is_the_matrix_pattern():
     """The exact GELU comes out as torch's opset-17 exporter writes it: TFLite's exporter fuses
     it into its GELU builtin (matrix pattern gelu_erf)."""
-    from converter.graph import to_graph
+    from converter.ir.graph import to_graph
     from converter.matrix.patterns import PATTERNS
 
     g = to_graph(adapted(CASES["gelu20_erf"][0]))
@@ -274,7 +274,7 @@ def test_gelu_erf_form_is_the_matrix_pattern():
 
 
 def test_adapters_document_before_and_after():
-    from converter.opsets import ADAPTERS
+    from converter.frontend.opsets import ADAPTERS
 
     for adapter in set(ADAPTERS.values()):
         assert "before:" in adapter.doc and "after:" in adapter.doc, adapter.name
