@@ -27,6 +27,11 @@ class Unadaptable(Exception):
     makes it so (the driver adds the node, the operator and its version)."""
 
 
+class NeedsValues(Unadaptable):
+    """The adapter needs a rank, a static shape or a constant that inference has not given yet:
+    the driver folds the model's constant subgraphs at its own opset and tries again."""
+
+
 @dataclass(frozen=True)
 class Adapter:
     name: str
@@ -71,7 +76,7 @@ def constant_ints(node: gs.Node, index: int, what: str) -> list[int] | None:
         return None
     value = constant_value(node.inputs[index])
     if value is None:
-        raise Unadaptable(f"its {what} input '{node.inputs[index].name}' is computed at run time, "
+        raise NeedsValues(f"its {what} input '{node.inputs[index].name}' is computed at run time, "
                           "not a constant")
     return [int(v) for v in np.asarray(value).reshape(-1)]
 
@@ -81,7 +86,7 @@ def constant_floats(node: gs.Node, index: int, what: str) -> np.ndarray | None:
         return None
     value = constant_value(node.inputs[index])
     if value is None:
-        raise Unadaptable(f"its {what} input '{node.inputs[index].name}' is computed at run time, "
+        raise NeedsValues(f"its {what} input '{node.inputs[index].name}' is computed at run time, "
                           "not a constant")
     return np.asarray(value)
 
@@ -94,14 +99,14 @@ def is_absent(tensor: gs.Tensor) -> bool:
 def rank_of(tensor: gs.Tensor) -> int:
     rank = tensor_rank(tensor)
     if rank is None:
-        raise Unadaptable(f"the rank of '{tensor.name}' is unknown (give --input-shape)")
+        raise NeedsValues(f"the rank of '{tensor.name}' is unknown (give --input-shape)")
     return rank
 
 
 def shape_of(tensor: gs.Tensor) -> tuple[int, ...]:
     shape = static_shape(tensor)
     if shape is None:
-        raise Unadaptable(f"the shape of '{tensor.name}' is not static (give --input-shape)")
+        raise NeedsValues(f"the shape of '{tensor.name}' is not static (give --input-shape)")
     return shape
 
 
@@ -131,7 +136,8 @@ def set_inputs(node: gs.Node, inputs: list) -> None:
     while inputs and (inputs[-1] is None or is_absent(inputs[-1])):
         inputs.pop()
     node.inputs.clear()
-    node.inputs.extend(gs.Variable.empty() if t is None else t for t in inputs)
+    # a list, not a generator: graphsurgeon's extend iterates twice (to link each tensor back)
+    node.inputs.extend([gs.Variable.empty() if t is None else t for t in inputs])
 
 
 def check_types(node: gs.Node, version: int) -> None:

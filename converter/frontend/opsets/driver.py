@@ -25,7 +25,7 @@ import onnx_graphsurgeon as gs
 from ...errors import BadInput, Unsupported
 from ...ir.graph import CANONICAL_IR_VERSION, CANONICAL_OPSET, NameAllocator, Provenance, model_opset
 from ...legalize.rewrites.base import Rewrite
-from .base import ADAPTERS, Unadaptable, check_types
+from .base import ADAPTERS, NeedsValues, Unadaptable, check_types
 
 #: The oldest opset edgeconv reads (the ONNX model zoo's oldest models are opset 7).
 OLDEST_OPSET = 7
@@ -64,7 +64,17 @@ def adapt_to_canonical(model: onnx.ModelProto) -> gs.Graph:
     except Exception:  # noqa: BLE001 - adapters that need a shape say so themselves
         pass
     graph = to_graph(model)
-    adapt_graph(graph, opset)
+    problems = adapt_graph(graph, opset)
+    if any(needs for _, needs in problems):
+        # a rank, shape or constant only constant folding reveals (a Reshape whose target is
+        # computed from Shape): fold at the model's own opset, then adapt again
+        from ..normalize import _fold_to_fixpoint
+
+        graph, _ = _fold_to_fixpoint(to_graph(model))
+        problems = adapt_graph(graph, opset)
+    if problems:
+        more = f" (and {len(problems) - 1} more)" if len(problems) > 1 else ""
+        raise Unsupported(f"{problems[0][0]}{more}")
     return _stamp_canonical(graph)
 
 
@@ -78,26 +88,27 @@ def _stamp_canonical(graph: gs.Graph) -> gs.Graph:
     return graph
 
 
-def adapt_graph(graph: gs.Graph, opset: int) -> None:
+def adapt_graph(graph: gs.Graph, opset: int) -> list[tuple[str, bool]]:
     """Every node of ``graph`` (and of its subgraphs) from ``opset`` to the canonical opset, in
-    place; refuses with the first node that has no canonical form (and how many more)."""
+    place; returns one line per node that has no canonical form, with whether a rank, shape or
+    constant it lacked may settle it (:class:`~.base.NeedsValues`)."""
     names = NameAllocator(graph)
     prior = graph.__dict__.get("provenance")
     graph.provenance = Provenance()  # adapters' nodes are renamed by normalization: no record
-    problems: list[str] = []
+    problems: list[tuple[str, bool]] = []
     for sub in _graphs_of(graph):
         sub.opset = CANONICAL_OPSET  # what the Rewrite helpers emit for
         for node in list(sub.nodes):
             try:
                 _adapt_node(sub, node, opset, names)
             except Unadaptable as why:
-                problems.append(f"node '{node.name or node.op}' ({node.op}-{_version(node.op, opset, True)}, "
-                                f"opset {opset}) cannot be brought to opset {CANONICAL_OPSET}: {why}")
+                version = _version(node.op, opset, True)
+                problems.append((f"node '{node.name or node.op}' ({node.op}{f'-{version}' if version else ''}, "
+                                 f"opset {opset}) cannot be brought to opset {CANONICAL_OPSET}: {why}",
+                                 isinstance(why, NeedsValues)))
         sub.cleanup(remove_unused_graph_inputs=False).toposort()
     graph.provenance = prior if prior is not None else Provenance()
-    if problems:
-        more = f" (and {len(problems) - 1} more)" if len(problems) > 1 else ""
-        raise Unsupported(f"{problems[0]}{more}")
+    return problems
 
 
 def _graphs_of(graph: gs.Graph):

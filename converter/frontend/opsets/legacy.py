@@ -6,8 +6,8 @@ from __future__ import annotations
 import numpy as np
 import onnx_graphsurgeon as gs
 
-from ...ir.graph import attr, static_shape
-from .base import adapter, positive_axes, rank_of, set_inputs
+from ...ir.graph import attr, static_shape, tensor_rank
+from .base import adapter, positive_axes, set_inputs
 
 
 def _softmax_of_13(rw, node: gs.Node) -> None:
@@ -17,13 +17,13 @@ def _softmax_of_13(rw, node: gs.Node) -> None:
     before: x ─► Softmax(axis=a) ─► y                  (a the last axis)
     after:  x ─► Softmax(axis=-1) ─► y
 
-    before: x ─► Softmax(axis=a) ─► y                  (a not the last axis)
+    before: x ─► Softmax(axis=a) ─► y                  (a not the last axis, or the rank unknown)
     after:  x ─► Flatten(axis=a) ─► Softmax(axis=-1) ─► Reshape(shape of x) ─► y
     """
     x = node.inputs[0]
-    rank = rank_of(x)
-    axis = positive_axes([int(attr(node, "axis", 1))], rank)[0]
-    if axis == rank - 1:
+    axis = int(attr(node, "axis", 1))
+    rank = tensor_rank(x)
+    if rank is not None and positive_axes([axis], rank)[0] == rank - 1:
         node.attrs["axis"] = -1
         return
     flat = rw.emit("Flatten", [x], {"axis": axis})
