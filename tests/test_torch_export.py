@@ -153,3 +153,22 @@ def test_bad_module_input_is_one_line(bad, needle):
     with pytest.raises(BadInput) as err:
         load_module(module, args)
     assert needle in str(err.value) and "\n" not in str(err.value) and "Traceback" not in str(err.value)
+
+
+def test_prelu_slopes_of_the_dynamo_exporter_lose_their_leading_ones():
+    """The dynamo exporter writes per-channel PReLU slopes as [1, C, 1, 1] (shared between layers
+    of equal slopes); normalization gives them the TorchScript exporter's [C, 1, 1], which the
+    MACE exporter reads as per channel, with the same outputs."""
+    from onnx import TensorProto, helper
+
+    from converter.frontend.normalize import check_equivalent, normalize
+
+    slope = onnx.numpy_helper.from_array(np.linspace(0.1, 0.4, 4, dtype=np.float32).reshape(1, 4, 1, 1), "s")
+    nodes = [helper.make_node("PRelu", ["x", "s"], ["a"]), helper.make_node("PRelu", ["a", "s"], ["y"])]
+    graph = helper.make_graph(nodes, "g", [helper.make_tensor_value_info("x", TensorProto.FLOAT, [1, 4, 3, 3])],
+                              [helper.make_tensor_value_info("y", TensorProto.FLOAT, [1, 4, 3, 3])], [slope])
+    model = helper.make_model(graph, opset_imports=[helper.make_opsetid("", 20)])
+    model.ir_version = 10
+    norm = normalize(model)
+    assert [list(t.dims) for t in norm.graph.initializer] == [[4, 1, 1]]
+    assert check_equivalent(model, norm) == 0.0

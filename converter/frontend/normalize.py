@@ -104,6 +104,7 @@ def _normalize(model: onnx.ModelProto, input_shapes, check: bool = True) -> onnx
     _inline_constant_nodes(graph)
     _remove_passthrough(graph)
     _drop_needless_allowzero(graph)
+    _short_prelu_slopes(graph)
     graph.cleanup(remove_unused_graph_inputs=False).toposort()
     _rename(graph)
     release(heavy)  # graphsurgeon graphs are cyclic: free the ones above (and their weights) now
@@ -349,6 +350,23 @@ def _drop_needless_allowzero(graph: gs.Graph) -> None:
         target = node.inputs[1] if len(node.inputs) > 1 else None
         if isinstance(target, gs.Constant) and not np.any(np.asarray(target.values) == 0):
             del node.attrs["allowzero"]
+
+
+def _short_prelu_slopes(graph: gs.Graph) -> None:
+    """PRelu slopes without leading 1s: the dynamo exporter writes a per-channel slope as
+    [1, C, 1, 1], the TorchScript one as [C, 1, 1] (the form the edge exporters read as per
+    channel).  Broadcasting aligns from the right, so the values per element are the same."""
+    for node in graph.nodes:
+        slope = node.inputs[1] if node.op == "PRelu" and len(node.inputs) == 2 else None
+        # (the dynamo exporter shares one constant between layers of equal slopes)
+        if not isinstance(slope, gs.Constant) or any(r.op != "PRelu" or r.inputs[0] is slope for r in slope.outputs):
+            continue
+        value = np.asarray(slope.values)
+        lead = 0
+        while lead < value.ndim - 1 and value.shape[lead] == 1:
+            lead += 1
+        if lead:
+            slope.values = value.reshape(value.shape[lead:])
 
 
 def _remove_passthrough(graph: gs.Graph) -> None:
