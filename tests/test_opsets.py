@@ -297,3 +297,31 @@ def test_zoo_of_old_opsets_upgrades(name, opset, tmp_path):
     norm = normalize(m)
     assert model_opset(norm) == CANONICAL_OPSET
     assert check_equivalent(m, norm) <= 1e-5
+
+
+def _saved(tmp_path, nodes, inputs, outputs, opset, inits=()) -> str:
+    graph = helper.make_graph(nodes, "g", inputs, outputs, list(inits))
+    m = helper.make_model(graph, opset_imports=[helper.make_opsetid("", opset)])
+    m.ir_version = 10
+    path = tmp_path / f"m{opset}.onnx"
+    onnx.save(m, path)
+    return str(path)
+
+
+def test_cli_refusals_are_one_line_exit_3_and_write_nothing(tmp_path):
+    """What a user sees: one line, exit 3 (unsupported), no output directory."""
+    from test_cli_qa import assert_one_error, run_cli
+
+    from converter.errors import EXIT_UNSUPPORTED
+
+    vi = helper.make_tensor_value_info
+    resize = _saved(tmp_path, [helper.make_node("Resize", ["x", "", "s"], ["y"], mode="linear", antialias=1)],
+                    [vi("x", TensorProto.FLOAT, [1, 1, 8, 8])], [vi("y", TensorProto.FLOAT, [1, 1, 4, 4])], 18,
+                    [onnx.numpy_helper.from_array(np.float32([1, 1, 0.5, 0.5]), "s")])
+    cast = _saved(tmp_path, [helper.make_node("Cast", ["x"], ["y"], to=TensorProto.FLOAT8E5M2)],
+                  [vi("x", TensorProto.FLOAT, [4])], [vi("y", TensorProto.FLOAT8E5M2, [4])], 19)
+    for path, fragment in ((resize, "node 'Resize' (Resize-18, opset 18) cannot be brought to opset 17: antialias=1"),
+                           (cast, "output 'y' has type FLOAT8E5M2, which edgeconv does not support")):
+        out = tmp_path / "out"
+        assert_one_error(run_cli("port", path, "--to", "tflite", "-o", out), EXIT_UNSUPPORTED, fragment)
+        assert not out.exists()
