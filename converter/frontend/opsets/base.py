@@ -41,10 +41,6 @@ class Adapter:
     doc: str
     fn: Callable = field(repr=False)
 
-    @property
-    def summary(self) -> str:
-        return self.doc.strip().splitlines()[0] if self.doc.strip() else self.name
-
 
 #: (op, version) -> the adapter that takes a node of that operator version to opset 17.
 ADAPTERS: dict[tuple[str, int], Adapter] = {}
@@ -70,18 +66,14 @@ def adapter(op: str, *versions: int, name: str | None = None):
 
 
 def constant_ints(node: gs.Node, index: int, what: str) -> list[int] | None:
-    """Input ``index`` as a list of ints; None when the input is absent; refuses when it is
-    computed at run time."""
-    if index >= len(node.inputs) or is_absent(node.inputs[index]):
-        return None
-    value = constant_value(node.inputs[index])
-    if value is None:
-        raise NeedsValues(f"its {what} input '{node.inputs[index].name}' is computed at run time, "
-                          "not a constant")
-    return [int(v) for v in np.asarray(value).reshape(-1)]
+    """Input ``index`` as a list of ints (see :func:`constant_array`)."""
+    value = constant_array(node, index, what)
+    return None if value is None else [int(v) for v in value.reshape(-1)]
 
 
-def constant_floats(node: gs.Node, index: int, what: str) -> np.ndarray | None:
+def constant_array(node: gs.Node, index: int, what: str) -> np.ndarray | None:
+    """Input ``index`` as an array; None when the input is absent; refuses (for now: the driver
+    folds and asks again) when it is computed at run time."""
     if index >= len(node.inputs) or is_absent(node.inputs[index]):
         return None
     value = constant_value(node.inputs[index])
@@ -117,18 +109,6 @@ def positive_axes(axes, rank: int) -> list[int]:
 def text(node: gs.Node, name: str, default: str) -> str:
     value = attr(node, name, default)
     return value.decode() if isinstance(value, bytes) else str(value)
-
-
-def refuse_attribute(node: gs.Node, name: str, keep_default) -> None:
-    """Drop attribute ``name`` (added after the canonical opset) when it holds the value that
-    means what the canonical opset does; refuse any other value."""
-    if name not in node.attrs:
-        return
-    value = node.attrs[name]
-    value = value.decode() if isinstance(value, bytes) else value
-    if value != keep_default and not (isinstance(value, list) and value and all(v == keep_default for v in value)):
-        raise Unadaptable(f"{name}={value!r} has no opset-{CANONICAL_OPSET} form")
-    del node.attrs[name]
 
 
 def set_inputs(node: gs.Node, inputs: list) -> None:

@@ -9,7 +9,7 @@ import numpy as np
 import onnx_graphsurgeon as gs
 
 from ...ir.graph import attr, static_shape
-from .base import (Unadaptable, adapter, constant_floats, constant_ints, is_absent, positive_axes,
+from .base import (Unadaptable, adapter, constant_array, constant_ints, is_absent, positive_axes,
                    rank_of, set_inputs, shape_of, text)
 
 _NEAREST_FLOOR = {"coordinate_transformation_mode": "asymmetric", "nearest_mode": "floor"}
@@ -81,7 +81,7 @@ def resize18_as_resize13(rw, node: gs.Node) -> None:
     x = node.inputs[0]
     rank = rank_of(x)
     axes = positive_axes(node.attrs.pop("axes", None) or range(rank), rank)
-    scales = constant_floats(node, 2, "scales") if len(node.inputs) > 2 else None
+    scales = constant_array(node, 2, "scales") if len(node.inputs) > 2 else None
     sizes = constant_ints(node, 3, "sizes") if len(node.inputs) > 3 else None
     if scales is not None and scales.size == 0:
         scales = None
@@ -153,7 +153,7 @@ def _symmetric_or_refuse(node: gs.Node, scales, shape) -> None:
 def _full_roi(rw, node: gs.Node, axes: list[int], rank: int):
     if len(node.inputs) < 2 or is_absent(node.inputs[1]) or len(axes) == rank:
         return node.inputs[1] if len(node.inputs) > 1 else gs.Variable.empty()
-    roi = constant_floats(node, 1, "roi")
+    roi = constant_array(node, 1, "roi")
     if roi.size == 0:
         return node.inputs[1]
     starts, ends = [0.0] * rank, [1.0] * rank
