@@ -4,7 +4,6 @@ tnn_run, mace_run and the CoreML executor."""
 
 from __future__ import annotations
 
-import dataclasses
 import warnings
 from pathlib import Path
 
@@ -36,22 +35,18 @@ def _sources(module, args, tmp: Path) -> dict[str, Path]:
 
 
 def _verdicts(path: Path, shape, tmp: Path) -> dict[str, tuple[str, str]]:
-    """(status, oracle) of a port of ``path`` to each target, loaded and normalized once."""
-    from converter.port.pipeline import PortOptions, load_stage, port
-    from converter.port.port_verify import shared_work
+    """(status, oracle) of a port of ``path`` to each target's CPU, loaded and normalized once."""
+    from converter.port import PortRequest, PortSession
 
     need(TNN_RUN)
     need(MACE_RUN)
-    base = PortOptions(target="tflite", hw="", out_dir=tmp, input_shapes={"": shape} if path.suffix == ".pt" else {},
-                       runtimes={"tnn": str(TNN_RUN), "mace": str(MACE_RUN)})
-    preloaded = load_stage(str(path), base)
-    shared = shared_work(preloaded)
-    out = {}
-    for fw in TARGETS:
-        result = port(str(path), dataclasses.replace(base, target=fw, out_dir=tmp / f"{path.suffix[1:]}-{fw}"),
-                      preloaded=preloaded, shared=shared)
-        out[fw] = (result.status, result.oracle)
-    return out
+    request = PortRequest.from_flags(str(path), input_shapes={"": shape} if path.suffix == ".pt" else {},
+                                     runtimes={"tnn": str(TNN_RUN), "mace": str(MACE_RUN)})
+    with PortSession.open(request) as session:
+        pairs = [pair for fw in TARGETS for pair in session.resolve(fw)]
+        results = session.run(pairs, tmp / path.suffix[1:])
+    assert session.loads == 1
+    return {r.target: (r.status, r.oracle) for r in results}
 
 
 @pytest.mark.parametrize("name", zoo.NAMES)
@@ -131,14 +126,17 @@ def test_live_module_gives_the_pt2_model(tmp_path):
     assert np.max(np.abs(got - module.eval()(*args).detach().numpy())) <= 1e-5
 
 
-def test_port_module_runs_todays_pipeline(tmp_path):
-    from converter import port_module
+def test_port_api_takes_a_live_module(tmp_path):
+    """``converter.port.port(module, example_inputs, to=..., hw=...)``: the module through
+    ``load_module`` (frontend/source.py), then the port as for a file."""
+    from converter.port import port
 
     module, args = _toy()
-    result = port_module(module, args, to="tflite", out_dir=tmp_path / "out")
+    result = port(module, args, to="tflite", out=tmp_path / "out")
     assert result.status == "ok" and "LiteRT" in result.oracle
-    assert (tmp_path / "out" / result.files[0]).exists() if result.files else False
-    assert result.report["model"] == "<_Toy module>"
+    assert result.files and all((tmp_path / "out" / f).exists() for f in result.files)
+    with pytest.raises(BadInput, match=r"^a torch module \(_Toy\) needs example_inputs to be traced with$"):
+        port(module, to="tflite", out=tmp_path / "out2")
 
 
 @pytest.mark.parametrize("bad, needle", [
