@@ -351,12 +351,13 @@ def _export_torchscript_as_program(torch, module, args, arg_names, path) -> onnx
 
 
 def name_interface(model: onnx.ModelProto, input_names, output_names) -> onnx.ModelProto:
-    """Name the graph inputs (initializers aside) and outputs of a dynamo export as the
-    TorchScript route does: inputs after the module's arguments, outputs ``output`` or
-    ``output_0``, ``output_1``, ... (the dynamo exporter names them after internal values)."""
+    """Name the graph inputs (initializers aside) and, unless ``output_names`` is None, the
+    outputs of a dynamo export as the TorchScript route does: inputs after the module's
+    arguments, outputs ``output`` or ``output_0``, ``output_1``, ... (the dynamo exporter names
+    them after the values they are: ``log_softmax``)."""
     inits = {t.name for t in model.graph.initializer}
     inputs = [i for i in model.graph.input if i.name not in inits]
-    output_names = list(output_names) if output_names is not None else plain_output_names(len(model.graph.output))
+    output_names = list(output_names) if output_names is not None else [o.name for o in model.graph.output]
     renames = {}
     if len(inputs) == len(input_names):
         renames.update({i.name: n for i, n in zip(inputs, input_names)})
@@ -420,7 +421,7 @@ def load_exported_program(path: Path) -> onnx.ModelProto:
     except Exception as err:
         raise BadInput(f"{path}: cannot load ExportedProgram: {_one_line(err)}") from None
     names = [s.arg.name for s in program.graph_signature.input_specs if s.kind.name == "USER_INPUT"]
-    return name_interface(_export(torch, program, (), names, path, dynamo=True), names, None)
+    return _export(torch, program, (), names, path, dynamo=True)
 
 
 class OnnxFile:

@@ -266,7 +266,7 @@ def _to_canonical_opset(model: onnx.ModelProto) -> gs.Graph:
     """The model as a graph at the canonical opset, by edgeconv's own adapters (converter/frontend/opsets)."""
     from .opsets import adapt_to_canonical
 
-    return adapt_to_canonical(model)
+    return adapt_to_canonical(model, fold=lambda graph: _fold_to_fixpoint(graph)[0])
 
 
 def _infer(model: onnx.ModelProto) -> onnx.ModelProto:

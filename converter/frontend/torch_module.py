@@ -29,7 +29,7 @@ from .load import _export, _one_line, _quiet_logging, _torch, load_exported_prog
 def load_module(module, example_inputs, timeout: float | None = None, meanwhile=()) -> onnx.ModelProto:
     """``module`` (a ``torch.nn.Module``) traced on ``example_inputs`` (a tensor or a tuple of
     tensors, as ``torch.export.export`` takes them) -> ONNX, graph inputs named after
-    ``forward``'s parameters, outputs ``output`` or ``output_0``, ``output_1``, ..."""
+    ``forward``'s parameters, outputs as the dynamo exporter names them (as for a ``.pt2``)."""
     from ..infra.isolate import DEFAULT_TIMEOUT, can_fork, run_models
 
     torch = _torch()

@@ -43,9 +43,10 @@ CHANGED_MEANING = frozenset({
 })
 
 
-def adapt_to_canonical(model: onnx.ModelProto) -> gs.Graph:
+def adapt_to_canonical(model: onnx.ModelProto, fold=None) -> gs.Graph:
     """The model as a graph at the canonical opset (shapes inferred at its own opset first, so
-    that adapters see ranks and types)."""
+    that adapters see ranks and types).  ``fold(graph) -> graph``: constant folding, tried when
+    an adapter lacked a rank, a shape or a constant (normalization passes its own)."""
     from ...ir import light_model
     from ...ir.graph import to_graph
     from .dtypes import refuse_new_types
@@ -65,12 +66,10 @@ def adapt_to_canonical(model: onnx.ModelProto) -> gs.Graph:
         pass
     graph = to_graph(model)
     problems = adapt_graph(graph, opset)
-    if any(needs for _, needs in problems):
+    if fold is not None and any(needs for _, needs in problems):
         # a rank, shape or constant only constant folding reveals (a Reshape whose target is
         # computed from Shape): fold at the model's own opset, then adapt again
-        from ..normalize import _fold_to_fixpoint
-
-        graph, _ = _fold_to_fixpoint(to_graph(model))
+        graph = fold(to_graph(model))
         problems = adapt_graph(graph, opset)
     if problems:
         more = f" (and {len(problems) - 1} more)" if len(problems) > 1 else ""
