@@ -126,6 +126,13 @@ def run_models(fn: Callable, args: tuple, timeout: float | None, what: str,
         return [onnx.load(str(tmp_path / name), load_external_data=True) for name in status["files"]]
 
 
+def can_fork() -> bool:
+    """Whether :func:`run_models` forks here (one thread): its child then holds this process's
+    objects (a live torch module); otherwise it spawns a fresh interpreter, which gets its
+    arguments as a pickle."""
+    return _single_threaded()
+
+
 def _single_threaded() -> bool:
     try:
         return len(os.listdir("/proc/self/task")) == 1
