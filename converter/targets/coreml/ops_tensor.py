@@ -7,7 +7,7 @@ import numpy as np
 import onnx
 
 from ...ir.graph import attr, constant_value, static_shape
-from .mil_registry import OPS, output_shape, unsupported
+from .mil_registry import OPS, gather_any, output_shape, unsupported
 
 @OPS.register("Reshape", "Flatten")
 def _reshape(ctx, node) -> None:
@@ -99,8 +99,8 @@ def _gather(ctx, node) -> None:
             indices = ctx.mb.cast(x=indices, dtype="int32", name=f"{out}_i32")
     else:
         indices = ctx.const(node, 1, "indices").astype(np.int32)
-    ctx.bind(node, ctx.mb.gather(x=ctx.value(node.inputs[0]), indices=indices, axis=int(attr(node, "axis", 0)),
-                                 name=out))
+    ctx.bind(node, gather_any(ctx, ctx.mb.gather, ctx.value(node.inputs[0]), out, indices=indices,
+                              axis=int(attr(node, "axis", 0))))
 
 
 @OPS.register("Pad")
