@@ -9,8 +9,12 @@ import math
 
 
 def tiny_encoder(vocab: int = 1000, dim: int = 64, heads: int = 4, layers: int = 2, max_positions: int = 64,
-                 seed: int = 0):
-    """The encoder as an ``nn.Module`` taking ``(input_ids, attention_mask)``, both int64 [B, L]."""
+                 seed: int = 0, sdpa: bool = False):
+    """The encoder as an ``nn.Module`` taking ``(input_ids, attention_mask)``, both int64 [B, L].
+
+    ``sdpa``: attention as HuggingFace's default writes it, ``scaled_dot_product_attention`` with
+    a boolean mask (torch's exporters then write ``Where(mask, 0, -inf)`` before the softmax and
+    ``Where(IsNaN(p), 0, p)`` after it); otherwise BERT's additive mask of -10000."""
     import torch
     from torch import nn
 
@@ -24,8 +28,11 @@ def tiny_encoder(vocab: int = 1000, dim: int = 64, heads: int = 4, layers: int =
         def forward(self, x, bias):
             b, length, _ = x.shape
             q, k, v = self.qkv(x).reshape(b, length, 3, heads, dim // heads).permute(2, 0, 3, 1, 4)
-            scores = q @ k.transpose(-1, -2) / math.sqrt(dim // heads) + bias
-            y = (scores.softmax(-1) @ v).transpose(1, 2).reshape(b, length, dim)
+            if sdpa:
+                y = torch.nn.functional.scaled_dot_product_attention(q, k, v, attn_mask=bias)
+            else:
+                y = (q @ k.transpose(-1, -2) / math.sqrt(dim // heads) + bias).softmax(-1) @ v
+            y = y.transpose(1, 2).reshape(b, length, dim)
             x = self.norm1(x + self.out(y))
             return self.norm2(x + self.mlp(x))
 
@@ -39,8 +46,10 @@ def tiny_encoder(vocab: int = 1000, dim: int = 64, heads: int = 4, layers: int =
         def forward(self, input_ids, attention_mask):
             length = input_ids.shape[1]
             x = self.norm(self.tokens(input_ids) + self.positions.weight[:length])
-            # BERT's additive mask: 0 where attended, -10000 where padded
-            bias = (1.0 - attention_mask[:, None, None, :].to(x.dtype)) * -10000.0
+            if sdpa:  # True where attended
+                bias = attention_mask[:, None, None, :].bool().expand(-1, 1, length, -1)
+            else:  # BERT's additive mask: 0 where attended, -10000 where padded
+                bias = (1.0 - attention_mask[:, None, None, :].to(x.dtype)) * -10000.0
             for block in self.blocks:
                 x = block(x, bias)
             return x
@@ -50,7 +59,8 @@ def tiny_encoder(vocab: int = 1000, dim: int = 64, heads: int = 4, layers: int =
 
 
 def save_encoder(path, length: int = 16, kind: str = "torchscript", **kw):
-    """The encoder saved as TorchScript (``.pt``, traced) or an ExportedProgram (``.pt2``)."""
+    """The encoder saved as TorchScript (``.pt``, traced), an ExportedProgram (``.pt2``) or an
+    ONNX file from torch's default (dynamo) exporter (``onnx``)."""
     import torch
 
     model = tiny_encoder(**kw)
@@ -60,6 +70,13 @@ def save_encoder(path, length: int = 16, kind: str = "torchscript", **kw):
     with torch.no_grad():
         if kind == "torchscript":
             torch.jit.trace(model, (ids, mask)).save(str(path))
-        else:
+        elif kind == "pt2":
             torch.export.save(torch.export.export(model, (ids, mask)), str(path))
+        else:
+            import contextlib
+            import io
+
+            with contextlib.redirect_stdout(io.StringIO()):
+                torch.onnx.export(model, (ids, mask), str(path), input_names=["input_ids", "attention_mask"],
+                                  output_names=["output"])
     return model

@@ -173,3 +173,115 @@ def _run_file(result, feeds):
     runtime = resolve(result.target, {k: v for k, v in (("tnn", str(TNN_RUN)), ("mace", str(MACE_RUN)))
                                       if k == result.target}, result.hw)
     return bind(target, runtime).run(artifact, feeds)
+
+
+# -- HuggingFace's attention: SDPA with a boolean mask --------------------------------------------
+
+
+@pytest.fixture(scope="module")
+def sdpa_files(tmp_path_factory):
+    """The encoder with SDPA attention as a .pt2 and as torch's default (dynamo, opset 20) .onnx."""
+    pytest.importorskip("torch")
+    from encoder_models import save_encoder
+
+    base = tmp_path_factory.mktemp("sdpa")
+    save_encoder(base / "sdpa.pt2", kind="pt2", sdpa=True)
+    save_encoder(base / "sdpa.onnx", kind="onnx", sdpa=True)
+    return base
+
+
+@pytest.mark.parametrize("kind", ["pt2", "onnx"])
+@pytest.mark.parametrize("to", ["tflite", "coreml"])
+def test_sdpa_encoder_ports_to_tflite_and_coreml(sdpa_files, tmp_path, kind, to):
+    """The exporters' ``Where(mask, 0, -inf)`` and ``Where(IsNaN(p), 0, p)`` (torch's SDPA with a
+    boolean mask, in every HF encoder): IsNaN becomes Not(Equal(x, x)); CoreML gathers the bool
+    mask through int32 and broadcasts select's scalar branches."""
+    if to == "coreml":
+        pytest.importorskip("coremltools")
+    result = port(str(sdpa_files / f"sdpa.{kind}"), to=to, out=tmp_path / "out",
+                  input_ranges={"input_ids": (0, 1000)})
+    assert result.status == "ok", result.reason
+    stage = target_stage(result)
+    assert stage.status == "pass" and stage.outputs[0].metrics.max_abs < 5e-5
+    applied = [a["rule"] for a in result.report["legalize"]["applied"]] if "legalize" in result.report else None
+    legalized = onnx.load(str(result.out_dir / "legalized.onnx"))
+    ops = [n.op_type for n in legalized.graph.node]
+    assert "IsNaN" not in ops and ops.count("Equal") == ops.count("Not") == 2, (ops, applied)
+    assert file_input_type(result, "input_ids") == FILE_INPUT_TYPE[to]
+
+
+@pytest.mark.parametrize("to", ["tnn", "mace"])
+def test_sdpa_encoder_on_tnn_and_mace_is_refused_naming_the_op(sdpa_files, tmp_path, to):
+    """TNN's x86 and MACE's CPU kernels have no Where/bool tensors for the boolean mask: the port
+    stops with the nodes and the constraint (TNN: custom-layer scaffolds, exit 7; MACE: exit 3),
+    never an exception."""
+    result = port(str(sdpa_files / "sdpa.onnx"), to=to, out=tmp_path / "out", input_ranges={"input_ids": (0, 1000)})
+    assert result.status in ("needs_custom", "unsupported"), (result.status, result.reason)
+    assert any(op in result.reason.lower() for op in ("where", "expand", "cast", "equal", "not")), result.reason
+    assert "Error" not in result.reason and "Traceback" not in result.reason
+
+
+def test_isnan_rule_is_exact_on_nan_and_infinities():
+    from converter.legalize.rewrites import apply_rule
+
+    graph = helper.make_graph([helper.make_node("IsNaN", ["x"], ["nan"]),
+                               helper.make_node("Where", ["nan", "zero", "x"], ["y"])], "isnan",
+                              [helper.make_tensor_value_info("x", TensorProto.FLOAT, [2, 4])],
+                              [helper.make_tensor_value_info("y", TensorProto.FLOAT, [2, 4])],
+                              [numpy_helper.from_array(np.zeros(1, np.float32), "zero")])
+    model = helper.make_model(graph, opset_imports=[helper.make_opsetid("", 17)], ir_version=8)
+    rewritten = apply_rule(model, "isnan_as_not_equal_self")
+    assert sorted(n.op_type for n in rewritten.graph.node) == ["Equal", "Not", "Where"]
+    x = np.array([[np.nan, 1.0, -np.inf, np.inf], [0.0, -0.0, np.nan, 3e38]], np.float32)
+    want, got = _onnxruntime(model, {"x": x})["y"], _onnxruntime(rewritten, {"x": x})["y"]
+    assert np.array_equal(want, got) and not np.isnan(got).any()
+
+
+def mask_logic_model() -> onnx.ModelProto:
+    """An int64 mask through bool logic into an additive [1, 1, L, L] mask, as HF's mask builders
+    write it: Cast to bool, Gather of bool data, And/Or/Xor, Where(cond, 0, -inf) with scalar
+    branches and a bigger condition, Where(IsNaN(...))."""
+    nodes = [
+        helper.make_node("Cast", ["attention_mask"], ["m"], to=TensorProto.BOOL),
+        helper.make_node("Gather", ["m", "order"], ["g"], axis=1),               # bool data, constant indices
+        helper.make_node("Xor", ["g", "flip"], ["x"]),
+        helper.make_node("Or", ["x", "g"], ["o"]),
+        helper.make_node("And", ["o", "causal"], ["c"]),                          # [1, L] & [L, L] -> [L, L]
+        helper.make_node("Unsqueeze", ["c", "axes01"], ["c4"]),
+        helper.make_node("Where", ["c4", "zero", "minus_inf"], ["bias"]),        # scalar branches, [1,1,L,L] cond
+        helper.make_node("Add", ["scores", "bias"], ["masked"]),
+        helper.make_node("Softmax", ["masked"], ["p"], axis=-1),
+        helper.make_node("IsNaN", ["p"], ["nan"]),
+        helper.make_node("Where", ["nan", "zero", "p"], ["output"]),
+    ]
+    length = LENGTH
+    inits = {"order": np.arange(length)[::-1].copy(), "flip": np.array([False] * (length - 1) + [True]),
+             "causal": np.tril(np.ones((length, length), bool)), "axes01": np.array([0, 1], np.int64),
+             "zero": np.zeros((), np.float32), "minus_inf": np.array(-np.inf, np.float32)}
+    graph = helper.make_graph(
+        nodes, "mask_logic",
+        [helper.make_tensor_value_info("attention_mask", TensorProto.INT64, [1, length]),
+         helper.make_tensor_value_info("scores", TensorProto.FLOAT, [1, 2, length, length])],
+        [helper.make_tensor_value_info("output", TensorProto.FLOAT, [1, 2, length, length])],
+        [numpy_helper.from_array(v, k) for k, v in inits.items()])
+    return helper.make_model(graph, opset_imports=[helper.make_opsetid("", 17)], ir_version=8)
+
+
+@pytest.mark.parametrize("to", ["tflite", "coreml"])
+def test_mask_logic_matches_onnxruntime(tmp_path, to):
+    """Fully masked rows included (NaN -> 0 through the IsNaN rewrite): the file's outputs match
+    onnxruntime's to float32 rounding, the masked entries exactly."""
+    if to == "coreml":
+        pytest.importorskip("coremltools")
+    model = mask_logic_model()
+    result = port(model, to=to, out=tmp_path / "out")
+    assert result.status == "ok", result.reason
+    rng = np.random.default_rng(3)
+    for mask in ([[1, 1, 1, 1, 0, 0, 1, 0]], [[0] * LENGTH], [[1] * LENGTH]):
+        feeds = {"attention_mask": np.array(mask, np.int64),
+                 "scores": rng.standard_normal((1, 2, LENGTH, LENGTH)).astype(np.float32)}
+        want, got = _onnxruntime(model, feeds)["output"], _run_file(result, feeds)["output"]
+        assert np.array_equal(want == 0, got == 0) and not np.isnan(got).any()
+        if not any(mask[0]):  # every row but the last fully masked: NaN in the softmax, 0 after it
+            assert (got[0, :, :-1] == 0).all() and (got[0, :, -1] != 0).any()
+        np.testing.assert_allclose(got, want, rtol=1e-6, atol=1e-7)
