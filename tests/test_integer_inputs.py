@@ -113,13 +113,20 @@ def test_int32_ids_keep_their_type(tmp_path):
 
 
 @pytest.fixture(scope="module")
-def encoder_session(tmp_path_factory):
-    """The DistilBERT-shaped encoder as TorchScript, loaded once with int64 ids and mask."""
+def encoder_pt(tmp_path_factory):
+    """The DistilBERT-shaped encoder as TorchScript."""
     pytest.importorskip("torch")
     from encoder_models import save_encoder
 
     path = tmp_path_factory.mktemp("encoder") / "encoder.pt"
     save_encoder(path, length=16)
+    return path
+
+
+@pytest.fixture(scope="module")
+def encoder_session(encoder_pt):
+    """The encoder loaded once with int64 ids and mask."""
+    path = encoder_pt
     request = PortRequest.from_flags(str(path), input_shapes=["input_ids=1x16:int64", "attention_mask=1x16:int64"],
                                      input_ranges=["input_ids=0:1000"],
                                      runtimes={k: str(v) for k, v in (("tnn", TNN_RUN), ("mace", MACE_RUN))
@@ -127,6 +134,20 @@ def encoder_session(tmp_path_factory):
     with PortSession.open(request) as session:
         session.load()
         yield session
+
+
+def test_undeclared_token_ids_say_how_to_declare_them(encoder_pt):
+    """Without a type, TorchScript is traced with float32 and torch refuses the embedding
+    lookup: the one line says which flag fixes it (issue 27's DistilBERT report)."""
+    from converter.errors import BadInput
+    from converter.frontend.source import ModelSource
+
+    with pytest.raises(BadInput) as info:
+        ModelSource.from_flags(str(encoder_pt), ["input_ids=1x16", "attention_mask=1x16"]).load()
+    text = str(info.value)
+    assert "\n" not in text and "'indices'" in text
+    assert text.endswith("inputs without a declared type are traced as float32: declare integer ones (token ids, "
+                         "masks) as -s input_ids=SHAPE:int64")
 
 
 def test_torchscript_is_traced_with_the_declared_types(encoder_session):

@@ -323,14 +323,26 @@ def _export_torch_module(torch, module, arg_names, input_shapes, path, as_file: 
         return _export(torch, module, args, arg_names, path, dynamo=False, as_file=as_file)
     except BadInput as first:
         if not isinstance(module, torch.jit.ScriptModule):
-            raise
+            raise BadInput(f"{first}{_dtype_hint(first, arg_names, dtypes)}") from None
         # The TorchScript exporter has no symbolic for some ops a trace records (the fused
         # attention of nn.MultiheadAttention's inference fast path), and loses ranks through
         # others; the same graph as an ExportedProgram goes through the dynamo exporter.
         try:
             return _export_torchscript_as_program(torch, module, args, arg_names, path)
         except BadInput as second:
-            raise BadInput(f"{first}; as an ExportedProgram: {str(second).split(': ', 1)[-1]}") from None
+            raise BadInput(f"{first}; as an ExportedProgram: {str(second).split(': ', 1)[-1]}"
+                           f"{_dtype_hint(second, arg_names, dtypes)}") from None
+
+
+def _dtype_hint(err: BadInput, arg_names, dtypes) -> str:
+    """What to do when torch refused float inputs where it wanted integers (token ids fed to an
+    embedding): name the undeclared inputs and the flag."""
+    text = str(err)
+    undeclared = [n for n in arg_names if n not in dtypes]
+    if not undeclared or not any(word in text for word in ("scalar type", "Long", "Int;")):
+        return ""
+    return (f"; inputs without a declared type are traced as float32: declare integer ones (token ids, "
+            f"masks) as -s {undeclared[0]}=SHAPE:int64")
 
 
 def _example_tensor(torch, name: str, shape, dtype: str):
