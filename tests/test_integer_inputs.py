@@ -306,3 +306,23 @@ def test_mask_logic_matches_onnxruntime(tmp_path, to):
         if not any(mask[0]):  # every row but the last fully masked: NaN in the softmax, 0 after it
             assert (got[0, :, :-1] == 0).all() and (got[0, :, -1] != 0).any()
         np.testing.assert_allclose(got, want, rtol=1e-6, atol=1e-7)
+
+
+@pytest.mark.parametrize("to, hw", [("tnn", "x86"), ("mace", "cpu"), ("coreml", "cpu")])
+def test_ids_the_runtime_cannot_hold_are_refused_naming_the_constraint(tmp_path, to, hw):
+    """An int64 id beyond what the file's int32 input holds (beyond 2**24 for tnn_run, which reads
+    inputs through float32) is one line naming the runtime and the limit, never a silent wrap."""
+    from converter.runtimes import RuntimeRefused
+
+    result = port(lookup_model(), to=to, hw=hw, out=tmp_path / "out", runtimes=runtimes_for(to))
+    assert result.status == "ok", result.reason
+    big = {"tnn": 2 ** 24, "mace": 2 ** 31, "coreml": 2 ** 31}[to]
+    feeds = {"input_ids": np.array([[0, 1, 2, 3, 4, 5, 6, big]], np.int64),
+             "attention_mask": np.ones((1, LENGTH), np.int64)}
+    with pytest.raises(RuntimeRefused) as info:
+        _run_file(result, feeds)
+    limit = {"tnn": "2**24", "mace": "2**31", "coreml": "2**31"}[to]
+    assert str(info.value).endswith(f"takes input 'input_ids' as {'float32' if to == 'tnn' else 'int32'} holding "
+                                    f"magnitudes below {limit}; it holds {big}")
+    feeds["input_ids"][0, -1] = 49  # the same feeds with a valid id run, exactly
+    assert np.array_equal(_run_file(result, feeds)["output"], _onnxruntime(lookup_model(), feeds)["output"])

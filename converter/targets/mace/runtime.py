@@ -22,7 +22,7 @@ from pathlib import Path
 import numpy as np
 
 from ...errors import BadInput, RuntimeUnavailable
-from ...runtimes.base import RealRuntime, RuntimeRefused, locate_binary
+from ...runtimes.base import INT32_LIMIT, RealRuntime, RuntimeRefused, integer_feed, locate_binary
 
 TIMEOUT_S = 600
 _FORMAT = {0: "NONE", 1: "NHWC", 2: "NCHW"}
@@ -58,7 +58,8 @@ class MaceRun(RealRuntime):
                     raise BadInput(f"missing input '{spec['name']}' for the MACE model")
                 value = np.asarray(inputs[spec["name"]])
                 value = value.transpose(0, 2, 3, 1) if spec["data_format"] == 1 else value
-                np.ascontiguousarray(value, dtype=spec.get("dtype") or "float32").tofile(io_file(work / "in", spec["name"]))
+                integer_feed(value, spec["name"], spec.get("dtype") or "float32", INT32_LIMIT,
+                             "MACE's runtime (mace_run)").tofile(io_file(work / "in", spec["name"]))
             joined = lambda key, fn: ",".join(fn(s) for s in key)  # noqa: E731
             args = [
                 str(self.path), f"--model_file={artifact.out_dir / (name + '.pb')}",
