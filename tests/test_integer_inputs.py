@@ -242,22 +242,6 @@ def test_sdpa_encoder_on_tnn_and_mace_is_refused_naming_the_op(sdpa_files, tmp_p
     assert "Error" not in result.reason and "Traceback" not in result.reason
 
 
-def test_isnan_rule_is_exact_on_nan_and_infinities():
-    from converter.legalize.rewrites import apply_rule
-
-    graph = helper.make_graph([helper.make_node("IsNaN", ["x"], ["nan"]),
-                               helper.make_node("Where", ["nan", "zero", "x"], ["y"])], "isnan",
-                              [helper.make_tensor_value_info("x", TensorProto.FLOAT, [2, 4])],
-                              [helper.make_tensor_value_info("y", TensorProto.FLOAT, [2, 4])],
-                              [numpy_helper.from_array(np.zeros(1, np.float32), "zero")])
-    model = helper.make_model(graph, opset_imports=[helper.make_opsetid("", 17)], ir_version=8)
-    rewritten = apply_rule(model, "isnan_as_not_equal_self")
-    assert sorted(n.op_type for n in rewritten.graph.node) == ["Equal", "Not", "Where"]
-    x = np.array([[np.nan, 1.0, -np.inf, np.inf], [0.0, -0.0, np.nan, 3e38]], np.float32)
-    want, got = _onnxruntime(model, {"x": x})["y"], _onnxruntime(rewritten, {"x": x})["y"]
-    assert np.array_equal(want, got) and not np.isnan(got).any()
-
-
 def mask_logic_model() -> onnx.ModelProto:
     """An int64 mask through bool logic into an additive [1, 1, L, L] mask, as HF's mask builders
     write it: Cast to bool, Gather of bool data, And/Or/Xor, Where(cond, 0, -inf) with scalar
