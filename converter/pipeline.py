@@ -34,6 +34,7 @@ from . import __version__
 from .errors import (EXIT_NEEDS_CUSTOM, EXIT_OK, EXIT_UNSUPPORTED, EXIT_UNVERIFIED, EXIT_VERIFY_FAILED, BadInput,
                      Unsupported)
 from .fsutil import atomic_copy_file, atomic_write_text, replace_output_dir, sha256_file
+from .ownership import files_under
 from .memory import RELEASE_MIN_BYTES, release, weight_bytes
 from .port_verify import (judge_integer_file, oracle_name, prefetch_legalized, retrain_note, shared_work,
                           start_reference_runs, verify_port_stages)
@@ -368,7 +369,7 @@ def port(model_path: str, opts: PortOptions, progress=None, preloaded=None, shar
         from .report.port_page import write_port_page
 
         write_port_page(report, model, matrix, tmp / "report.html", verdict)
-        files = sorted(str(p.relative_to(tmp)) for p in tmp.rglob("*") if p.is_file())
+        files = files_under(tmp)
     return PortResult(opts.target, hw, status, reason, out_dir, files, timer.timings, report, verdict, oracle)
 
 

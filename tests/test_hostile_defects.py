@@ -326,11 +326,17 @@ def test_output_dir_is_replaced_whole_and_locked(tmp_path):
     onnx.save(hc.relu_model(shape=(1, 8)), second)
     out = tmp_path / "out"
     assert _port(first, out, tmp_path).returncode == 0
-    (out / "stale.txt").write_text("from an earlier run")
     assert _port(second, out, tmp_path).returncode == 0
     names = sorted(p.name for p in out.iterdir())
-    assert "second.tflite" in names and "first.tflite" not in names and "stale.txt" not in names
+    assert "second.tflite" in names and "first.tflite" not in names  # an earlier run's files do not survive
     assert OUTPUT_MARKER in names
+    # A file the user put there is not edgeconv's: the directory is refused, byte for byte unchanged.
+    (out / "notes.txt").write_text("mine")
+    before = {p: p.read_bytes() for p in out.rglob("*") if p.is_file()}
+    res = _port(first, out, tmp_path)
+    assert res.returncode == 2 and "notes.txt, which edgeconv did not write" in res.stderr
+    assert {p: p.read_bytes() for p in out.rglob("*") if p.is_file()} == before
+    (out / "notes.txt").unlink()
     with _locked(out):  # another writer holds the directory
         res = _port(first, out, tmp_path)
     assert res.returncode == 2 and "being written by another edgeconv run" in res.stderr
@@ -368,7 +374,10 @@ def test_a_users_directory_is_never_replaced(tmp_path):
 
 
 def test_temp_dirs_of_dead_runs_are_removed(tmp_path):
+    """A killed run's temp directories go when their marker proves them a dead run's; the same
+    names without that proof are the user's: the directory is refused and nothing changes."""
     from converter.fsutil import pid_alive
+    from converter.ownership import TEMP_MARKER, TEMP_FORMAT
 
     dead = 2 ** 22 + 12345
     while pid_alive(dead):
@@ -379,12 +388,22 @@ def test_temp_dirs_of_dead_runs_are_removed(tmp_path):
     assert _port(model, out, tmp_path).returncode == 0
     inner = out / f".edgeconv-{dead}-abcd"  # an atomic_output_dir of a killed run
     sibling = tmp_path / f".out.edgeconv-tmp-{dead}-abcd"  # a killed port's whole output
-    legacy = out / ".edgeconv-x1y2z3"  # an older version's temp dir (no pid in the name)
-    for d in (inner, sibling, legacy):
+    for d in (inner, sibling):
         d.mkdir()
         (d / "half.tflite").write_bytes(b"\0" * 10)
+        (d / TEMP_MARKER).write_text(json.dumps({"format": TEMP_FORMAT, "run": "x", "pid": dead}))
+    users = tmp_path / f".out.edgeconv-tmp-{dead}-mine"  # the user's, by name only
+    users.mkdir()
+    (users / "thesis.tex").write_text("precious")
     assert _port(model, out, tmp_path).returncode == 0
-    assert not inner.exists() and not sibling.exists() and not legacy.exists()
+    assert not inner.exists() and not sibling.exists()
+    assert (users / "thesis.tex").read_text() == "precious"
+    legacy = out / ".edgeconv-x1y2z3"  # no marker: not provably edgeconv's
+    legacy.mkdir()
+    (legacy / "half.tflite").write_bytes(b"\0" * 10)
+    res = _port(model, out, tmp_path)
+    assert res.returncode == 2 and ".edgeconv-x1y2z3/half.tflite" in res.stderr
+    assert (legacy / "half.tflite").read_bytes() == b"\0" * 10
 
 
 def test_port_killed_with_sigkill_leaves_nothing_a_rerun_keeps(tmp_path):

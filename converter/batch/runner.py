@@ -21,7 +21,7 @@ from pathlib import Path
 from typing import Any
 
 from .. import __version__
-from ..fsutil import atomic_write_text, remove_stale, swap_in_dir
+from ..fsutil import atomic_write_text, output_collection, remove_stale_outputs, swap_in_dir, write_output_marker
 from .manifest import Job, load_manifest
 from .reports import write_html_index, write_junit
 
@@ -154,6 +154,7 @@ def run_job(job: Job, out_dir: str, key: str) -> dict[str, Any]:
         partial.mkdir(parents=True, exist_ok=True)
         atomic_write_text(partial / JOB_FILE, json.dumps({"cache_key": key, "status": result.status,
                                                           "result": asdict(result)}, indent=2, sort_keys=True))
+        write_output_marker(partial, "batch-job")  # job.json is edgeconv's too
         _swap_into_place(partial, out / job.id)
     else:
         shutil.rmtree(partial, ignore_errors=True)
@@ -164,11 +165,8 @@ def _swap_into_place(partial: Path, final: Path) -> None:
     swap_in_dir(partial, final)
 
 
-def _clean_stale(out_dir: Path) -> None:
-    # Temp directories of jobs whose worker is gone (a batch killed with kill -9); the names
-    # carry the worker's pid (older versions' names carry none: removed as before).
-    for prefix in (".partial-", ".old-"):
-        remove_stale(out_dir, prefix, legacy=True)
+#: What a batch writes directly into its output directory (job directories prove themselves).
+SUMMARY_FILES = ("batch-summary.json", "junit.xml", "index.html")
 
 
 def run_batch(manifest_path: str | Path, out_dir: str | Path | None = None, jobs: int = 1, force: bool = False,
@@ -176,7 +174,6 @@ def run_batch(manifest_path: str | Path, out_dir: str | Path | None = None, jobs
               runtimes: dict[str, str] | None = None) -> BatchResult:
     """``runtimes``: ``--runtime`` flags (framework -> path), over the manifest's ``runtimes:``
     and the EDGECONV_*_RUNTIME variables; the chosen paths are part of each job's cache key."""
-    from ..matrix import DEFAULT_MATRIX
     from ..runtimes import ENV, chosen_path, validate
 
     manifest = load_manifest(manifest_path)
@@ -186,10 +183,16 @@ def run_batch(manifest_path: str | Path, out_dir: str | Path | None = None, jobs
         if chosen:
             validate(chosen)
             job.entry["runtimes"] = {fw: str(Path(p).resolve()) for fw, p in sorted(chosen.items())}
-    progress = _never_raises(progress)
-    out = Path(out_dir).resolve() if out_dir else manifest.output
-    out.mkdir(parents=True, exist_ok=True)
-    _clean_stale(out)
+    with output_collection(out_dir if out_dir is not None else manifest.output, SUMMARY_FILES) as out:
+        # Job directories of a batch killed with kill -9, half swapped in: edgeconv's by their markers.
+        for prefix in (".partial-", ".old-"):
+            remove_stale_outputs(out, prefix)
+        return _run_jobs(manifest, out, force, executor, address, jobs, _never_raises(progress))
+
+
+def _run_jobs(manifest, out: Path, force: bool, executor: str, address, jobs: int, progress) -> BatchResult:
+    from ..matrix import DEFAULT_MATRIX
+
     matrix_path = DEFAULT_MATRIX
     results: dict[str, JobResult] = {}
     todo: list[tuple[Job, str]] = []

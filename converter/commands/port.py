@@ -56,7 +56,7 @@ def register(app: typer.Typer) -> None:
         from ..pipeline import PortOptions, load_stage, preload_steps
         from ..quantize.modes import QuantRequest
         from ..runtimes import parse_runtime_flags, validate
-        from .port_run import combinations, run_ports
+        from .port_run import claimed_output, combinations, run_ports
 
         base = PortOptions(
             target=to, hw=hw, out_dir=Path(out), input_shapes=source.shapes(),
@@ -75,12 +75,13 @@ def register(app: typer.Typer) -> None:
         from ..pipeline import BY_REFERENCE_TARGETS
         from ..weights import WeightStore
 
-        start = time.perf_counter()
-        # big weights held once (converter/weights.py), alive here while the ports run; for the
-        # other targets (and quantization) each port gets models holding their bytes
-        store = WeightStore() if quantize is None and any(fw in BY_REFERENCE_TARGETS for fw, _ in combos) else None
-        meanwhile = preload_steps([fw for fw, _ in combos], base.verify)
-        preloaded = (*load_stage(source.path, base, meanwhile, store), round(time.perf_counter() - start, 4))
-        code = run_ports(source.path, base, combos, preloaded, json_out, jobs)
-        del preloaded, store
+        with claimed_output(out, len(combos) > 1):  # before any work: a directory edgeconv may write
+            start = time.perf_counter()
+            # big weights held once (converter/weights.py), alive here while the ports run; for the
+            # other targets (and quantization) each port gets models holding their bytes
+            store = WeightStore() if quantize is None and any(fw in BY_REFERENCE_TARGETS for fw, _ in combos) else None
+            meanwhile = preload_steps([fw for fw, _ in combos], base.verify)
+            preloaded = (*load_stage(source.path, base, meanwhile, store), round(time.perf_counter() - start, 4))
+            code = run_ports(source.path, base, combos, preloaded, json_out, jobs)
+            del preloaded, store
         return code

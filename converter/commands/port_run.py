@@ -30,6 +30,19 @@ def combinations(base, to: str, hw: str | None) -> list[tuple[str, str]]:
     return pairs
 
 
+def claimed_output(out: str, many: bool):
+    """``-o`` checked before any work: one port replaces the directory (new, empty or edgeconv's),
+    several hold it (locked) and write one directory per target into it."""
+    import contextlib
+
+    from ..fsutil import check_output_dir, output_collection
+
+    if many:
+        return output_collection(out)
+    check_output_dir(out)
+    return contextlib.nullcontext()
+
+
 def run_ports(model: str, base, combos, preloaded, json_out: bool, jobs: int = 1) -> int:
     """Port to every combination; with several, they share the loaded model and the reference
     outputs (``pipeline.shared_work``), and up to ``jobs`` run at once (threads: the heavy parts,
