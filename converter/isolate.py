@@ -89,6 +89,36 @@ def guarded_run(sess, names, feeds: dict, what: str = "onnxruntime inference"):
     return outcome["values"]
 
 
+def run_tool(args: list[str], what: str, env: dict | None = None):
+    """Run an external tool (a framework's runtime: ``tnn_run``, ``mace_run``) as
+    ``subprocess.run(args, capture_output=True, text=True)`` does, within the time limit
+    (``--timeout``): in a process group of its own, killed *as a group* (the tool and every process
+    it started) at the limit, on Ctrl-C and on SIGTERM, so nothing it started outlives the run.
+    The tool dies with this process too (``PR_SET_PDEATHSIG``).  TimedOut (exit 9) at the limit."""
+    import subprocess
+
+    limit = time_limit() or None
+    proc = subprocess.Popen(args, stdin=subprocess.DEVNULL, stdout=subprocess.PIPE, stderr=subprocess.PIPE,
+                            text=True, errors="replace", env=env, start_new_session=True, preexec_fn=die_with_parent)
+    try:
+        out, err = proc.communicate(timeout=limit)
+    except BaseException as exc:
+        _kill_group(proc)
+        if isinstance(exc, subprocess.TimeoutExpired):
+            raise TimedOut(f"{what} did not finish within {limit:g} s (--timeout); it was stopped, with every "
+                           "process it started") from None
+        raise
+    _kill_group(proc)  # what the tool left running in its group (a daemon it forked) ends with it
+    return subprocess.CompletedProcess(args, proc.returncode, out, err)
+
+
+def _kill_group(proc) -> None:
+    with contextlib.suppress(ProcessLookupError, PermissionError):
+        os.killpg(proc.pid, signal.SIGKILL)
+    with contextlib.suppress(Exception):
+        proc.communicate(timeout=10)
+
+
 def die_with_parent(sig: int = signal.SIGKILL) -> None:
     """Ask Linux to send ``sig`` to this process when its parent exits (no-op elsewhere)."""
     with contextlib.suppress(Exception):

@@ -37,6 +37,9 @@ def register(app: typer.Typer) -> None:
             None, "--max-memory", metavar="SIZE",
             help="Refuse (exit 2) models whose inference needs more, e.g. 8G. Default: half the RAM."),
         runtime: list[str] | None = Runtime,
+        timeout: float = typer.Option(600.0, "--timeout", metavar="SECONDS", min=0,
+                                      help="Stop an inference or a --runtime tool (with every process it started) "
+                                           "after this long (exit 9); 0: no limit."),
         json_out: bool = Json,
     ) -> None:
         """Compare CONVERTED with ORIGINAL on seeded or given inputs; name the first diverging layer."""
@@ -51,6 +54,9 @@ def register(app: typer.Typer) -> None:
         from ..verify.replay import write_replay
         from ..verify.report import print_report, to_json
 
+        from ..isolate import set_time_limit
+
+        set_time_limit(timeout)
         tols = load_tolerances(tolerances, atol=atol, rtol=rtol, layer_rmse=layer_tol)
         if preprocess:
             _check_preprocessing(original, inputs, preprocess)

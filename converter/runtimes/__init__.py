@@ -226,4 +226,4 @@ def locate_binary(fw: str, path: Path, names: tuple[str, ...], what: str) -> Pat
         raise BadInput(f"--runtime {fw}={path}: no such file")
     if not os.access(path, os.X_OK):
         raise BadInput(f"--runtime {fw}={path}: not executable")
-    return path
+    return path.absolute()  # "./tnn_run" runs that file, not one found on PATH

@@ -22,9 +22,9 @@ from pathlib import Path
 import numpy as np
 
 from ..errors import BadInput, RuntimeUnavailable
+from ..isolate import run_tool
 from . import RealRuntime, RuntimeRefused, locate_binary
 
-TIMEOUT_S = 600
 _FORMAT = {0: "NONE", 1: "NHWC", 2: "NCHW"}
 
 
@@ -73,7 +73,7 @@ class MaceRun(RealRuntime):
                 "--output_data_type=" + joined(outs, lambda s: s.get("dtype") or "float32"),
                 f"--input_file={work / 'in'}", f"--output_file={work / 'out'}", "--round=1",
             ]
-            res = subprocess.run(args, capture_output=True, text=True, timeout=TIMEOUT_S)
+            res = run_tool(args, "MACE's runtime (mace_run)")
             results = {}
             for spec in outs:
                 path = io_file(work / "out", spec["name"])

@@ -25,9 +25,8 @@ from pathlib import Path
 import numpy as np
 
 from ..errors import BadInput
+from ..isolate import run_tool
 from . import RealRuntime, RuntimeRefused, locate_binary
-
-TIMEOUT_S = 600
 
 
 def tnn_runtime(path: Path) -> RealRuntime:
@@ -86,7 +85,7 @@ class TnnRun(RealRuntime):
             np.ascontiguousarray(inputs[spec["name"]], dtype=np.float32).tofile(raw)
             name = spec["tnn_name"] if spec["tnn_name"] in declared else f"{spec['tnn_name']}__f32"
             args.append(f"{name}={raw}")
-        res = subprocess.run(args, capture_output=True, text=True, timeout=TIMEOUT_S, env=_env(self.path))
+        res = run_tool(args, "TNN's runtime (tnn_run)", env=_env(self.path))
         index = work / "out" / "outputs.txt"
         if res.returncode != 0 or not index.is_file():
             raise _fail("TNN's runtime (tnn_run)", res)
@@ -216,7 +215,7 @@ class TnnTest(RealRuntime):
             np.savetxt(work / "in.txt", np.asarray(inputs[specs[0]["name"]], np.float32).reshape(-1), fmt="%.9g")
             args = [str(self.path), "-mt", "TNN", "-mp", str(artifact.files[0]), "-dt", device_for(artifact.hw),
                     "-pr", "HIGH", "-ip", str(work / "in.txt"), "-op", str(work / "out.txt")]
-            res = subprocess.run(args, capture_output=True, text=True, timeout=TIMEOUT_S, env=_env(self.path))
+            res = run_tool(args, "TNN's runtime (TNNTest)", env=_env(self.path))
             out_file = work / "out.txt"
             if res.returncode != 0 or not out_file.is_file():
                 raise _fail("TNN's runtime (TNNTest)", res)
