@@ -10,7 +10,8 @@ own module; this file only sequences them, times them, and decides the outcome:
 * ``needs_custom``   exit 7  — files written, but they carry custom layers nobody has
   implemented yet ("needs custom kernels: N ops"); the target stage cannot run,
 * ``unverified``     exit 8  — files written, ONNX stages match, but the built-in reader that
-  stands in for the framework could not run the file (give a real runtime: ``--runtime``),
+  stands in for the framework could not run the file (give a real runtime: ``--runtime``), or
+  there is no reference: onnxruntime cannot load or run the original model,
 * bad input / missing extra / internal errors propagate as :mod:`converter.errors` exceptions.
 
 Everything lands in ``out_dir`` atomically: files are produced in a temp directory beside it,
@@ -331,9 +332,10 @@ def port(model_path: str, opts: PortOptions, progress=None, preloaded=None, shar
                 except BadInput as err:
                     if "onnxruntime" not in str(err) and "no value for" not in str(err):
                         raise
-                    # Nothing to compare against (e.g. the original has an op onnxruntime lacks):
-                    # the files are written, and the report says they are not verified.
-                    verdict, reason = None, f"not verified: {err}"
+                    # Nothing to compare against (the original has an op onnxruntime lacks, or
+                    # attributes it refuses): files written, never "ok" without a reference.
+                    status, verdict = "unverified", None
+                    reason = f"not verified: {err} (no reference to compare the files with)"
             if verdict is not None:
                 from .verify.report import to_json
 
@@ -346,7 +348,7 @@ def port(model_path: str, opts: PortOptions, progress=None, preloaded=None, shar
                 report["verification"] = {"ok": None, "summary": reason}
             if file_problem is not None and status == "ok":
                 status, reason = file_problem
-        if status == "ok" and legal.custom_nodes:
+        if status in ("ok", "unverified") and legal.custom_nodes:
             nodes = sorted(legal.custom_nodes)
             status = "needs_custom"
             reason = (f"needs custom kernels: {len(nodes)} op{'s' if len(nodes) != 1 else ''} "
