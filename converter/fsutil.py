@@ -11,6 +11,7 @@ import contextlib
 import hashlib
 import os
 import shutil
+import stat
 import sys
 import tempfile
 from pathlib import Path
@@ -24,6 +25,26 @@ from .ownership import (LOCK_SUFFIX, OUTPUT_MARKER, TEMP_MARKER, lock_owner, loc
 # mkstemp creates files 0600; outputs should get the usual permissions (0666 minus umask).
 _UMASK = os.umask(0)
 os.umask(_UMASK)
+
+
+_NOT_REGULAR = {stat.S_IFIFO: "a FIFO", stat.S_IFSOCK: "a socket", stat.S_IFCHR: "a character device",
+                stat.S_IFBLK: "a block device", stat.S_IFDIR: "a directory"}
+
+
+def regular_file(path: str | os.PathLike, what: str = "input") -> Path:
+    """``path`` if it is a regular file (symlinks followed); BadInput otherwise.  Only regular
+    files are read: opening a FIFO or a device would wait forever, or read without end."""
+    path = Path(path)
+    try:
+        mode = os.stat(path).st_mode
+    except FileNotFoundError:
+        raise BadInput(f"{path}: no such file") from None
+    except OSError as err:
+        raise BadInput(f"{path}: cannot read it ({err.strerror or type(err).__name__})") from None
+    if not stat.S_ISREG(mode):
+        kind = _NOT_REGULAR.get(stat.S_IFMT(mode), "not a regular file")
+        raise BadInput(f"{path}: {kind}, not a regular file; a {what} must be a regular file")
+    return path
 
 
 def atomic_write_bytes(path: str | os.PathLike, data) -> Path:
@@ -489,12 +510,17 @@ def remove_stale_outputs(directory: Path, prefix: str) -> None:
             remove_tree(entry)
 
 
+_SWEPT: set[tuple[Path, str]] = set()
+
+
 @contextlib.contextmanager
 def private_temp_dir(what: str) -> Iterator[Path]:
     """A temp directory ``$TMPDIR/edgeconv-<what>-<pid>-XXXX``, removed on exit; those a killed
     run (``kill -9``) left behind are removed first, when their marker proves them a dead run's."""
     base = Path(tempfile.gettempdir())
-    remove_stale(base, f"edgeconv-{what}-")
+    if (base, what) not in _SWEPT:  # once per process: TMPDIR may hold thousands of entries
+        _SWEPT.add((base, what))
+        remove_stale(base, f"edgeconv-{what}-")
     tmp = mark_temp(Path(tempfile.mkdtemp(prefix=f"edgeconv-{what}-{os.getpid()}-", dir=base)))
     try:
         yield tmp

@@ -49,7 +49,25 @@ def time_limit() -> float:
     return _limit["seconds"]
 
 
-def guarded_run(sess, names, feeds: dict, what: str = "onnxruntime inference"):
+class Deadline:
+    """One time limit (``--timeout``) for a whole task of many steps: calibration reads up to
+    hundreds of files and runs one inference per sample, and the limit bounds the total, not each
+    step.  :meth:`check` between steps; :func:`guarded_run` stops an inference at it too."""
+
+    def __init__(self, what: str, seconds: float | None = None):
+        self.what = what
+        self.seconds = time_limit() if seconds is None else float(seconds)
+        self.end = time.monotonic() + self.seconds if self.seconds else None
+
+    def expired(self) -> TimedOut:
+        return TimedOut(f"{self.what} did not finish within {self.seconds:g} s (--timeout); it was stopped")
+
+    def check(self) -> None:
+        if self.end is not None and time.monotonic() >= self.end:
+            raise self.expired()
+
+
+def guarded_run(sess, names, feeds: dict, what: str = "onnxruntime inference", deadline: Deadline | None = None):
     """``sess.run(names, feeds)`` that stops after the time limit and on Ctrl-C/SIGTERM.
 
     onnxruntime runs a graph (a Loop with a huge trip count, say) in C++ without returning to
@@ -73,13 +91,14 @@ def guarded_run(sess, names, feeds: dict, what: str = "onnxruntime inference"):
         finally:
             done.set()
 
-    limit = time_limit()
-    deadline = time.monotonic() + limit if limit else None
+    own = Deadline(what)
+    binding = min((d for d in (own, deadline) if d is not None and d.end is not None), key=lambda d: d.end,
+                  default=None)
     threading.Thread(target=work, name="edgeconv-ort", daemon=True).start()
     try:
         while not done.wait(0.05):
-            if deadline is not None and time.monotonic() >= deadline:
-                raise TimedOut(f"{what} did not finish within {limit:g} s (--timeout); it was stopped")
+            if binding is not None and time.monotonic() >= binding.end:
+                raise binding.expired()
     except BaseException:
         options.terminate = True
         done.wait(30)  # onnxruntime checks the flag between nodes: this is quick
@@ -144,8 +163,9 @@ def run_models(fn: Callable, args: tuple, timeout: float | None, what: str,
         result = fn(*args)
         return [m.load() if hasattr(m, "move_to") else m
                 for m in (result if isinstance(result, (list, tuple)) else [result])]
-    with tempfile.TemporaryDirectory(prefix="edgeconv-child-") as tmp:
-        tmp_path = Path(tmp)
+    from .fsutil import private_temp_dir
+
+    with private_temp_dir("child") as tmp_path:
         if _single_threaded():
             _run_forked(fn, args, tmp_path, timeout, what, meanwhile)
         else:

@@ -16,12 +16,12 @@ from __future__ import annotations
 
 import re
 import subprocess
-import tempfile
 from pathlib import Path
 
 import numpy as np
 
 from ..errors import BadInput, RuntimeUnavailable
+from ..fsutil import private_temp_dir
 from ..isolate import run_tool
 from . import RealRuntime, RuntimeRefused, locate_binary
 
@@ -51,7 +51,7 @@ class MaceRun(RealRuntime):
     def run(self, artifact, inputs):
         name = artifact.meta["name"]
         ins, outs = artifact.meta["inputs"], artifact.meta["outputs"]
-        with tempfile.TemporaryDirectory(prefix="edgeconv-mace-") as tmp:
+        with private_temp_dir("mace") as tmp:
             work = Path(tmp)
             for spec in ins:
                 if spec["name"] not in inputs:

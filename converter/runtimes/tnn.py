@@ -19,12 +19,12 @@ from __future__ import annotations
 
 import os
 import subprocess
-import tempfile
 from pathlib import Path
 
 import numpy as np
 
 from ..errors import BadInput
+from ..fsutil import private_temp_dir
 from ..isolate import run_tool
 from . import RealRuntime, RuntimeRefused, locate_binary
 
@@ -97,7 +97,7 @@ class TnnRun(RealRuntime):
         return values
 
     def run(self, artifact, inputs):
-        with tempfile.TemporaryDirectory(prefix="edgeconv-tnn-") as tmp:
+        with private_temp_dir("tnn") as tmp:
             proto = _with_float_io(Path(artifact.files[0]), artifact, Path(tmp))
             by_blob = self._invoke(proto, artifact, inputs, Path(tmp))
         for name in [n for n in by_blob if n.endswith("__f32")]:
@@ -124,7 +124,7 @@ class TnnRun(RealRuntime):
         current = _records("\n".join(records))[3].split()
         outputs = list(dict.fromkeys([*current, *wanted]))
         records[3] = f'"{" ".join(outputs)} ,"'
-        with tempfile.TemporaryDirectory(prefix="edgeconv-tnn-") as tmp:
+        with private_temp_dir("tnn") as tmp:
             work = Path(tmp)
             copy = work / "exposed.tnnproto"
             copy.write_text("\n".join(records), encoding="utf-8")
@@ -210,7 +210,7 @@ class TnnTest(RealRuntime):
         if len(specs) != 1:
             raise RuntimeRefused("TNNTest feeds one input file to every input; this model has "
                                  f"{len(specs)} inputs: use tnn_run")
-        with tempfile.TemporaryDirectory(prefix="edgeconv-tnn-") as tmp:
+        with private_temp_dir("tnn") as tmp:
             work = Path(tmp)
             np.savetxt(work / "in.txt", np.asarray(inputs[specs[0]["name"]], np.float32).reshape(-1), fmt="%.9g")
             args = [str(self.path), "-mt", "TNN", "-mp", str(artifact.files[0]), "-dt", device_for(artifact.hw),
