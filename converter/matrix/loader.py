@@ -87,6 +87,9 @@ def _build(node, at: tuple, fname: str, lines: Lines, constructor, budget: _Budg
     if isinstance(node, yaml.MappingNode):
         out: dict = {}
         for key_node, value_node in node.value:
+            if not isinstance(key_node, yaml.ScalarNode):  # a list or mapping as a key ("? [a, b]")
+                raise MatrixFileError(f"{fname}:{key_node.start_mark.line + 1}: a key in {_dotted(at)} is a "
+                                      "list or mapping; keys are names or numbers")
             key = constructor.construct_object(key_node, deep=True)
             if key in out:
                 raise MatrixFileError(
