@@ -362,6 +362,9 @@ def output_collection(path: str | os.PathLike, files: tuple[str, ...] = ()) -> I
                     remove_tree(entry)
             yield path
     except BaseException:
+        if path in created and os.listdir(path) == [OUTPUT_MARKER]:  # made here, nothing in it yet
+            with contextlib.suppress(OSError):
+                (path / OUTPUT_MARKER).unlink()
         _remove_empty(created)
         raise
 

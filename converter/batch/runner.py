@@ -183,6 +183,10 @@ def run_batch(manifest_path: str | Path, out_dir: str | Path | None = None, jobs
         if chosen:
             validate(chosen)
             job.entry["runtimes"] = {fw: str(Path(p).resolve()) for fw, p in sorted(chosen.items())}
+    if executor == "ray":  # an unreachable cluster is one line before any work, not a wait
+        from .ray_executor import check_cluster
+
+        check_cluster(address)
     with output_collection(out_dir if out_dir is not None else manifest.output, SUMMARY_FILES) as out:
         # Job directories of a batch killed with kill -9, half swapped in: edgeconv's by their markers.
         for prefix in (".partial-", ".old-"):
