@@ -513,17 +513,18 @@ def remove_stale_outputs(directory: Path, prefix: str) -> None:
             remove_tree(entry)
 
 
-_SWEPT: set[tuple[Path, str]] = set()
+_SWEPT: set[Path] = set()
 
 
 @contextlib.contextmanager
 def private_temp_dir(what: str) -> Iterator[Path]:
-    """A temp directory ``$TMPDIR/edgeconv-<what>-<pid>-XXXX``, removed on exit; those a killed
-    run (``kill -9``) left behind are removed first, when their marker proves them a dead run's."""
+    """A temp directory ``$TMPDIR/edgeconv-<what>-<pid>-XXXX``, removed on exit; the ones killed
+    runs (``kill -9``) left behind, of every kind, are removed first (once per process), when
+    their marker proves them a dead run's."""
     base = Path(tempfile.gettempdir())
-    if (base, what) not in _SWEPT:  # once per process: TMPDIR may hold thousands of entries
-        _SWEPT.add((base, what))
-        remove_stale(base, f"edgeconv-{what}-")
+    if base not in _SWEPT:  # once per process (TMPDIR may hold thousands of entries), every kind
+        _SWEPT.add(base)
+        remove_stale(base, "edgeconv-")
     tmp = mark_temp(Path(tempfile.mkdtemp(prefix=f"edgeconv-{what}-{os.getpid()}-", dir=base)))
     try:
         yield tmp

@@ -54,8 +54,11 @@ def register(app: typer.Typer) -> None:
         from ..verify.replay import write_replay
         from ..verify.report import print_report, to_json
 
+        from ..fsutil import check_output_dir, replace_output_dir
         from ..isolate import set_time_limit
 
+        if out:
+            check_output_dir(out)  # before any work: new, empty or edgeconv's
         set_time_limit(timeout)
         tols = load_tolerances(tolerances, atol=atol, rtol=rtol, layer_rmse=layer_tol)
         if preprocess:
@@ -76,9 +79,11 @@ def register(app: typer.Typer) -> None:
         target_dir = Path(out) if out else None
         if not report.ok:
             target_dir = target_dir or Path(converted).with_name(Path(converted).stem + ".verify")
-            write_replay(report, target_dir, original, converted, tolerances, runtimes=chosen)
-        if target_dir is not None:
-            write_outputs(report, target_dir)
+        if target_dir is not None:  # a directory of edgeconv's own, replaced as a whole
+            with replace_output_dir(target_dir) as tmp:
+                if not report.ok:
+                    write_replay(report, tmp, original, converted, tolerances, shown_dir=target_dir, runtimes=chosen)
+                write_outputs(report, tmp)
         if json_out:
             print(json.dumps(to_json(report), indent=2, sort_keys=True, allow_nan=False))
         else:
