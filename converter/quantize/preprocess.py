@@ -286,11 +286,12 @@ def decode_image(path: str | Path, spec: PreprocessSpec) -> np.ndarray:
     if spec.resize is None:
         raise ValueError("bind the spec to the model first")
     try:
-        with warnings.catch_warnings(), Image.open(path) as img:
+        with warnings.catch_warnings():
             # Pillow only warns (two lines on stderr) between its bomb limit and twice it
             warnings.simplefilter("error", Image.DecompressionBombWarning)
-            img.load()
-            array = _pixels(img, spec, Image)
+            with Image.open(path) as img:
+                img.load()
+                array = _pixels(img, spec, Image)
     except (UnidentifiedImageError, OSError, ValueError, Image.DecompressionBombError,
             Image.DecompressionBombWarning) as err:
         text = str(err).splitlines()[0] if str(err) else type(err).__name__

@@ -474,7 +474,7 @@ def new_surfaces(root: Path, rng, save) -> list[Case]:
     (root / "calib_bomb").mkdir(exist_ok=True)
     Image.new("L", (12000, 12000)).save(root / "calib_bomb" / "big.png")
     add("calibration_decompression_bomb", image, port_bad,
-        port_args=calibrate(root / "calib_bomb", "--preprocess", "gray,resize=8x8"))
+        port_args=calibrate(root / "calib_bomb", "--preprocess", "rgb"))
     # --- --preprocess
     (root / "preprocess_bomb.yaml").write_text(alias_bomb_mapping("mean"))
     add("preprocess_alias_bomb", image, port_bad, port_args=calibrate(imgs, "--preprocess", str(root / "preprocess_bomb.yaml")))
