@@ -27,7 +27,7 @@ def read_yaml_with_lines(path: Path) -> tuple[Any, Lines]:
 
     if path.is_dir():
         raise MatrixFileError(f"{path}: is a directory, not a YAML file")
-    from ..fsutil import regular_file
+    from ..infra.fsutil import regular_file
 
     regular_file(path, "YAML file")
     try:

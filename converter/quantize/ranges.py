@@ -86,8 +86,8 @@ def collect_ranges(model: onnx.ModelProto, samples: list[dict[str, np.ndarray]],
     options = {"percentile": percentile} if method == "percentile" else {}
     if method == "mse":
         options = {"symmetric": False}  # a histogram of values, not of |values|
-    from ..fsutil import private_temp_dir
-    from ..isolate import Deadline
+    from ..infra.fsutil import private_temp_dir
+    from ..infra.isolate import Deadline
 
     deadline = Deadline(f"calibration ({len(samples)} samples, onnxruntime)")  # --timeout bounds the total
     with private_temp_dir("calib") as tmp, quiet_onnxruntime_quantization():
@@ -109,7 +109,7 @@ def collect_ranges(model: onnx.ModelProto, samples: list[dict[str, np.ndarray]],
 
 class _GuardedSession:
     """The calibrator's session, each of its runs stopped by ``--timeout`` and Ctrl-C like every
-    other onnxruntime run (:func:`converter.isolate.guarded_run`); the rest is the session's."""
+    other onnxruntime run (:func:`converter.infra.isolate.guarded_run`); the rest is the session's."""
 
     def __init__(self, session, deadline=None):
         self._session, self._deadline = session, deadline
@@ -118,7 +118,7 @@ class _GuardedSession:
         return getattr(self._session, name)
 
     def run(self, names, feeds, run_options=None):
-        from ..isolate import guarded_run
+        from ..infra.isolate import guarded_run
 
         return guarded_run(self._session, names, feeds, "calibration (onnxruntime)", self._deadline)
 

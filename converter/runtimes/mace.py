@@ -21,8 +21,8 @@ from pathlib import Path
 import numpy as np
 
 from ..errors import BadInput, RuntimeUnavailable
-from ..fsutil import private_temp_dir
-from ..isolate import run_tool
+from ..infra.fsutil import private_temp_dir
+from ..infra.isolate import run_tool
 from . import RealRuntime, RuntimeRefused, locate_binary
 
 _FORMAT = {0: "NONE", 1: "NHWC", 2: "NCHW"}

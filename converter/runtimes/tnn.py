@@ -24,8 +24,8 @@ from pathlib import Path
 import numpy as np
 
 from ..errors import BadInput
-from ..fsutil import private_temp_dir
-from ..isolate import run_tool
+from ..infra.fsutil import private_temp_dir
+from ..infra.isolate import run_tool
 from . import RealRuntime, RuntimeRefused, locate_binary
 
 
