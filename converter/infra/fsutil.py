@@ -361,12 +361,12 @@ def output_collection(path: str | os.PathLike, files: tuple[str, ...] = ()) -> I
                 if stale_temp(entry) or (lock_owner(entry) is not None and not _lock_held(entry)):
                     remove_tree(entry)
             yield path
-    except BaseException:
-        if path in created and os.listdir(path) == [OUTPUT_MARKER]:  # made here, nothing in it yet
-            with contextlib.suppress(OSError):
+    finally:
+        # made here and nothing written into it (every target failed): no empty directory left
+        with contextlib.suppress(OSError):
+            if path in created and os.listdir(path) == [OUTPUT_MARKER]:
                 (path / OUTPUT_MARKER).unlink()
         _remove_empty(created)
-        raise
 
 
 def swap_in_dir(new: Path, path: Path) -> None:
@@ -400,15 +400,21 @@ def _lock_path(path: Path) -> Path:
     return path.with_name(f".{path.name}{LOCK_SUFFIX}")
 
 
-def _open_lock(path: Path, lock: Path) -> int:
-    """The lock file's descriptor: made new, or an existing one only when it is edgeconv's."""
+def _open_lock(path: Path, lock: Path) -> int | None:
+    """The lock file's descriptor: made new, or an existing one only when it is edgeconv's (None:
+    it vanished between the two opens, its holder done: try again)."""
     flags = os.O_RDWR | getattr(os, "O_NOFOLLOW", 0)
     try:
         return os.open(lock, flags | os.O_CREAT | os.O_EXCL, 0o666 & ~_UMASK)
     except FileExistsError:
         if lock_owner(lock) is None:
+            if not lock.exists():
+                return None
             raise BadInput(f"{lock} exists and is not an edgeconv lock file; move it away to write {path}/") from None
+    try:
         return os.open(lock, flags)
+    except FileNotFoundError:
+        return None
 
 
 @contextlib.contextmanager
@@ -419,10 +425,10 @@ def _locked(path: Path) -> Iterator[None]:
     while True:
         try:
             fd = _open_lock(path, lock)
-        except FileNotFoundError:
-            continue  # its holder removed it between our two opens
         except OSError as err:
             raise _unwritable(path, err) from None
+        if fd is None:
+            continue  # its holder removed it between our two opens
         try:
             fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
         except OSError:
