@@ -612,7 +612,7 @@ def test_a_runtime_that_never_answers_stops_at_the_timeout_with_its_children(tmp
     res = subprocess.run([sys.executable, "-m", "converter", *map(str, args)], capture_output=True, text=True,
                          env=env or _env(), cwd=tmp_path, timeout=120)
     elapsed = time.monotonic() - start
-    assert elapsed < timeout + 5 + 3, f"took {elapsed:.1f} s"  # + 3: the interpreter's start and the port itself
+    assert elapsed < timeout + 5, f"took {elapsed:.1f} s"  # the interpreter's start and the port included
     if how == "manifest":
         assert res.returncode == 6, res.stderr
         (job,) = json.loads((tmp_path / "bout" / "batch-summary.json").read_text())["jobs"]

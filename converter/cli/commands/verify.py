@@ -49,13 +49,10 @@ def register(app: typer.Typer) -> None:
         from ...errors import VerificationFailed
         from ...frontend.load import parse_shape_flags
         from ...verify import load_tolerances, verify_files
-        from ...verify.inputs import parse_range
-        from ...verify.pipeline import write_outputs
-        from ...verify.replay import write_replay
-        from ...verify.report import print_report, to_json
-
-        from ...infra.fsutil import check_output_dir, replace_output_dir
+        from ...infra.fsutil import check_output_dir
         from ...infra.isolate import set_time_limit
+        from ...verify.inputs import parse_range
+        from ...verify.report import print_report, to_json
 
         if out:
             check_output_dir(out)  # before any work: new, empty or edgeconv's
@@ -76,14 +73,7 @@ def register(app: typer.Typer) -> None:
         else:
             report = verify_files(original, converted, tols, inputs_npz=inputs, seed=seed,
                                   ranges=ranges, samples=samples, shapes=shapes or None)
-        target_dir = Path(out) if out else None
-        if not report.ok:
-            target_dir = target_dir or Path(converted).with_name(Path(converted).stem + ".verify")
-        if target_dir is not None:  # a directory of edgeconv's own, replaced as a whole
-            with replace_output_dir(target_dir) as tmp:
-                if not report.ok:
-                    write_replay(report, tmp, original, converted, tolerances, shown_dir=target_dir, runtimes=chosen)
-                write_outputs(report, tmp)
+        _write_verify_dir(report, out, original, converted, tolerances, chosen)
         if json_out:
             print(json.dumps(to_json(report), indent=2, sort_keys=True, allow_nan=False))
         else:
@@ -91,6 +81,26 @@ def register(app: typer.Typer) -> None:
         if not report.ok:
             raise VerificationFailed(report.summary())
 
+
+
+def _write_verify_dir(report, out: str | None, original: str, converted: str, tolerances, runtimes) -> None:
+    """verify.json/html (and on failure the replay files) in ``-o`` or, on failure only,
+    ``<CONVERTED>.verify/``: a directory of edgeconv's own, replaced as a whole."""
+    from pathlib import Path
+
+    from ...infra.fsutil import replace_output_dir
+    from ...verify.pipeline import write_outputs
+    from ...verify.replay import write_replay
+
+    target_dir = Path(out) if out else None
+    if not report.ok:
+        target_dir = target_dir or Path(converted).with_name(Path(converted).stem + ".verify")
+    if target_dir is None:
+        return
+    with replace_output_dir(target_dir) as tmp:
+        if not report.ok:
+            write_replay(report, tmp, original, converted, tolerances, shown_dir=target_dir, runtimes=runtimes)
+        write_outputs(report, tmp)
 
 
 def _check_preprocessing(original: str, inputs: str | None, spec_text: str) -> None:
