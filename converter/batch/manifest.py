@@ -212,7 +212,9 @@ def _regular_unless_dir(path: Path, at: tuple, what: str, fail) -> None:
 
 def _check_runtimes(value, at: tuple, base: Path, fail) -> dict[str, str]:
     """``runtimes: {tnn: PATH, mace: PATH}`` with paths resolved against the manifest."""
-    from ..runtimes import ENV
+    from ..targets.oracles import pluggable
+
+    ENV = pluggable()
 
     if value is None:
         return {}

@@ -19,15 +19,16 @@ from pathlib import Path
 import onnx
 
 from ..errors import BadInput, MissingExtra
-from ..infra.fsutil import atomic_output_dir, atomic_write_bytes, regular_file, remember_sha256
+from ..infra.fsutil import regular_file, remember_sha256
 from .pickle_guard import refuse_unsafe_pickles
-from .source import parse_shape_flags  # noqa: F401  (part of this module's API)
+from ..ir.onnx_file import save_onnx, write_with_external_weights  # noqa: F401  (part of this module's API)
 
 from .source_kinds import EXPORTED_PROGRAM_SUFFIXES, ONNX_SUFFIXES, SUPPORTED, TF_SUFFIXES, TORCHSCRIPT_SUFFIXES
 
-# torch.onnx.export opset for torch sources; normalize() brings everything to CANONICAL_OPSET.
+# The TorchScript-based exporter's opset; the dynamo exporter (ExportedPrograms, live modules)
+# writes torch's default opset (20 in torch 2.13).  normalize() brings either to CANONICAL_OPSET
+# (converter/frontend/opsets).
 _TORCH_EXPORT_OPSET = 17
-_DYNAMO_EXPORT_OPSET = 18
 
 
 def load_model(
@@ -249,85 +250,6 @@ def _lower_ir_version(model: onnx.ModelProto) -> None:
     model.ir_version = max(needed, min(model.ir_version, ORT_MAX_IR_VERSION))
 
 
-def save_onnx(model: onnx.ModelProto, path: str | os.PathLike) -> Path:
-    """Write atomically; models over protobuf's 2 GB limit get their big weights in
-    ``<name>.data`` beside the ``.onnx`` (ONNX external data).  ``model`` is not modified."""
-    from ..ir import weights
-
-    path = Path(path)
-    if not _too_large_to_serialize(model):
-        if weights.has_references(model):
-            # the referenced weights streamed from their arrays, never one bytes object
-            return atomic_write_bytes(path, lambda out: weights.write_model(model, out))
-        return atomic_write_bytes(path, model.SerializeToString())
-    with atomic_output_dir(path.parent) as tmp:
-        write_with_external_weights(model, tmp / path.name)
-    return path
-
-
-#: Tensors at least this big go to the external data file of a large model.
-_EXTERNAL_MIN_BYTES = 1 << 20
-
-
-def _too_large_to_serialize(model: onnx.ModelProto) -> bool:
-    # Initializers dominate a model's size; keep a margin under protobuf's hard limit.
-    from ..ir.weights import tensor_bytes
-
-    return sum(tensor_bytes(t) for t in model.graph.initializer) > onnx.checker.MAXIMUM_PROTOBUF - (64 << 20)
-
-
-@contextlib.contextmanager
-def external_references(model: onnx.ModelProto, reference, min_bytes: int = _EXTERNAL_MIN_BYTES):
-    """While inside, every initializer of at least ``min_bytes`` holds an external-data reference
-    instead of its bytes: ``reference(index, raw_bytes) -> {"location": ..., "offset": ...}``.
-
-    ``onnx.save_model(save_as_external_data=True)`` rewrites the model it is given for good;
-    this puts the bytes back on exit, so callers can serialize a large model and keep it."""
-    from ..ir import weights
-
-    held = [t for t in model.graph.initializer if weights.tensor_bytes(t) >= min_bytes]
-    # a weight-store reference is kept as it is (its fields put back on exit), its array written
-    originals = [onnx.TensorProto() if weights.is_reference(t) else t.raw_data for t in held]
-    for tensor, original in zip(held, originals):
-        if isinstance(original, onnx.TensorProto):
-            original.CopyFrom(tensor)
-    try:
-        for index, (tensor, raw) in enumerate(zip(held, originals)):
-            if isinstance(raw, onnx.TensorProto):
-                array = weights.array_of(raw)
-                raw = memoryview(array if array.flags.c_contiguous else array.copy()).cast("B")
-            entries = reference(index, raw)
-            tensor.ClearField("raw_data")
-            tensor.data_location = onnx.TensorProto.EXTERNAL
-            del tensor.external_data[:]
-            for key, value in entries.items():
-                tensor.external_data.add(key=key, value=str(value))
-        yield model
-    finally:
-        for tensor, raw in zip(held, originals):
-            if isinstance(raw, onnx.TensorProto):
-                tensor.CopyFrom(raw)
-                continue
-            del tensor.external_data[:]
-            tensor.data_location = onnx.TensorProto.DEFAULT
-            tensor.raw_data = raw
-
-
-def write_with_external_weights(model: onnx.ModelProto, path: Path) -> Path:
-    """Write ``path`` + ``path.name + '.data'`` (ONNX external data, 64-byte aligned offsets)."""
-    location = path.name + ".data"
-    with open(path.parent / location, "wb") as data:
-        def append(_index, raw):
-            offset = (data.tell() + 63) // 64 * 64
-            data.write(b"\0" * (offset - data.tell()))
-            data.write(raw)
-            return {"location": location, "offset": offset, "length": len(raw)}
-
-        with external_references(model, append):
-            path.write_bytes(model.SerializeToString())
-    return path
-
-
 # -------------------------------------------------------------------------------------- torch
 
 
@@ -443,22 +365,32 @@ def _export_torchscript_as_program(torch, module, args, arg_names, path) -> onnx
     except Exception as err:
         raise BadInput(f"{path}: TorchScript to ExportedProgram failed: {_one_line(err)}") from None
     model = _export(torch, program, args, arg_names, path, dynamo=True)
-    # Name the interface as the first route does: inputs after the TorchScript arguments,
-    # outputs output / output_0, output_1, ...
+    return name_interface(model, arg_names, _output_names(torch, module, args))
+
+
+def name_interface(model: onnx.ModelProto, input_names, output_names) -> onnx.ModelProto:
+    """Name the graph inputs (initializers aside) and, unless ``output_names`` is None, the
+    outputs of a dynamo export as the TorchScript route does: inputs after the module's
+    arguments, outputs ``output`` or ``output_0``, ``output_1``, ... (the dynamo exporter names
+    them after the values they are: ``log_softmax``)."""
     inits = {t.name for t in model.graph.initializer}
     inputs = [i for i in model.graph.input if i.name not in inits]
-    outputs = _output_names(torch, module, args)
+    output_names = list(output_names) if output_names is not None else [o.name for o in model.graph.output]
     renames = {}
-    if len(inputs) == len(arg_names):
-        renames.update({i.name: n for i, n in zip(inputs, arg_names)})
-    if len(outputs) == len(model.graph.output):
-        renames.update({o.name: n for o, n in zip(model.graph.output, outputs)})
+    if len(inputs) == len(input_names):
+        renames.update({i.name: n for i, n in zip(inputs, input_names)})
+    if len(output_names) == len(model.graph.output):
+        renames.update({o.name: n for o, n in zip(model.graph.output, output_names)})
     for node in model.graph.node:
         node.input[:] = [renames.get(i, i) for i in node.input]
         node.output[:] = [renames.get(o, o) for o in node.output]
     for value in [*model.graph.input, *model.graph.output, *model.graph.value_info]:
         value.name = renames.get(value.name, value.name)
     return model
+
+
+def plain_output_names(count: int) -> list[str]:
+    return ["output"] if count == 1 else [f"output_{i}" for i in range(count)]
 
 
 def _fused_op_decompositions(torch) -> dict:
@@ -545,8 +477,7 @@ def _export(torch, module, args, input_names, path, dynamo: bool, as_file: bool 
                 _quiet_logging():
             warnings.simplefilter("ignore")
             if dynamo:
-                program = torch.onnx.export(module, args, dynamo=True, opset_version=_DYNAMO_EXPORT_OPSET,
-                                            verbose=False)
+                program = torch.onnx.export(module, args, dynamo=True, verbose=False)
                 program.save(str(out))
             else:
                 # The exporter runs a ScriptModule once for its output shapes: without autograd
@@ -570,11 +501,10 @@ def _output_names(torch, module, args) -> list[str]:
     TorchScript-based exporter would otherwise number them after internal values ("68")."""
     count = _scripted_output_count(module)
     if count is not None:  # the signature says it: no need to run the model (0.5 s for a ResNet-18)
-        return ["output"] if count == 1 else [f"output_{i}" for i in range(count)]
+        return plain_output_names(count)
     with torch.no_grad():
         result = module(*args)
-    count = len(torch.utils._pytree.tree_leaves(result))
-    return ["output"] if count == 1 else [f"output_{i}" for i in range(count)]
+    return plain_output_names(len(torch.utils._pytree.tree_leaves(result)))
 
 
 def _scripted_output_count(module) -> int | None:

@@ -54,7 +54,7 @@ class PairPort:
 
     def __init__(self, session, framework: str, hw: str, tmp: Path, out_dir: Path, timer: StageTimer, verify=None):
         from .. import targets
-        from ..runtimes import resolve
+        from ..targets.oracles import resolve
 
         self.session, self.request, self.matrix = session, session.request, session.matrix
         if verify is not None and self.request.verify is not None:
@@ -115,13 +115,17 @@ class PairPort:
         self.report["plan"] = legal.plan.to_json()
         self.report["applied_rules"] = [{"rule": r, "node": n} for r, n in legal.applied]
         self.note(unresolved=tuple(legal.unresolved), custom_nodes=tuple(sorted(legal.custom_nodes)))
-        if legal.custom_nodes:
+        # CoreML cannot carry custom layers but has a scaffold (the composite-op path); a target
+        # with neither gets none (the port is unsupported, naming the nodes)
+        if legal.custom_nodes and (self.target.custom_layers or self.target.custom_module is not None):
             from ..custom import write_custom_layers
+            from ..legalize.why_custom import why_custom
 
             with self.timer.stage("custom"):
                 self.report["custom_layers"] = write_custom_layers(
-                    legal.model, legal.custom_nodes, self.framework, self.tmp / "custom",
-                    reasons={e.node: e.reason for e in legal.plan.entries}, seed=self.session.seed)
+                    legal.model, legal.custom_nodes, self.target, self.tmp / "custom",
+                    reasons={e.node: e.reason for e in legal.plan.entries}, seed=self.session.seed,
+                    why=lambda graph, node: why_custom(graph, node, self.framework))
         final = legal.model
         if self.ok and legal.postprocess_nodes:
             from ..postproc import split
@@ -134,7 +138,7 @@ class PairPort:
         return final
 
     def save_models(self, model, final) -> None:
-        from ..frontend.load import save_onnx
+        from ..ir.onnx_file import save_onnx
 
         save_onnx(model, self.tmp / "normalized.onnx")
         if final is model and not (self.tmp / "normalized.onnx.data").exists():

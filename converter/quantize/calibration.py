@@ -32,7 +32,7 @@ import onnx
 
 from ..errors import BadInput
 from ..infra.fsutil import regular_file
-from ..verify.inputs import input_specs, read_npz, samples_from_arrays
+from ..runtimes.feeds import input_specs, read_npz, samples_from_arrays
 from .preprocess import IMAGE_SUFFIXES, PreprocessSpec, apply_spec, bind, decode_image
 
 FLAG = "--calibration"

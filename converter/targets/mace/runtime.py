@@ -20,10 +20,10 @@ from pathlib import Path
 
 import numpy as np
 
-from ..errors import BadInput, RuntimeUnavailable
-from ..infra.fsutil import private_temp_dir
-from ..infra.isolate import run_tool
-from . import RealRuntime, RuntimeRefused, locate_binary
+from ...errors import BadInput, RuntimeUnavailable
+from ...infra.fsutil import private_temp_dir
+from ...infra.isolate import run_tool
+from ...runtimes.base import RealRuntime, RuntimeRefused, locate_binary
 
 _FORMAT = {0: "NONE", 1: "NHWC", 2: "NCHW"}
 
