@@ -20,9 +20,9 @@ import onnxruntime as ort
 import pytest
 from onnx import TensorProto, helper, numpy_helper
 
-from converter import zoo
-from converter.normalize import normalize
-from converter.pipeline import PortOptions, port
+from converter.demo import zoo
+from converter.frontend.normalize import normalize
+from converter.port.pipeline import PortOptions, port
 from converter.runtimes import resolve
 from converter.runtimes.mace import GPU_ORACLE, RT_CPU, RT_GPU, cpu_twin
 from converter.targets.base import FP16_TOLERANCE, ExportOptions

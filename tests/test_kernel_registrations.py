@@ -32,7 +32,7 @@ import onnx
 import pytest
 import yaml
 
-from converter.check import check_model
+from converter.legalize.check import check_model
 from converter.matrix import load_matrix
 from converter.targets.base import ExportOptions
 from converter.targets.tnn.layer_types import LAYER_TYPE
