@@ -304,29 +304,29 @@ def test_custom_op_flag_refuses_data_movement(matrix):
         plan_model(data_movement_model(), "tflite", "gpu", matrix, custom_ops=("Transpose",))
 
 
+def _relu_move_conv(path, move: onnx.NodeProto, x_shape, y_shape, w_shape):
+    """Relu → ``move`` (r → t) → 1x1 Conv of ones, saved to ``path``."""
+    nodes = [helper.make_node("Relu", ["x"], ["r"]), move, helper.make_node("Conv", ["t", "w"], ["y"])]
+    graph = helper.make_graph(nodes, "m", [helper.make_tensor_value_info("x", TensorProto.FLOAT, x_shape)],
+                              [helper.make_tensor_value_info("y", TensorProto.FLOAT, y_shape)],
+                              [numpy_helper.from_array(np.ones(w_shape, np.float32), "w")])
+    onnx.save(helper.make_model(graph, opset_imports=[helper.make_opsetid("", 17)], ir_version=8), path)
+    return path
+
+
 def _mid_transpose_model(path):
     """Relu → rank-4 Transpose → Conv: MACE's GPU has no Transpose (MACE op_lists.rst: "Only CPU
     and TensorFlow"), nothing removes a rank-4 one, and it is not trailing."""
-    nodes = [helper.make_node("Relu", ["x"], ["r"]), helper.make_node("Transpose", ["r"], ["t"], perm=[0, 1, 3, 2]),
-             helper.make_node("Conv", ["t", "w"], ["y"])]
-    graph = helper.make_graph(nodes, "m", [helper.make_tensor_value_info("x", TensorProto.FLOAT, [1, 3, 4, 5])],
-                              [helper.make_tensor_value_info("y", TensorProto.FLOAT, [1, 2, 5, 4])],
-                              [numpy_helper.from_array(np.ones((2, 3, 1, 1), np.float32), "w")])
-    onnx.save(helper.make_model(graph, opset_imports=[helper.make_opsetid("", 17)], ir_version=8), path)
-    return path
+    return _relu_move_conv(path, helper.make_node("Transpose", ["r"], ["t"], perm=[0, 1, 3, 2]),
+                           [1, 3, 4, 5], [1, 2, 5, 4], (2, 3, 1, 1))
 
 
 def _mid_depth_to_space_model(path):
     """Relu → DepthToSpace → Conv: TNN's RKNPU registers no Reorg converter (the support table
     leaves it blank too), no rule rewrites it, and it is not trailing.  (RKNPU's Transpose, which
     this test used before, has a converter: rknpu_permute_layer.cc:44.)"""
-    nodes = [helper.make_node("Relu", ["x"], ["r"]), helper.make_node("DepthToSpace", ["r"], ["t"], blocksize=2),
-             helper.make_node("Conv", ["t", "w"], ["y"])]
-    graph = helper.make_graph(nodes, "m", [helper.make_tensor_value_info("x", TensorProto.FLOAT, [1, 4, 4, 5])],
-                              [helper.make_tensor_value_info("y", TensorProto.FLOAT, [1, 2, 8, 10])],
-                              [numpy_helper.from_array(np.ones((2, 1, 1, 1), np.float32), "w")])
-    onnx.save(helper.make_model(graph, opset_imports=[helper.make_opsetid("", 17)], ir_version=8), path)
-    return path
+    return _relu_move_conv(path, helper.make_node("DepthToSpace", ["r"], ["t"], blocksize=2),
+                           [1, 4, 4, 5], [1, 2, 8, 10], (2, 1, 1, 1))
 
 
 def test_plan_cli_exits_3_for_unsupported_data_movement(tmp_path):
