@@ -22,7 +22,7 @@ from onnx import TensorProto, helper, numpy_helper
 
 from converter.demo import zoo
 from converter.frontend.normalize import normalize
-from converter.port.pipeline import PortOptions, port
+from converter.port import port
 from converter.runtimes import resolve
 from converter.runtimes.mace import GPU_ORACLE, RT_CPU, RT_GPU, cpu_twin
 from converter.targets.base import FP16_TOLERANCE, ExportOptions
@@ -61,7 +61,7 @@ def layer_scale_model() -> onnx.ModelProto:
 def test_mace_gpu_port_runs_its_own_graph_in_mace_run_and_says_so(tmp_path):
     need(MACE_RUN)
     path = save(conv_model(), tmp_path / "m.onnx")
-    result = port(path, PortOptions(target="mace", hw="gpu", out_dir=tmp_path / "o", runtimes={"mace": str(MACE_RUN)}))
+    result = port(path, to="mace", hw="gpu", out=tmp_path / "o", runtimes={"mace": str(MACE_RUN)})
     assert (result.status, result.oracle) == ("ok", GPU_ORACLE), result.reason
     verify = json.loads((tmp_path / "o" / "verify" / "verify.json").read_text())
     stage = next(s for s in verify["stages"] if s["name"] == "target:mace")
@@ -74,7 +74,7 @@ def test_mace_gpu_port_runs_its_own_graph_in_mace_run_and_says_so(tmp_path):
 
 
 def test_cpu_twin_switches_only_the_runtime_type(tmp_path):
-    art = MACE.export(layer_scale_model(), tmp_path / "gpu", "gpu", ExportOptions(extra={"name": "m"}))
+    art = MACE.export(layer_scale_model(), tmp_path / "gpu", "gpu", ExportOptions(name="m"))
     pb = art.out_dir / "m.pb"
     before = pb.read_bytes()
     (tmp_path / "work").mkdir()
@@ -84,7 +84,7 @@ def test_cpu_twin_switches_only_the_runtime_type(tmp_path):
     back.ParseFromString(twin.read_bytes())
     next(a for a in back.net_def[0].arg if a.name == "runtime_type").i = RT_GPU
     assert back.SerializeToString(deterministic=True) == before  # nothing else differs
-    cpu = MACE.export(layer_scale_model(), tmp_path / "cpu", "cpu", ExportOptions(extra={"name": "m"}))
+    cpu = MACE.export(layer_scale_model(), tmp_path / "cpu", "cpu", ExportOptions(name="m"))
     assert cpu_twin(cpu.out_dir / "m.pb", tmp_path / "work") == cpu.out_dir / "m.pb"  # a CPU file runs as it is
     # the GPU file's graph is its own: the broadcast operand is written out in full
     sizes = lambda a: sorted(t.data_size for t in _net(a).tensors)  # noqa: E731
@@ -102,7 +102,7 @@ def test_mace_run_computes_the_gpu_files_weights(tmp_path):
     matches onnxruntime, and a changed weight in its .data shows up in mace_run's outputs."""
     need(MACE_RUN)
     model = layer_scale_model()
-    art = MACE.export(model, tmp_path / "gpu", "gpu", ExportOptions(extra={"name": "m"}))
+    art = MACE.export(model, tmp_path / "gpu", "gpu", ExportOptions(name="m"))
     feeds = {"x": np.random.default_rng(0).standard_normal((1, 3, 5, 6)).astype(np.float32)}
     ref = ort.InferenceSession(model.SerializeToString()).run(None, feeds)[0]
     assert mace_runtime().oracle_name("gpu") == GPU_ORACLE
@@ -119,13 +119,13 @@ def test_mace_run_computes_the_gpu_files_weights(tmp_path):
 def test_tnn_opencl_port_is_judged_at_half_precision_and_says_what_ran(tmp_path):
     need(TNN_RUN)
     path = save(conv_model(), tmp_path / "m.onnx")
-    result = port(path, PortOptions(target="tnn", hw="opencl", out_dir=tmp_path / "o", runtimes={"tnn": str(TNN_RUN)}))
+    result = port(path, to="tnn", hw="opencl", out=tmp_path / "o", runtimes={"tnn": str(TNN_RUN)})
     assert (result.status, result.oracle) == ("ok", TNN_OPENCL_ORACLE), result.reason
     stage = next(s for s in result.report["verification"]["stages"] if s["name"] == "target:tnn")
     assert stage["outputs"][0]["tolerance"] == FP16_TOLERANCE  # OpenCL's default precision is half
     assert stage["outputs"][0]["metrics"]["max_abs"] <= 1e-5  # the x86 kernels compute in float
     assert result.report["artifact"]["meta"]["compute_precision"] == "fp16"
-    arm = port(path, PortOptions(target="tnn", hw="arm", out_dir=tmp_path / "a", runtimes={"tnn": str(TNN_RUN)}))
+    arm = port(path, to="tnn", hw="arm", out=tmp_path / "a", runtimes={"tnn": str(TNN_RUN)})
     assert arm.oracle == "TNN x86 runtime (tnn_run)"
     assert arm.report["verification"]["stages"][-1]["outputs"][0]["tolerance"] == {"atol": 1e-4, "rtol": 1e-3}
     # the same bytes: a .tnnproto names no device
@@ -166,8 +166,7 @@ def test_zoo_gpu_ports_pass_on_their_own_graph(fw, hw, tmp_path, zoo_onnx_path):
     need(runtime)
     passed, failed = 0, {}
     for name in zoo.NAMES:
-        result = port(str(zoo_onnx_path(name)), PortOptions(target=fw, hw=hw, out_dir=tmp_path / name,
-                                                             runtimes={fw: str(runtime)}))
+        result = port(str(zoo_onnx_path(name)), to=fw, hw=hw, out=tmp_path / name, runtimes={fw: str(runtime)})
         assert result.oracle == (GPU_ORACLE if fw == "mace" else TNN_OPENCL_ORACLE), (name, result.oracle)
         if result.status == "ok":
             passed += 1

@@ -101,7 +101,7 @@ def _cases(fw: str) -> list[tuple[str, onnx.ModelProto, dict]]:
 def _export(fw: str, model, path: Path, hw: str):
     from converter import targets
 
-    return targets.get(fw).export(model, path, hw, ExportOptions(extra={"name": "m"}))
+    return targets.get(fw).export(model, path, hw, ExportOptions(name="m"))
 
 
 def _layer_types(fw: str, artifact) -> list[str]:

@@ -219,7 +219,7 @@ def test_every_matrix_op_has_a_case_or_a_reason():
 
 
 def _export(model, path):
-    return TARGET.export(model, path, "cpu", ExportOptions(extra={"name": "m"}))
+    return TARGET.export(model, path, "cpu", ExportOptions(name="m"))
 
 
 @pytest.mark.parametrize("op", sorted(CASES))

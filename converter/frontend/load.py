@@ -11,7 +11,6 @@ import contextlib
 import importlib.util
 import io
 import os
-import re
 import tempfile
 import warnings
 import zipfile
@@ -22,31 +21,13 @@ import onnx
 from ..errors import BadInput, MissingExtra
 from ..infra.fsutil import atomic_output_dir, atomic_write_bytes, remember_sha256
 from .pickle_guard import refuse_unsafe_pickles
+from .source import parse_shape_flags  # noqa: F401  (part of this module's API)
 
 from .source_kinds import EXPORTED_PROGRAM_SUFFIXES, ONNX_SUFFIXES, SUPPORTED, TF_SUFFIXES, TORCHSCRIPT_SUFFIXES
 
 # torch.onnx.export opset for torch sources; normalize() brings everything to CANONICAL_OPSET.
 _TORCH_EXPORT_OPSET = 17
 _DYNAMO_EXPORT_OPSET = 18
-
-
-def parse_shape_flags(flags: list[str] | None) -> dict[str, tuple[int, ...]]:
-    """``["x=1x3x224x224", "1x3x8x8"]`` -> ``{"x": (1, 3, 224, 224), "": (1, 3, 8, 8)}``.
-
-    A shape without a name applies to the model's first input.
-    """
-    shapes: dict[str, tuple[int, ...]] = {}
-    for flag in flags or []:
-        name, _, dims = flag.rpartition("=")
-        if not re.fullmatch(r"\d+(x\d+)*", dims.strip()):
-            raise BadInput(f"--input-shape '{flag}': expected name=1x3x224x224 (positive integers joined by 'x')")
-        shape = tuple(int(d) for d in dims.strip().split("x"))
-        if any(d <= 0 for d in shape):
-            raise BadInput(f"--input-shape '{flag}': every dimension must be positive")
-        if name.strip() in shapes:
-            raise BadInput(f"--input-shape given twice for '{name.strip() or 'the first input'}'")
-        shapes[name.strip()] = shape
-    return shapes
 
 
 def load_model(

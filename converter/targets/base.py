@@ -54,13 +54,30 @@ from ..errors import BadInput
 FP16_TOLERANCE = {"atol": 4e-3, "rtol": 4e-3}
 
 
-@dataclass
+@dataclass(frozen=True)
 class ExportOptions:
+    """What an exporter is told besides the model: the user's choices (``--fp16-weights``,
+    ``--keep-nchw-io``) and what the port learnt on the way (the file name, the nodes that fall
+    back to the CPU, the quantization to write)."""
+
+    #: Store weights as float16 (``--fp16-weights``, ``--quantize fp16``).
     fp16_weights: bool = False
     #: TFLite: keep NCHW model inputs/outputs (a Transpose at each end) instead of NHWC ones.
     keep_nchw_io: bool = False
-    #: Free-form per-target options (documented by each target).
-    extra: dict[str, Any] = field(default_factory=dict)
+    #: The files' stem (sanitized by each target); None: the ONNX graph name, else "model".
+    name: str | None = None
+    #: Nodes the plan leaves to the runtime's CPU fallback (``converter.legalize.partition``).
+    fallback_nodes: tuple[str, ...] = ()
+    #: SHA-256 of the user's model file, which the files then name (CoreML's metadata); None:
+    #: the exporter hashes the ONNX it was given.
+    source_sha256: str | None = None
+    #: The native integer export: ``{"mode", "params", "full_integer"}``
+    #: (:meth:`converter.quantize.port.QuantResult.export_spec`); None: a float file.
+    quantization: dict[str, Any] | None = None
+    #: TFLite: the interpreter threads ``run`` uses (None: LiteRT's default).
+    num_threads: int | None = None
+    #: CoreML: "fp16" or "fp32" compute precision instead of the hardware's default.
+    compute_precision: str | None = None
 
 
 @dataclass
@@ -126,8 +143,12 @@ class Target(ABC):
     #: What ``--hw`` defaults to: the framework's CPU (one of ``hardware``).
     default_hw: str
     custom_layers: bool = True
-    #: ``--quantize`` modes the exporter writes natively (other modes keep the QDQ model only).
+    #: ``--quantize`` modes the exporter writes natively (other modes keep the QDQ model only);
+    #: "fp16" means float16 weights (``ExportOptions.fp16_weights``).
     quantized_modes: tuple[str, ...] = ()
+    #: What ``run`` executes its files with on this machine (``Artifact.runtime``): "litert",
+    #: "tnn-reader+onnxruntime", ... (:func:`converter.runtimes.builtin_oracle` names it).
+    executor: str = ""
     #: The module whose import fills the target's op registry (its ``OPS``); None for a target
     #: that does not map ONNX ops one by one.
     ops_module: str | None = None
@@ -142,6 +163,11 @@ class Target(ABC):
         granularity), not a weight scheme of its own: then the bias correction computed for
         those integers (converter/quantize/bias_correction.py) holds for the file too."""
         return False
+
+    def executor_name(self) -> str:
+        """``executor``, for targets whose executor depends on the machine (CoreML: the device
+        runtime on macOS, the MIL executor elsewhere)."""
+        return self.executor
 
     def check_hw(self, hw: str) -> None:
         """BadInput unless ``hw`` is one of the target's hardware names."""

@@ -23,7 +23,7 @@ def register(app: typer.Typer) -> None:
         from ...frontend.normalize import check_equivalent, normalize
         from ...ir.graph import op_histogram
 
-        shapes = source.shapes()
+        shapes = dict(source.input_shapes)
         original = source.load()
         if "" in shapes:
             shapes[original.graph.input[0].name] = shapes.pop("")

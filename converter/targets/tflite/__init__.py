@@ -14,7 +14,7 @@ tensor's ``perm`` (stored = onnx.transpose(perm)); :meth:`TFLiteTarget.run` appl
 always pass and get ONNX-layout arrays.
 
 Options: ``fp16_weights`` stores float weights as float16 (+ DEQUANTIZE);
-``extra["name"]`` names the file (default: the ONNX graph name); ``extra["num_threads"]``
+``ExportOptions.name`` names the file (default: the ONNX graph name); ``num_threads``
 sets LiteRT's thread count in :meth:`run`.  Hardware (``cpu``, ``gpu``, ``nnapi``, ``edgetpu``)
 is the matrix column the planner legalized for; the float32 file itself is the same for all
 (int8 for the Edge TPU is a later issue), except that only ``cpu`` files compute a softmax or
@@ -41,11 +41,12 @@ from .registry import OPS
 class TFLiteTarget(Target):
     name = "tflite"
     title = OPS.title
+    executor = "litert"
     ops_module = "converter.targets.tflite.ops"
     hardware = ("cpu", "gpu", "nnapi", "edgetpu")
     default_hw = "cpu"
     #: --quantize modes written natively (besides fp16): int8 tensors, see quantized.py.
-    quantized_modes = ("int8", "int8-weights")
+    quantized_modes = ("int8", "int8-weights", "fp16")
 
     def carries_qdq_weight_integers(self, per_channel: bool) -> bool:
         return True  # quantized.py writes the QDQ model's weight integers, per channel or not
@@ -57,13 +58,13 @@ class TFLiteTarget(Target):
         from .writer import FlatbufferFile
 
         data, meta = convert(model, options, hw)
-        name = FILE_STEM(options.extra.get("name") or model.graph.name or "model")
+        name = FILE_STEM(options.name or model.graph.name or "model")
         out_dir = Path(out_dir)
         streamed = isinstance(data, FlatbufferFile)
         sha256 = data.sha256_meanwhile() if streamed else lambda: sha256_bytes(data)
         path = atomic_write_bytes(out_dir / f"{name}.tflite", data.write if streamed else data)
         meta.update(sha256=sha256(), size=len(data), hw=hw,
-                    num_threads=options.extra.get("num_threads"))
+                    num_threads=options.num_threads)
         return Artifact(target=self.name, hw=hw, files=[path], out_dir=out_dir, meta=meta, runtime="litert")
 
     def preload(self) -> None:
@@ -144,7 +145,7 @@ def convert(model: onnx.ModelProto, options: ExportOptions, hw: str = "cpu") -> 
     graph = to_graph(model)
     fuse.fuse_gelu(graph)
     fuse.fold_crd_into_conv(graph)
-    if options.extra.get("quantization") is None:
+    if options.quantization is None:
         # Float files only: the int8 pass takes activation ranges by the float model's tensor
         # names and weight integers from the QDQ model, which the folded Conv would not match.
         fuse.fold_channel_affine_into_conv(graph)
@@ -154,7 +155,7 @@ def convert(model: onnx.ModelProto, options: ExportOptions, hw: str = "cpu") -> 
     lowering = Lowering(writer)
     # measured on LiteRT's CPU path (XNNPACK); the GPU delegate stores channels in slices of 4,
     # where a channel softmax is native, and int8 files quantize SOFTMAX whole
-    lowering.short_axis_layouts = hw == "cpu" and options.extra.get("quantization") is None
+    lowering.short_axis_layouts = hw == "cpu" and options.quantization is None
     lowering.graph_outputs = frozenset(t.name for t in graph.outputs)
     inputs, in_meta = [], []
     for t in graph.inputs:
@@ -185,13 +186,13 @@ def convert(model: onnx.ModelProto, options: ExportOptions, hw: str = "cpu") -> 
 
     keep = set(outputs)
     folded = fuse.fold_bias_add(writer, keep)
-    if options.extra.get("quantization") is None:  # the int8 pass takes the QDQ model's biases
+    if options.quantization is None:  # the int8 pass takes the QDQ model's biases
         folded += fuse.fold_channel_offset_into_conv(writer, keep)
         fuse.fold_reshape_into_reduce(writer, keep)
     fused = fuse.fuse_activations(writer, keep)
     fuse.prune_dead_ops(writer, keep)
     int8 = None
-    quant_spec = options.extra.get("quantization")
+    quant_spec = options.quantization
     if quant_spec is not None and quant_spec.get("mode") == "int8-weights":
         from .quantized import quantize_weights_only
 
@@ -200,7 +201,7 @@ def convert(model: onnx.ModelProto, options: ExportOptions, hw: str = "cpu") -> 
         # --quantize int8: the float ops rewritten as int8 ones with the QDQ model's parameters
         from .quantized import count_int8_weights, quantize_int8
 
-        quant = options.extra["quantization"]
+        quant = options.quantization
         int8 = quantize_int8(writer, lowering, inputs, outputs, quant["params"], bool(quant.get("full_integer")))
         int8.weights = count_int8_weights(writer)
         inputs, outputs = int8.inputs, int8.outputs
