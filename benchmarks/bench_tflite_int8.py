@@ -100,7 +100,7 @@ def edgeconv_int8(name: str, size: str, tmp: Path, calib: np.ndarray, held: np.n
     from converter.port import port
     from converter.targets import get as get_target
     from converter.targets.base import Artifact
-    from converter.verify.runtime import onnx_runner
+    from converter.runtimes.onnxruntime import onnx_runner
 
     onnx_path = export_model(name, size, tmp)
     np.savez(tmp / "calib.npz", input=calib)

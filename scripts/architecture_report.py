@@ -63,6 +63,8 @@ def import_graph(found: dict[str, Path]) -> dict[str, set[str]]:
                 base = _resolve(name, path, node)
                 targets = [f"{base}.{a.name}" if f"{base}.{a.name}" in found else base for a in node.names]
             for target in targets:
+                if "._generated" in target:  # generated code is outside the measure
+                    continue
                 while target and target not in found:
                     target = target.rpartition(".")[0]
                 if target and target != name:

@@ -152,7 +152,7 @@ def assert_mace_reader_sqnr(result, out, hw: str, held, min_db: float, against=(
     from converter.targets import get as get_target
     from converter.targets.base import Artifact
     from converter.verify.metrics import sqnr_db
-    from converter.verify.runtime import onnx_runner
+    from converter.runtimes.onnxruntime import onnx_runner
 
     artifact = Artifact("mace", hw, [], out, result.report["artifact"]["meta"])
     references = [onnx_runner(str(out / name)) for name in against]

@@ -23,8 +23,8 @@ from onnx import TensorProto, helper, numpy_helper
 from converter.demo import zoo
 from converter.frontend.normalize import normalize
 from converter.port import port
-from converter.runtimes import resolve
-from converter.runtimes.mace import GPU_ORACLE, RT_CPU, RT_GPU, cpu_twin
+from converter.targets.mace.runtime import GPU_ORACLE, RT_CPU, RT_GPU, cpu_twin
+from converter.targets.oracles import resolve
 from converter.targets.base import FP16_TOLERANCE, ExportOptions
 from converter.targets.mace import TARGET as MACE
 from converter.targets.mace._generated import mace_pb2
@@ -139,7 +139,7 @@ def test_tnn_opencl_port_is_judged_at_half_precision_and_says_what_ran(tmp_path)
 def test_tnn_opencl_half_tolerance_still_fails_a_wrong_file(tmp_path):
     """fp16 tolerances (4e-3) are not a pass for anything: a weight off by 0.5 fails in tnn_run."""
     need(TNN_RUN)
-    from converter.runtimes import bind
+    from converter.targets.oracles import bind
     from converter.verify.pipeline import verify_port
     from converter.verify.stages import Tolerances
     from converter.verify.metrics import Tolerance

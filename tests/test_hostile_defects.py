@@ -80,7 +80,7 @@ def test_pickle_scanner_passes_real_archives_and_names_the_callable(torch_files,
 
 def test_npz_with_object_arrays_is_refused_without_unpickling(tmp_path):
     from converter.errors import BadInput
-    from converter.verify.inputs import load_npz
+    from converter.runtimes.feeds import load_npz
 
     marker = tmp_path / "PWNED"
     path = tmp_path / "inputs.npz"

@@ -16,7 +16,7 @@ from converter.quantize.bias_correction import bias_correction_record
 from converter.quantize.qdq import QuantConfig, quantize_model
 from converter.quantize.ranges import collect_ranges
 from converter.verify.metrics import sqnr_db
-from converter.verify.runtime import onnx_runner
+from converter.runtimes.onnxruntime import onnx_runner
 
 C, H = 8, 12
 

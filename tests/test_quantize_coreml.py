@@ -55,7 +55,7 @@ def test_int8_weights_as_constexpr_affine_dequantize(zoo_onnx_path, tmp_path):
     # the Neural Engine file (fp16 compute, int8 weights) against the float model
     held = np.load(tmp_path / "held.npz")["input"][:4]
     from converter.verify.metrics import sqnr_db
-    from converter.verify.runtime import onnx_runner
+    from converter.runtimes.onnxruntime import onnx_runner
 
     float_run = onnx_runner(model)
     sqnrs = [sqnr_db(float_run({"input": x})["output"], target.run(ane, {"input": x})["output"]) for x in held]

@@ -15,7 +15,7 @@ import onnx
 import pytest
 
 from converter.port import port
-from converter.verify.runtime import onnx_runner
+from converter.runtimes.onnxruntime import onnx_runner
 from quant_models import calibration_folder, heavy_tail_model, photo_like_images
 
 ROOT = Path(__file__).resolve().parents[1]

@@ -22,7 +22,7 @@ from converter.targets import get as get_target  # noqa: E402
 from converter.targets.base import Artifact  # noqa: E402
 from converter.targets.tflite._generated import schema_generated as fb  # noqa: E402
 from converter.verify.metrics import sqnr_db  # noqa: E402
-from converter.verify.runtime import onnx_runner  # noqa: E402
+from converter.runtimes.onnxruntime import onnx_runner  # noqa: E402
 
 SHAPE = (1, 8, 8, 8)
 OP_CODES = {v: k for k, v in vars(fb.BuiltinOperator).items() if not k.startswith("_")}

@@ -24,7 +24,7 @@ from converter.targets import get as get_target  # noqa: E402
 from converter.targets.base import ExportOptions  # noqa: E402
 from converter.targets.tflite._generated import schema_generated as fb  # noqa: E402
 from converter.verify.metrics import sqnr_db  # noqa: E402
-from converter.verify.runtime import onnx_runner  # noqa: E402
+from converter.runtimes.onnxruntime import onnx_runner  # noqa: E402
 
 #: Least SQNR (dB, median over held-out samples) of an int8 file against the float model.  The
 #: QDQ models of these seeded zoo models reach 41-49 dB; LiteRT's integer kernels lose < 1 dB

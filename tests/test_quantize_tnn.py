@@ -19,7 +19,7 @@ from converter.targets import get as get_target
 from converter.targets.base import ExportOptions
 from converter.targets.tnn.reader import read
 from converter.verify.metrics import sqnr_db
-from converter.verify.runtime import onnx_runner
+from converter.runtimes.onnxruntime import onnx_runner
 
 #: Least SQNR (dB) of the int8 TNN file against the float model on held-out inputs: the QDQ
 #: models reach 41-44 dB; TNN's symmetric blob scales (zero point 0, as its own tool writes them)

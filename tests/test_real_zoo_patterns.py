@@ -159,7 +159,7 @@ def test_tnn_scalar_gather_index_reads_back_as_a_scalar(tmp_path):
     (gather_layer.cc); the reader used to make it [1], keeping the axis."""
     from converter import targets
     from converter.targets.base import ExportOptions
-    from converter.targets.tnn.reader import load_as_onnx
+    from converter.targets.tnn.reader_onnx import load_as_onnx
 
     model = _gather_scalar_model()
     art = targets.get("tnn").export(model, tmp_path, "x86", ExportOptions(name="g"))

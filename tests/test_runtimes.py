@@ -21,8 +21,8 @@ from onnx import TensorProto, helper, numpy_helper
 
 from converter.errors import BadInput, Unsupported
 from converter.port import port
-from converter.runtimes import (ENV, READER, RUNTIME, RuntimeRefused, bind, builtin_oracle,
-                                oracle_of, parse_runtime_flags, resolve)
+from converter.runtimes import READER, RUNTIME, RuntimeRefused
+from converter.targets.oracles import bind, builtin_oracle, oracle_of, parse_runtime_flags, pluggable, resolve
 from rank_runtimes import MACE_RUN, TNN_RUN, TNN_TEST, need
 
 ROOT = Path(__file__).resolve().parents[1]
@@ -66,8 +66,8 @@ def test_runtime_flags_env_and_bad_paths(tmp_path, monkeypatch):
     for bad in ("tnn", "tnn=", "tflite=/x"):
         with pytest.raises(BadInput, match="--runtime"):
             parse_runtime_flags([bad])
-    for fw in ENV:
-        monkeypatch.delenv(ENV[fw], raising=False)
+    for env in pluggable().values():
+        monkeypatch.delenv(env, raising=False)
     assert resolve("tnn") is None and resolve("tflite") is None
     monkeypatch.setenv("EDGECONV_TNN_RUNTIME", str(tmp_path / "missing"))
     with pytest.raises(BadInput, match="no such file"):
@@ -141,7 +141,7 @@ def test_port_mace_runtime_from_the_environment(tmp_path):
 def test_reader_that_cannot_run_the_file_leaves_the_port_unverified(tmp_path, monkeypatch):
     """A TNN reader failure (the issue's ViT: the reader's shape inference, not the file) is exit
     8, never verify_failed; with the real runtime the same file is judged, and passes."""
-    import converter.targets.tnn.reader as reader
+    import converter.targets.tnn.reader_onnx as reader
 
     def broken(*_args, **_kwargs):
         raise RuntimeError("[ShapeInferenceError] Incompatible dimensions for matrix multiplication")
@@ -384,7 +384,7 @@ def _float64_runner(model):
 def test_noise_floor_passes_a_faithful_runtime_and_catches_a_wrong_weight():
     from converter.verify import Stage, verify_stages
     from converter.verify.noise import estimate
-    from converter.verify.runtime import onnx_runner
+    from converter.runtimes.onnxruntime import onnx_runner
     from converter.verify.stages import Tolerances
 
     model = head_model()

@@ -13,7 +13,7 @@ from converter.port import verification
 from converter.errors import BadInput
 from converter.port import PortRequest, PortSession, port
 from converter.port.shared_work import MemoRunner, SharedWork
-from converter.verify import runtime
+from converter.runtimes import onnxruntime as runtime
 
 
 def _count_sessions(monkeypatch) -> list:

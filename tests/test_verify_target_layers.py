@@ -33,7 +33,7 @@ from converter.legalize.apply import legalize
 from converter.targets import get as get_target
 from converter.targets.base import Artifact, ExportOptions, supports_intermediates
 from converter.verify import Stage, verify_port, verify_stages
-from converter.verify.inputs import random_inputs
+from converter.runtimes.feeds import random_inputs
 from converter.verify.report import html_section, layer_table, to_json
 from converter.verify.target_layers import NOT_MATERIALIZED, TargetLocalizer, localize_target
 

@@ -104,7 +104,7 @@ def test_graph_round_trip_shares_the_array_and_keeps_the_reference():
 
 
 def test_onnxruntime_runs_references():
-    from converter.verify.runtime import run_session, session
+    from converter.runtimes.onnxruntime import run_session, session
 
     store = weights.WeightStore()
     model, full, big = _referenced_model(store)
@@ -153,7 +153,7 @@ def test_port_shares_weights_and_writes_the_same_bytes(tmp_path):
 def test_onnxruntime_maps_weights_read_from_a_file(tmp_path):
     """A reference loaded from external data reaches onnxruntime as that file (mapped, only the
     rows a Gather reads come in), not as an external initializer onnxruntime copies."""
-    from converter.verify.runtime import run_session, session
+    from converter.runtimes.onnxruntime import run_session, session
 
     path = large._write_big_model(tmp_path, rows=ROWS)
     store = weights.WeightStore()

@@ -199,7 +199,9 @@ def _check_quantization(entry: dict, base: Path, at: tuple, fail) -> None:
 
 def _check_runtimes(value, at: tuple, base: Path, fail) -> dict[str, str]:
     """``runtimes: {tnn: PATH, mace: PATH}`` with paths resolved against the manifest."""
-    from ..runtimes import ENV
+    from ..targets.oracles import pluggable
+
+    ENV = pluggable()
 
     if value is None:
         return {}

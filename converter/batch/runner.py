@@ -91,11 +91,11 @@ def run_batch(manifest_path: str | Path, out_dir: str | Path | None = None, jobs
     """``runtimes``: ``--runtime`` flags (framework -> path), over the manifest's ``runtimes:``
     and the EDGECONV_*_RUNTIME variables; the chosen paths are part of each job's cache key."""
     from ..matrix import DEFAULT_MATRIX
-    from ..runtimes import ENV, chosen_path, validate
+    from ..targets.oracles import chosen_path, pluggable, validate
 
     manifest = load_manifest(manifest_path)
     for job in manifest.jobs:
-        chosen = {fw: p for fw in ENV if (p := chosen_path(fw, {**(job.entry.get("runtimes") or {}),
+        chosen = {fw: p for fw in pluggable() if (p := chosen_path(fw, {**(job.entry.get("runtimes") or {}),
                                                                  **(runtimes or {})}))}
         if chosen:
             validate(chosen)

@@ -53,7 +53,7 @@ class PairPort:
 
     def __init__(self, session, framework: str, hw: str, tmp: Path, out_dir: Path, timer: StageTimer, verify=None):
         from .. import targets
-        from ..runtimes import resolve
+        from ..targets.oracles import resolve
 
         self.session, self.request, self.matrix = session, session.request, session.matrix
         if verify is not None and self.request.verify is not None:
@@ -116,11 +116,13 @@ class PairPort:
         self.note(unresolved=tuple(legal.unresolved), custom_nodes=tuple(sorted(legal.custom_nodes)))
         if legal.custom_nodes:
             from ..custom import write_custom_layers
+            from ..legalize.why_custom import why_custom
 
             with self.timer.stage("custom"):
                 self.report["custom_layers"] = write_custom_layers(
-                    legal.model, legal.custom_nodes, self.framework, self.tmp / "custom",
-                    reasons={e.node: e.reason for e in legal.plan.entries}, seed=self.session.seed)
+                    legal.model, legal.custom_nodes, self.target, self.tmp / "custom",
+                    reasons={e.node: e.reason for e in legal.plan.entries}, seed=self.session.seed,
+                    why=lambda graph, node: why_custom(graph, node, self.framework))
         final = legal.model
         if self.ok and legal.postprocess_nodes:
             from ..postproc import split
@@ -133,7 +135,7 @@ class PairPort:
         return final
 
     def save_models(self, model, final) -> None:
-        from ..frontend.load import save_onnx
+        from ..ir.onnx_file import save_onnx
 
         save_onnx(model, self.tmp / "normalized.onnx")
         if final is model and not (self.tmp / "normalized.onnx.data").exists():

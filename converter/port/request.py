@@ -89,7 +89,7 @@ class PortRequest:
 
     def validate(self) -> None:
         """Every option on its own, before any model is loaded: one BadInput line per mistake."""
-        from ..runtimes import validate
+        from ..targets.oracles import validate
 
         validate(dict(self.runtimes))
         self.quant.validate()

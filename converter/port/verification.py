@@ -15,7 +15,8 @@ def judge_integer_file(quant, target, runtime, artifact) -> tuple[str, str] | No
     against the float model (``quant.file_verification``); a runtime that refuses the file fails
     it, a reader that cannot run it leaves it unverified: (status, reason), or None."""
     from ..errors import RuntimeUnavailable
-    from ..runtimes import ReaderCannotRun, RuntimeRefused, bind, oracle_of
+    from ..runtimes import ReaderCannotRun, RuntimeRefused
+    from ..targets.oracles import bind, oracle_of
 
     judge = bind(target, runtime)
     judged_by = oracle_of(judge, artifact)
@@ -51,7 +52,7 @@ def oracle_name(target, artifact, runtime, verdict, hw: str = "") -> str:
     """What judged (or would judge) the target stage, for the summary and report.json."""
     if verdict is not None and verdict.target_oracle:
         return verdict.target_oracle
-    from ..runtimes import bind, builtin_oracle, oracle_of
+    from ..targets.oracles import bind, builtin_oracle, oracle_of
 
     if artifact is None:  # nothing exported (unsupported): what would have judged it
         if runtime is not None:
@@ -90,7 +91,7 @@ def verify_port_stages(models: PortModels, judged: TargetUnderTest, spec: Verify
     A file carrying custom layers cannot run until the app registers their kernels, so its
     target stage is reported as skipped (the custom/ harnesses prove each kernel instead).
     ``out``: the port's temporary directory; ``final_dir``: where it will be once in place."""
-    from ..runtimes import bind
+    from ..targets.oracles import bind
     from ..verify.pipeline import verify_port
 
     tolerances = spec.tolerance_profile()
@@ -161,7 +162,7 @@ def start_reference_runs(shared, normalized, spec: VerifySpec) -> list | None:
 def prefetch_legalized(shared, legalized, samples: list):
     """A memoized runner of the legalized model, started on ``samples`` in the worker thread."""
     from .shared_work import MemoRunner
-    from ..verify.runtime import onnx_runner
+    from ..runtimes.onnxruntime import onnx_runner
 
     # The default threads, as every other verification run: a report's numbers do not depend on
     # whether its outputs were computed early (onnxruntime's sums differ with the thread count).

@@ -85,7 +85,7 @@ def _float_pass(float_model: onnx.ModelProto, names: list[str], samples: list[di
                 check: int) -> tuple[dict[str, np.ndarray], list[dict[str, np.ndarray]]]:
     """One float run per sample: the mean (over samples and batch, layout kept) of each named
     tensor, and the model outputs of the first ``check`` samples (the SQNR references)."""
-    from ..verify.runtime import run_session, session
+    from ..runtimes.onnxruntime import run_session, session
 
     outputs = [o.name for o in float_model.graph.output]
     inner = [n for n in dict.fromkeys(names) if n not in samples[0] and n not in outputs]
@@ -108,7 +108,7 @@ def _float_pass(float_model: onnx.ModelProto, names: list[str], samples: list[di
 
 def _conv_shift(layer: _Layer, mean_input: np.ndarray) -> np.ndarray:
     """Per output channel: spatial mean of conv(E[x], dW) (one onnxruntime Conv)."""
-    from ..verify.runtime import run_session, session
+    from ..runtimes.onnxruntime import run_session, session
 
     node = helper.make_node("Conv", ["x", "w"], ["y"], **_attrs(layer.node))
     graph = helper.make_graph([node], "bias_shift", [helper.make_tensor_value_info("x", onnx.TensorProto.FLOAT, None)],
@@ -129,7 +129,7 @@ def _gemm_shift(layer: _Layer, mean_input: np.ndarray) -> np.ndarray:
 
 def _worst_sqnr(qdq_model: onnx.ModelProto, samples: list[dict], references: list[dict]) -> float:
     """The lowest, over the outputs, of the median SQNR of ``qdq_model`` (every Q/DQ applied)."""
-    from ..verify.runtime import onnx_runner
+    from ..runtimes.onnxruntime import onnx_runner
     from .verify import compare_quantized
 
     by_sample = {id(sample): reference for sample, reference in zip(samples, references)}

@@ -125,9 +125,9 @@ def quantize_for_port(model: onnx.ModelProto, request: QuantRequest, verify: Ver
                       warn: Callable[[str], None] | None = None) -> QuantResult:
     """Quantize the legalized (cut) float ``model`` as ``plan`` says; write the files into ``out_dir``.
     ``verify``: the port's verification options (``--inputs`` are the held-out evaluation samples)."""
-    from ..frontend.load import save_onnx
-    from ..verify.inputs import load_npz, random_inputs
-    from ..verify.runtime import onnx_runner
+    from ..ir.onnx_file import save_onnx
+    from ..runtimes.feeds import load_npz, random_inputs
+    from ..runtimes.onnxruntime import onnx_runner
     from ..verify.stages import compose, load_tolerances
     from .debug import debug_layers
     from .params import QdqView, quant_params

@@ -147,8 +147,11 @@ class Target(ABC):
     #: "fp16" means float16 weights (``ExportOptions.fp16_weights``).
     quantized_modes: tuple[str, ...] = ()
     #: What ``run`` executes its files with on this machine (``Artifact.runtime``): "litert",
-    #: "tnn-reader+onnxruntime", ... (:func:`converter.runtimes.builtin_oracle` names it).
+    #: "tnn-reader+onnxruntime", ... (:meth:`executor_oracle` names it).
     executor: str = ""
+    #: The environment variable naming this framework's real runtime (``--runtime NAME=PATH``
+    #: overrides it; :mod:`converter.targets.oracles`); None: no pluggable runtime.
+    runtime_env: str | None = None
     #: The module whose import fills the target's op registry (its ``OPS``); None for a target
     #: that does not map ONNX ops one by one.
     ops_module: str | None = None
@@ -168,6 +171,45 @@ class Target(ABC):
         """``executor``, for targets whose executor depends on the machine (CoreML: the device
         runtime on macOS, the MIL executor elsewhere)."""
         return self.executor
+
+    @property
+    def executors(self) -> tuple[str, ...]:
+        """Every executor name ``run`` may use (on any machine)."""
+        return (self.executor,) if self.executor else ()
+
+    def executor_oracle(self, executor: str):
+        """The :class:`~converter.runtimes.base.Oracle` of a built-in executor (default: a reader
+        of that name)."""
+        from ..runtimes.base import READER, Oracle
+
+        return Oracle(executor or "unknown executor", READER)
+
+    def load_runtime(self, path: Path):
+        """The :class:`~converter.runtimes.base.RealRuntime` adapter for the tool at ``path``
+        (BadInput when it is not one); only targets with a ``runtime_env``."""
+        raise BadInput(f"no pluggable runtime for '{self.name}'")
+
+    # ------------------------------------------------------------- custom layers (remedy 4)
+    #: The module holding ``scaffold_files(ops, name)`` and ``REGISTRATION`` (the scaffold's
+    #: wrapper files around the shared kernel and how an app registers them); None: no scaffold.
+    custom_module: str | None = None
+
+    def custom_layer_name(self, op) -> str:
+        """The type string a custom op gets in this framework's file."""
+        return op.symbol
+
+    def custom_layer_files(self, ops, name: str) -> dict[str, bytes]:
+        """``{relative path: bytes}``: this framework's wrapper files for one custom op type."""
+        return self._custom().scaffold_files(ops, name)
+
+    def custom_layer_registration(self, op, name: str) -> str:
+        """How an app registers the generated layer (one paragraph of the scaffold's README)."""
+        return self._custom().REGISTRATION.format(op=op.slug, name=name, symbol=op.symbol, upper=name.upper())
+
+    def _custom(self):
+        if self.custom_module is None:
+            raise BadInput(f"no custom-layer scaffold for {self.title}")
+        return importlib.import_module(self.custom_module)
 
     def check_hw(self, hw: str) -> None:
         """BadInput unless ``hw`` is one of the target's hardware names."""

@@ -19,7 +19,7 @@ def register(app: typer.Typer) -> None:
         """Convert to canonical ONNX (opset 17, shapes, folded constants, stable names)."""
         import json
 
-        from ...frontend.load import save_onnx
+        from ...ir.onnx_file import save_onnx
         from ...frontend.normalize import check_equivalent, normalize
         from ...ir.graph import op_histogram
 

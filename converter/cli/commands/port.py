@@ -54,7 +54,7 @@ def register(app: typer.Typer) -> None:
         from ...port import PortRequest, PortSession
         from ...port.request import LegalizeSpec
         from ...quantize.modes import QuantRequest
-        from ...runtimes import parse_runtime_flags
+        from ...targets.oracles import parse_runtime_flags
         from ...targets.base import ExportOptions
         from ...verify.spec import VerifySpec
         from .port_run import run_ports

@@ -44,7 +44,7 @@ def register(app: typer.Typer) -> None:
         from ...errors import BadInput
         from ...infra.fsutil import replace_output_dir
         from ...ir.graph import to_graph
-        from ...frontend.load import save_onnx
+        from ...ir.onnx_file import save_onnx
         from ...postproc import split
 
         if not _CPP_NAMESPACE.fullmatch(namespace):

@@ -60,10 +60,20 @@ def _precision(hw: str, options: ExportOptions) -> str:
 
 class CoreMLTarget(Target):
     name = "coreml"
+    custom_module = "converter.targets.coreml.custom"
     title = OPS.title
+
+    executors = ("mil-numpy", "coreml")
 
     def executor_name(self) -> str:
         return _runtime_name()
+
+    def executor_oracle(self, executor: str):
+        from ...runtimes.base import READER, Oracle, package_version
+
+        if executor == "coreml":
+            return Oracle(f"CoreML runtime (coremltools {package_version('coremltools')})")
+        return Oracle("CoreML MIL executor (no device)", READER)
     ops_module = "converter.targets.coreml.mil_mappings"
     hardware = ("cpu", "gpu", "ane")
     default_hw = "cpu"

@@ -24,8 +24,20 @@ FILE_NAME = NameRule(r"[^\w-]")
 
 class MaceTarget(Target):
     name = "mace"
+    custom_module = "converter.targets.mace.custom"
     title = OPS.title
     executor = "mace-reader+onnxruntime"
+    runtime_env = "EDGECONV_MACE_RUNTIME"
+
+    def executor_oracle(self, executor: str):
+        from ...runtimes.base import READER, Oracle, package_version
+
+        return Oracle(f"edgeconv MACE reader (onnxruntime {package_version('onnxruntime')})", READER)
+
+    def load_runtime(self, path):
+        from .runtime import mace_runtime
+
+        return mace_runtime(path)
     ops_module = "converter.targets.mace.ops"
     hardware = ("cpu", "gpu", "dsp", "apu")
     default_hw = "cpu"

@@ -29,7 +29,7 @@ from pathlib import Path
 import numpy as np
 import onnx
 
-from ...errors import BadInput, MissingExtra, Unsupported
+from ...errors import MissingExtra, Unsupported
 from ...infra.fsutil import atomic_write_bytes, sha256_bytes
 from ...ir.graph import dtype_name, to_graph
 from ..base import Artifact, ExportOptions, Target
@@ -40,8 +40,14 @@ from .registry import OPS
 
 class TFLiteTarget(Target):
     name = "tflite"
+    custom_module = "converter.targets.tflite.custom"
     title = OPS.title
     executor = "litert"
+
+    def executor_oracle(self, executor: str):
+        from ...runtimes.base import Oracle, package_version
+
+        return Oracle(f"LiteRT {package_version('ai-edge-litert')}")
     ops_module = "converter.targets.tflite.ops"
     hardware = ("cpu", "gpu", "nnapi", "edgetpu")
     default_hw = "cpu"
@@ -83,6 +89,8 @@ class TFLiteTarget(Target):
         with quiet_native_stderr():  # LiteRT prints "INFO: Created ... delegate" from C++
             interpreter = Interpreter(model_path=str(path), num_threads=artifact.meta.get("num_threads"))
             interpreter.allocate_tensors()
+        from .interface import feed_inputs
+
         feed_inputs(interpreter, artifact, inputs)
         interpreter.invoke()
         out_by_name = {d["name"]: d for d in interpreter.get_output_details()}
@@ -110,25 +118,6 @@ class Int8Summary:
     def __init__(self, weights: int):
         self.weights, self.float_ops = weights, []
         self.quantize_ops = self.dequantize_ops = self.requantize_ops = 0
-
-
-def feed_inputs(interpreter, artifact: Artifact, inputs: dict[str, np.ndarray]) -> None:
-    """Set the interpreter's inputs from ONNX-layout arrays (transposed as the file stores them)."""
-    by_name = {d["name"]: d for d in interpreter.get_input_details()}
-    for spec in artifact.meta["inputs"]:
-        if spec["name"] not in inputs:
-            raise BadInput(f"tflite: missing input '{spec['name']}'")
-        value = np.asarray(inputs[spec["name"]])
-        if spec.get("quantization") and value.dtype != np.dtype(spec["dtype"]):
-            # an int8 input (full-integer file) fed real values: quantize as the file says
-            q, info = spec["quantization"], np.iinfo(np.dtype(spec["dtype"]))
-            value = np.clip(np.rint(value.astype(np.float64) / q["scale"][0]) + q["zero_point"][0], info.min, info.max)
-        value = value.astype(np.dtype(spec["dtype"]), copy=False)
-        if tuple(value.shape) != tuple(spec["shape"]):
-            raise BadInput(f"tflite: input '{spec['name']}' has shape {tuple(value.shape)}, "
-                           f"the model wants {tuple(spec['shape'])}")
-        # np.array, not np.ascontiguousarray: the latter turns a 0-d (scalar) input into shape (1,)
-        interpreter.set_tensor(by_name[spec["name"]]["index"], np.array(value.transpose(spec["perm"]), order="C"))
 
 
 def convert(model: onnx.ModelProto, options: ExportOptions, hw: str = "cpu") -> tuple[bytes, dict]:

@@ -36,8 +36,25 @@ HALF_PRECISION_HW = ("opencl", "metal")
 
 class TnnTarget(Target):
     name = "tnn"
+    custom_module = "converter.targets.tnn.custom"
+
+    def custom_layer_name(self, op) -> str:
+        from .custom import layer_name
+
+        return layer_name(op)
     title = OPS.title
     executor = RUNTIME
+    runtime_env = "EDGECONV_TNN_RUNTIME"
+
+    def executor_oracle(self, executor: str):
+        from ...runtimes.base import READER, Oracle, package_version
+
+        return Oracle(f"edgeconv TNN reader (onnxruntime {package_version('onnxruntime')})", READER)
+
+    def load_runtime(self, path):
+        from .runtime import tnn_runtime
+
+        return tnn_runtime(path)
     ops_module = "converter.targets.tnn.emit"
     hardware = HARDWARE
     default_hw = "arm"
@@ -99,7 +116,7 @@ class TnnTarget(Target):
 
         from ...infra.isolate import guarded_run  # --timeout and Ctrl-C stop it like every other run
         from .intermediates import feeds
-        from .reader import load_as_onnx
+        from .reader_onnx import load_as_onnx
 
         model = load_as_onnx(artifact.files[0], artifact.files[1])
         session = ort.InferenceSession(model.SerializeToString(), providers=["CPUExecutionProvider"])

@@ -29,8 +29,8 @@ from pathlib import Path
 
 import numpy as np
 
-from ..errors import BadInput, RuntimeUnavailable
-from . import RealRuntime, RuntimeRefused, locate_binary
+from ...errors import BadInput, RuntimeUnavailable
+from ...runtimes.base import RealRuntime, RuntimeRefused, locate_binary
 
 TIMEOUT_S = 600
 #: include/mace/public/mace.h RuntimeType values a file's ``runtime_type`` argument holds.
@@ -114,7 +114,7 @@ def cpu_twin(pb: Path, work: Path) -> Path:
     """``pb`` itself for a CPU file; for a GPU file, a copy in ``work`` whose device field (every
     net's ``runtime_type`` argument) says CPU and nothing else changed (``opencl_mem_type`` and
     the rest stay: the CPU runtime does not read them).  The weights file is shared as it is."""
-    from ..targets.mace._generated import mace_pb2
+    from ._generated import mace_pb2
 
     multi = mace_pb2.MultiNetDef()
     try:
