@@ -36,9 +36,9 @@ import numpy as np
 import onnx
 from onnx import helper, numpy_helper
 
-from .params import QdqView, QuantEdge, dequantize, int32_bias
+from .params import BIAS_CORRECTION_KEY as METADATA_KEY
+from .params import QdqView, QuantEdge, bias_correction_record, dequantize, int32_bias
 
-METADATA_KEY = "edgeconv.bias_correction"
 #: Calibration samples the keep-or-drop check runs.
 CHECK_SAMPLES = 16
 #: Calibration samples the mean input maps are taken over: the correction is their spatial mean
@@ -213,10 +213,3 @@ def with_corrected_biases(float_model: onnx.ModelProto, qdq_model: onnx.ModelPro
             value = dequantize(numpy_helper.to_array(view.inits[edge.quantized]), edge)
             init.CopyFrom(numpy_helper.from_array(value.astype(np.float32).reshape(init.dims), init.name))
     return out
-
-
-def bias_correction_record(model: onnx.ModelProto) -> dict | None:
-    for prop in model.metadata_props:
-        if prop.key == METADATA_KEY:
-            return json.loads(prop.value)
-    return None
