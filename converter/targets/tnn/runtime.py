@@ -13,6 +13,10 @@ with six decimals (absolute resolution 5e-7, stated in the oracle name).
 
 Devices on a host build: ``X86`` (AVX2/FMA kernels) and ``NAIVE`` (TNN's reference kernels).
 ``--hw naive`` runs NAIVE; every other TNN hardware is judged on X86, the host's CPU kernels.
+A ``.tnnproto`` names no device (TNN picks it when the network is created, ``NetworkConfig``), so
+a file exported for a GPU or an NPU *is* the graph the X86 device runs: no copy needs switching.
+Such a verdict says so (:func:`oracle_for`): "TNN x86 runtime (tnn_run) on the OpenCL file's
+graph; OpenCL kernels not run here".
 """
 
 from __future__ import annotations
@@ -40,6 +44,18 @@ def tnn_runtime(path: Path) -> RealRuntime:
 
 def device_for(hw: str) -> str:
     return "NAIVE" if hw == "naive" else "X86"
+
+
+#: TNN hardware whose own kernels (or NPU graph builders) a host build does not have, as verdicts
+#: name them; the CPU columns (arm, x86, naive) run CPU kernels of the same layers.
+NOT_RUN_HERE = {"opencl": "OpenCL", "metal": "Metal", "cuda": "CUDA", "openvino": "OpenVINO",
+                "huawei_npu": "Huawei NPU", "rknpu": "RKNPU", "apple_npu": "Apple NPU"}
+
+
+def oracle_for(title: str, hw: str) -> str:
+    """``title`` (what ran) for a file of ``hw``, saying what did not run where that matters."""
+    device = NOT_RUN_HERE.get(hw)
+    return title if device is None else f"{title} on the {device} file's graph; {device} kernels not run here"
 
 
 def _fail(tool: str, res: subprocess.CompletedProcess) -> RuntimeRefused:
@@ -73,7 +89,7 @@ class TnnRun(RealRuntime):
         return self.device or device_for(hw)
 
     def oracle_name(self, hw: str) -> str:
-        return "TNN naive runtime (tnn_run)" if self._device(hw) == "NAIVE" else self.title
+        return "TNN naive runtime (tnn_run)" if self._device(hw) == "NAIVE" else oracle_for(self.title, hw)
 
     def _invoke(self, proto: Path, artifact, inputs, work: Path) -> dict[str, np.ndarray]:
         args = [str(self.path), str(proto), self._device(artifact.hw), str(work / "out")]
@@ -204,6 +220,9 @@ class TnnTest(RealRuntime):
     def __init__(self, path: Path):
         self.path = Path(path)
         self.title = "TNN x86 runtime (TNNTest, 6-decimal text output)"
+
+    def oracle_name(self, hw: str) -> str:
+        return oracle_for(self.title, hw)
 
     def run(self, artifact, inputs):
         specs = artifact.meta["inputs"]
