@@ -201,6 +201,15 @@ def _timm(name, **kw):
     return build
 
 
+def _yolo(kind):
+    def build():
+        sys.path.insert(0, str(Path(__file__).resolve().parent))
+        from zoo_yolo import build_yolo
+
+        return build_yolo(kind)
+    return build
+
+
 @dataclass(frozen=True)
 class ZooEntry:
     name: str
@@ -241,6 +250,35 @@ ENTRIES = [
     ZooEntry("yolo_style", "detection", _yolo_head, (1, 3, 64, 64)),
     ZooEntry("r3d_18", "video", _tv_video("r3d_18"), (1, 3, 8, 64, 64)),
     ZooEntry("r2plus1d_18", "video", _tv_video("r2plus1d_18"), (1, 3, 8, 64, 64)),
+    # issue 30's families: efficient CNNs, hybrids and MLPs from timm, torchvision's newer ones,
+    # YOLO-style heads (benchmarks/zoo_yolo.py)
+    ZooEntry("efficientvit_b0", "hybrid", _timm("efficientvit_b0"), (1, 3, 64, 64)),
+    ZooEntry("levit_128s", "hybrid", _timm("levit_128s", img_size=64), (1, 3, 64, 64)),
+    ZooEntry("convnextv2_atto", "classification", _timm("convnextv2_atto"), (1, 3, 64, 64)),
+    ZooEntry("ghostnet_100", "mobile", _timm("ghostnet_100"), (1, 3, 96, 96)),
+    ZooEntry("mobileone_s0", "mobile", _timm("mobileone_s0"), (1, 3, 96, 96)),
+    ZooEntry("repvit_m0_9", "mobile", _timm("repvit_m0_9"), (1, 3, 96, 96)),
+    ZooEntry("fastvit_t8", "hybrid", _timm("fastvit_t8"), (1, 3, 64, 64)),
+    ZooEntry("efficientformerv2_s0", "hybrid", _timm("efficientformerv2_s0", img_size=64), (1, 3, 64, 64)),
+    ZooEntry("edgenext_xx_small", "hybrid", _timm("edgenext_xx_small"), (1, 3, 64, 64)),
+    ZooEntry("poolformer_s12", "hybrid", _timm("poolformer_s12"), (1, 3, 64, 64)),
+    ZooEntry("pvt_v2_b0", "transformer", _timm("pvt_v2_b0"), (1, 3, 64, 64)),
+    ZooEntry("mixer_s32", "mlp", _timm("mixer_s32_224", img_size=64), (1, 3, 64, 64)),
+    ZooEntry("lcnet_050", "mobile", _timm("lcnet_050"), (1, 3, 96, 96)),
+    ZooEntry("mobilenetv4_conv_small", "mobile", _timm("mobilenetv4_conv_small"), (1, 3, 96, 96)),
+    ZooEntry("hrnet_w18_small", "classification", _timm("hrnet_w18_small"), (1, 3, 64, 64)),
+    ZooEntry("xcit_nano_12_p16", "transformer", _timm("xcit_nano_12_p16_224", img_size=64), (1, 3, 64, 64)),
+    ZooEntry("rexnet_100", "mobile", _timm("rexnet_100"), (1, 3, 96, 96)),
+    ZooEntry("tinynet_e", "mobile", _timm("tinynet_e"), (1, 3, 96, 96)),
+    ZooEntry("efficientnet_v2_s", "classification", _tv("efficientnet_v2_s"), (1, 3, 64, 64)),
+    ZooEntry("regnet_x_400mf", "classification", _tv("regnet_x_400mf"), (1, 3, 64, 64)),
+    ZooEntry("shufflenet_v2_x0_5", "mobile", _tv("shufflenet_v2_x0_5"), (1, 3, 96, 96)),
+    ZooEntry("inception_v3", "classification", _tv("inception_v3", aux_logits=False, init_weights=True), (1, 3, 96, 96)),
+    ZooEntry("swin_v2_t", "transformer", _tv("swin_v2_t"), (1, 3, 224, 224)),
+    ZooEntry("s3d", "video", _tv_video("s3d"), (1, 3, 8, 96, 96)),
+    ZooEntry("yolov8_pose", "detection", _yolo("v8_pose"), (1, 3, 128, 128)),
+    ZooEntry("yolov8_seg", "detection", _yolo("v8_seg"), (1, 3, 128, 128)),
+    ZooEntry("yolo11_det", "detection", _yolo("11_det"), (1, 3, 128, 128)),
 ]
 BY_NAME = {e.name: e for e in ENTRIES}
 
