@@ -34,9 +34,9 @@ from pathlib import Path
 ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT))
 
-from converter import zoo  # noqa: E402
+from converter.demo import zoo  # noqa: E402
 from converter.batch import run_batch  # noqa: E402
-from converter.pipeline import PortOptions, port  # noqa: E402
+from converter.port.pipeline import PortOptions, port  # noqa: E402
 
 
 HEAVY = ("torch", "tensorflow", "coremltools", "onnxruntime", "ai_edge_litert", "tf2onnx")

@@ -205,7 +205,7 @@ def coreml_weight_only(name: str, ours: dict, held: np.ndarray, tmp: Path) -> di
     import coremltools as ct
     import coremltools.optimize as cto
 
-    from converter.pipeline import PortOptions, port
+    from converter.port.pipeline import PortOptions, port
     from converter.targets.coreml.mil_executor import load_program, run_package
     from converter.targets.coreml.quiet import silenced
 
@@ -246,7 +246,7 @@ def coreml_weight_only(name: str, ours: dict, held: np.ndarray, tmp: Path) -> di
 
 
 def main() -> None:
-    from converter import zoo
+    from converter.demo import zoo
 
     ap = argparse.ArgumentParser()
     ap.add_argument("--models", default="mobilenetv2,resnet")

@@ -97,7 +97,7 @@ def edgeconv_int8(name: str, size: str, tmp: Path, calib: np.ndarray, held: np.n
     ``held`` (the reference every peer is judged against), edgeconv's SQNR and timings."""
     import onnx
 
-    from converter.pipeline import PortOptions, port
+    from converter.port.pipeline import PortOptions, port
     from converter.targets import get as get_target
     from converter.targets.base import Artifact
     from converter.verify.runtime import onnx_runner
@@ -133,7 +133,7 @@ REAL_PREFIX = "real:"
 
 def input_shape(name: str, size: str) -> tuple[int, ...]:
     """The zoo model's input, or for ``real:<arch>`` (benchmarks/real_zoo.py) 1x3x224x224."""
-    from converter import zoo
+    from converter.demo import zoo
 
     return (1, 3, 224, 224) if name.startswith(REAL_PREFIX) else zoo.input_shapes(name, size)["input"]
 
@@ -145,7 +145,7 @@ def export_model(name: str, size: str, tmp: Path) -> Path:
     parameter MobileNetV2)."""
     import warnings
 
-    from converter import zoo
+    from converter.demo import zoo
 
     path = tmp / f"{name.replace(':', '_')}.onnx"
     if not name.startswith(REAL_PREFIX):

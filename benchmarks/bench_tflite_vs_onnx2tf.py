@@ -117,8 +117,8 @@ def main() -> None:
     import onnx
     import onnxruntime as ort
 
-    from converter import zoo
-    from converter.normalize import normalize
+    from converter.demo import zoo
+    from converter.frontend.normalize import normalize
     from converter.targets.base import ExportOptions
     from converter.targets.tflite import TARGET
 
@@ -179,7 +179,7 @@ def subpixel_file(model, work: Path, feeds, ref, row) -> Path | None:
     """superres with its ConvTranspose rewritten to Conv + DepthToSpace (the legalization rule
     ``convtranspose_to_depth_to_space``), exported by us: is it faster than TRANSPOSE_CONV?"""
     try:
-        from converter.rewrites.base import apply_rule
+        from converter.legalize.rewrites.base import apply_rule
     except ImportError:
         return None
     from converter.targets.base import ExportOptions

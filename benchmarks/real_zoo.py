@@ -460,7 +460,7 @@ def classify(result) -> tuple[str, str, str]:
 
 
 def port_model(entry: ZooEntry, targets, work: Path, progress=print) -> list[Cell]:
-    from converter.pipeline import PortOptions, load_stage, port
+    from converter.port.pipeline import PortOptions, load_stage, port
 
     pt = work / f"{entry.name}.pt"
     cells: list[Cell] = []
@@ -611,7 +611,7 @@ def main() -> None:
         print(f"{var}={tool}")
     cells: list[Cell] = []
     begin = time.perf_counter()
-    from converter.fsutil import remove_stale
+    from converter.infra.fsutil import remove_stale
 
     # a run killed with SIGKILL cannot remove its directory (traced models, GBs): the next run does
     remove_stale(Path(tempfile.gettempdir()), "real-zoo-")

@@ -167,7 +167,7 @@ def assert_mace_reader_sqnr(result, out, hw: str, held, min_db: float, against=(
 def mace_ports(zoo_onnx_path, data, tmp_path_factory, hw: str, **options):
     """``name -> (PortResult, out dir)``: the zoo model ported once to MACE ``hw`` with the
     calibration set in ``data`` (calib.npz, verified on held.npz)."""
-    from converter.pipeline import PortOptions, port
+    from converter.port.pipeline import PortOptions, port
 
     cache: dict = {}
 
@@ -195,7 +195,7 @@ def two_input_add_port(tmp_path, hw: str, **options):
     """A seeded model adding two 1x4x5x5 inputs (ranges 1 and 3), saved as add.onnx and ported
     to MACE ``hw`` with 16 calibration samples of each, unverified (the tests check the numbers
     themselves); returns (PortResult, out dir, the generator, for the samples the test draws next)."""
-    from converter.pipeline import PortOptions, port
+    from converter.port.pipeline import PortOptions, port
 
     rng = np.random.default_rng(5)
     graph = helper.make_graph(

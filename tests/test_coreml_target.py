@@ -23,9 +23,10 @@ import onnxruntime as ort
 import pytest
 from onnx import TensorProto, helper
 
-from converter import __version__, zoo
+from converter import __version__
+from converter.demo import zoo
 from converter.errors import BadInput, MissingExtra, Unsupported
-from converter.fsutil import sha256_bytes
+from converter.infra.fsutil import sha256_bytes
 from converter.targets.base import ExportOptions
 
 pytest.importorskip("coremltools")
@@ -144,8 +145,8 @@ def test_compute_units_per_hardware(zoo_model, tmp_path, hw, units):
 def test_a_port_names_the_users_file_in_the_package(zoo_onnx_path, tmp_path):
     """``port`` hands the exporter the source file's digest (report.json ``model_sha256``): the
     package's ``edgeconv.source_sha256`` names the user's model, not an intermediate ONNX."""
-    from converter.fsutil import sha256_file
-    from converter.pipeline import PortOptions, port
+    from converter.infra.fsutil import sha256_file
+    from converter.port.pipeline import PortOptions, port
 
     path = zoo_onnx_path("detector")
     result = port(str(path), PortOptions(target="coreml", hw="cpu", out_dir=tmp_path / "out", verify=False))

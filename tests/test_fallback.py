@@ -15,9 +15,9 @@ from onnx import TensorProto, helper, numpy_helper
 
 from converter.errors import BadInput
 from converter.matrix import load_matrix
-from converter.partition import node_macs
-from converter.pipeline import PortOptions, port
-from converter.plan import plan_model
+from converter.legalize.partition import node_macs
+from converter.port.pipeline import PortOptions, port
+from converter.legalize.plan import plan_model
 
 
 def _conv(name, x, y, cin, cout, rng):
@@ -83,7 +83,7 @@ def test_a_convolution_between_cpu_nodes_stays_on_the_accelerator(matrix):
 
 def test_macs_of_conv_and_matmul():
     model = rounding_model("Conv")
-    from converter.graph import to_graph
+    from converter.ir.graph import to_graph
 
     g = to_graph(model)
     assert node_macs(next(n for n in g.nodes if n.name == "mid")) == 8 * 16 * 16 * 8 * 9

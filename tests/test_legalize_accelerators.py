@@ -13,11 +13,11 @@ from onnx import TensorProto, helper, numpy_helper
 from accelerator_models import conv_transpose, einsum_attention, gelu_mlp, grouped_convs, r3d, swin_windows, vit
 from converter import targets
 from converter.errors import BadInput
-from converter.graph import op_histogram
-from converter.legalize import legalize, run_onnx
+from converter.ir.graph import op_histogram
+from converter.legalize.apply import legalize, run_onnx
 from converter.matrix import load_matrix
-from converter.normalize import normalize, seeded_inputs
-from converter.plan import DATA_MOVEMENT, plan_model
+from converter.frontend.normalize import normalize, seeded_inputs
+from converter.legalize.plan import DATA_MOVEMENT, plan_model
 from converter.targets.base import ExportOptions
 from matrix_doubles import OpSetMatrix
 from rank_runtimes import mace_run, tnn_run
@@ -111,7 +111,7 @@ def test_swin_windows_lower_to_rank_4(fw, hw, tmp_path, matrix):
 
 
 def test_vit_port_to_tflite_gpu_verifies_in_litert(vit_model, tmp_path):
-    from converter.pipeline import PortOptions, port
+    from converter.port.pipeline import PortOptions, port
 
     src = tmp_path / "vit.onnx"
     onnx.save(vit_model, src)
@@ -150,7 +150,7 @@ def test_gelu_on_nnapi_is_not_the_gelu_builtin(tmp_path, matrix):
 
 
 def test_grouped_conv_on_nnapi_is_split_depthwise_kept(tmp_path, matrix):
-    from converter.check import check_model
+    from converter.legalize.check import check_model
 
     model = normalize(grouped_convs())
     verdicts = {v.node: v for v in check_model(model, "tflite", "nnapi", matrix).verdicts}
@@ -334,7 +334,7 @@ def test_plan_cli_exits_3_for_unsupported_data_movement(tmp_path):
 
 
 def test_port_says_unsupported_not_ok_for_data_movement_without_a_rule(tmp_path):
-    from converter.pipeline import PortOptions, port
+    from converter.port.pipeline import PortOptions, port
 
     # The port stops with the reason instead of shipping a custom Transpose.
     src = _mid_transpose_model(tmp_path / "t.onnx")

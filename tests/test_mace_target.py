@@ -15,7 +15,7 @@ import onnxruntime as ort
 import pytest
 import yaml
 
-from converter import zoo
+from converter.demo import zoo
 from converter.errors import Unsupported
 from converter.targets.base import ExportOptions
 from converter.targets.mace import TARGET

@@ -11,8 +11,8 @@ from pathlib import Path
 
 import pytest
 
-from converter import zoo
-from converter.pipeline import PortOptions, port
+from converter.demo import zoo
+from converter.port.pipeline import PortOptions, port
 
 ROOT = Path(__file__).resolve().parents[1]
 
@@ -29,7 +29,7 @@ def _combos():
 
 @pytest.mark.parametrize("name", zoo.NAMES)
 def test_every_zoo_model_on_every_target(name, zoo_onnx_path, zoo_model, tmp_path):
-    from converter.load import load_model
+    from converter.frontend.load import load_model
 
     from converter.errors import BadInput
     from converter.matrix import load_matrix

@@ -9,7 +9,7 @@ import json
 import pytest
 
 from converter.cli import main
-from converter.pipeline import PortOptions, port, shared_work
+from converter.port.pipeline import PortOptions, port, shared_work
 
 
 def _files(root):
@@ -19,7 +19,7 @@ def _files(root):
 
 
 def test_ports_of_one_model_compute_the_reference_outputs_once(zoo_onnx_path, zoo_model, tmp_path):
-    from converter.load import load_model
+    from converter.frontend.load import load_model
 
     path = str(zoo_onnx_path("detector"))
     preloaded = (load_model(path), zoo_model("detector"))

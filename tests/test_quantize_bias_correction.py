@@ -118,7 +118,7 @@ def test_exported_files_carry_the_corrected_integers(tmp_path):
     """The TFLite writer quantizes the float bias itself: the port hands it the corrected biases,
     so the file's INT32 bias tensors are byte-equal to the QDQ model's."""
     pytest.importorskip("ai_edge_litert")
-    from converter.pipeline import PortOptions, port
+    from converter.port.pipeline import PortOptions, port
     from converter.targets.tflite._generated import schema_generated as fb
 
     model_path = tmp_path / "m.onnx"
@@ -200,7 +200,7 @@ def test_targets_with_their_own_weight_scheme_keep_the_plain_biases(target, hw, 
     the QDQ model's), and so does TNN when the QDQ weights are per tensor (TNN's are per channel):
     the port leaves the biases uncorrected and says why (TNN with per-channel QDQ weights carries
     the correction: tests/test_quantize_tnn.py)."""
-    from converter.pipeline import PortOptions, port
+    from converter.port.pipeline import PortOptions, port
 
     model = biased_rounding_model()
     onnx.save(model, str(tmp_path / "m.onnx"))

@@ -12,7 +12,7 @@ import pytest
 
 pytest.importorskip("coremltools")
 
-from converter.pipeline import PortOptions, port  # noqa: E402
+from converter.port.pipeline import PortOptions, port  # noqa: E402
 from converter.targets import get as get_target  # noqa: E402
 from converter.targets.base import ExportOptions  # noqa: E402
 from converter.targets.coreml.mil_executor import load_program  # noqa: E402

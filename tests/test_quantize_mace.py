@@ -18,7 +18,7 @@ from quant_models import (assert_mace_reader_sqnr, assert_mace_reexport_identica
                          read_mace_netdef, two_input_add_port)
 from rank_runtimes import MACE_RUN, need
 
-from converter.pipeline import PortOptions, port
+from converter.port.pipeline import PortOptions, port
 from converter.targets import get as get_target
 from converter.targets.base import Artifact
 

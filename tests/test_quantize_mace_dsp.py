@@ -15,7 +15,7 @@ from onnx import TensorProto, helper, numpy_helper
 from quant_models import (assert_mace_reader_sqnr, assert_mace_reexport_identical, calibration_folder, mace_ports,
                          read_mace_netdef, two_input_add_port)
 
-from converter.pipeline import PortOptions, port
+from converter.port.pipeline import PortOptions, port
 from converter.targets import get as get_target
 from converter.targets.base import Artifact
 

@@ -14,7 +14,7 @@ import numpy as np
 import onnx
 import pytest
 
-from converter.pipeline import PortOptions, port
+from converter.port.pipeline import PortOptions, port
 from converter.verify.runtime import onnx_runner
 from quant_models import calibration_folder, heavy_tail_model, photo_like_images
 
@@ -218,7 +218,7 @@ def test_quantized_file_runs_like_the_report_says(tmp_path, zoo_onnx_path, calib
 def test_integer_file_refused_by_its_runtime_fails_and_reader_limits_leave_it_unverified(tmp_path):
     from types import SimpleNamespace
 
-    from converter.port_verify import judge_integer_file
+    from converter.port.port_verify import judge_integer_file
     from converter.runtimes import ReaderCannotRun, RuntimeRefused
     from converter.targets import get as get_target
 

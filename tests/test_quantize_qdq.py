@@ -153,7 +153,7 @@ def test_quant_params_record(zoo_model):
 
 
 def test_full_integer_quantizes_every_io_edge(zoo_model):
-    from converter.legalize import legalize
+    from converter.legalize.apply import legalize
     from converter.postproc import split
 
     legal = legalize(zoo_model("detector"), "tflite", "gpu")

@@ -15,7 +15,7 @@ pytest.importorskip("ai_edge_litert")
 
 from quant_models import gaussian_samples, residual_model  # noqa: E402
 
-from converter.pipeline import PortOptions, port  # noqa: E402
+from converter.port.pipeline import PortOptions, port  # noqa: E402
 from converter.quantize import qdq  # noqa: E402
 from converter.quantize.ranges import collect_ranges, range_of, share_add_ranges  # noqa: E402
 from converter.targets import get as get_target  # noqa: E402

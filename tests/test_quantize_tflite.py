@@ -19,7 +19,7 @@ pytest.importorskip("ai_edge_litert")
 from quant_models import calibration_folder, heavy_tail_model  # noqa: E402
 
 from converter.errors import Unsupported  # noqa: E402
-from converter.pipeline import PortOptions, port  # noqa: E402
+from converter.port.pipeline import PortOptions, port  # noqa: E402
 from converter.targets import get as get_target  # noqa: E402
 from converter.targets.base import ExportOptions  # noqa: E402
 from converter.targets.tflite._generated import schema_generated as fb  # noqa: E402

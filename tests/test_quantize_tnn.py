@@ -13,7 +13,7 @@ import pytest
 from quant_models import calibration_folder
 from rank_runtimes import tnn_run
 
-from converter.pipeline import PortOptions, port
+from converter.port.pipeline import PortOptions, port
 from converter.quantize.bias_correction import with_corrected_biases
 from converter.targets import get as get_target
 from converter.targets.base import ExportOptions

@@ -14,7 +14,7 @@ import onnxruntime as ort
 import pytest
 from onnx import TensorProto, helper, numpy_helper
 
-from converter.pipeline import PortOptions, load_stage, port
+from converter.port.pipeline import PortOptions, load_stage, port
 from rank_runtimes import mace_run
 
 torch = pytest.importorskip("torch")
@@ -206,7 +206,7 @@ def test_torchscript_with_fused_attention_loads_through_the_second_route(tmp_pat
     decomposes the fused op and exports that.  Same interface names as the first route."""
     from torch import nn
 
-    from converter.load import load_model
+    from converter.frontend.load import load_model
 
     class Encoder(nn.Module):
         def __init__(self):
@@ -272,7 +272,7 @@ def test_nodes_after_a_post_processing_cut_are_not_rewritten(tmp_path):
     (the GPU has no Transpose and no rule helps); the Slice after it used to be rewritten
     into a shift convolution first, which post-processing cannot run, so the cut broke and the port
     raised.  Everything downstream of a post-processed node now stays for the cut."""
-    from converter.legalize import legalize
+    from converter.legalize.apply import legalize
 
     rng = np.random.default_rng(0)
     x = helper.make_tensor_value_info("x", TensorProto.FLOAT, [1, 3, 4, 4])
@@ -379,7 +379,7 @@ def test_reshape_allowzero_without_zeros_is_normalized_away():
     """The dynamo exporter (the TorchScript loader's second route, .pt2 files) writes Reshape
     allowzero=1 everywhere; MACE refused it.  With a constant target without 0 it means the same
     as the default and normalization drops it; with a 0 in the target it stays."""
-    from converter.normalize import normalize
+    from converter.frontend.normalize import normalize
 
     x = helper.make_tensor_value_info("x", TensorProto.FLOAT, [2, 3, 4])
     y = helper.make_tensor_value_info("y", TensorProto.FLOAT, None)

@@ -9,8 +9,8 @@ import onnx
 import pytest
 from onnx import TensorProto, helper
 
-from converter.graph import op_histogram, to_graph
-from converter.rewrites import REGISTRY, apply_rule
+from converter.ir.graph import op_histogram, to_graph
+from converter.legalize.rewrites import REGISTRY, apply_rule
 from test_rewrites_rules import feeds_for, make_model, rnd, run
 
 N = helper.make_node

@@ -20,7 +20,7 @@ import pytest
 from onnx import TensorProto, helper, numpy_helper
 
 from converter.errors import BadInput, Unsupported
-from converter.pipeline import PortOptions, port
+from converter.port.pipeline import PortOptions, port
 from converter.runtimes import (ENV, READER, RUNTIME, RuntimeRefused, bind, builtin_oracle,
                                 oracle_of, parse_runtime_flags, resolve)
 from rank_runtimes import MACE_RUN, TNN_RUN, TNN_TEST, need
@@ -167,7 +167,7 @@ def test_real_runtime_refusing_the_file_fails_the_port(tmp_path):
     from converter.targets import get
     from converter.verify.pipeline import verify_port
 
-    from converter.normalize import normalize
+    from converter.frontend.normalize import normalize
 
     model = normalize(conv_model("edge"))
     tnn = get("tnn")
@@ -252,7 +252,7 @@ def test_real_runtime_localizes_a_wrong_weight_in_the_file(tmp_path):
     noise floor), and the runtime's own intermediates (every blob exposed as an output) name
     the layer."""
     need(TNN_RUN)
-    from converter.normalize import normalize
+    from converter.frontend.normalize import normalize
     from converter.targets import get
     from converter.verify.pipeline import verify_port
 

@@ -19,7 +19,7 @@ from onnx import TensorProto, helper
 
 from converter import targets
 from converter.errors import EXIT_UNSUPPORTED, BadInput, Unsupported
-from converter.graph import to_graph, to_model
+from converter.ir.graph import to_graph, to_model
 from converter.targets.base import Artifact, ExportOptions, Target
 from converter.targets.driver import NodeContext, lower_nodes
 from converter.targets.registry import DuplicateRegistration, OpRegistry
@@ -111,7 +111,7 @@ def copy_overlay(tmp_path) -> str:
 
 def conv_relu_add(seed: int = 7) -> onnx.ModelProto:
     """y = Relu(Conv(x)) + Conv(x): seeded weights, static shapes, normalized (nodes conv_0, relu_0, add_0)."""
-    from converter.normalize import normalize
+    from converter.frontend.normalize import normalize
 
     rng = np.random.default_rng(seed)
     w = rng.standard_normal((4, 3, 3, 3)).astype(np.float32)
@@ -259,7 +259,7 @@ def test_port_reports_a_broken_mapping_as_unsupported_exit_3(name, monkeypatch, 
 
 
 def test_a_registered_target_ports_end_to_end(tmp_path, copy_overlay):
-    from converter.pipeline import PortOptions, port
+    from converter.port.pipeline import PortOptions, port
 
     model_path = tmp_path / "m.onnx"
     onnx.save(conv_relu_add(), model_path)

@@ -192,7 +192,7 @@ def test_int8_files_keep_softmax(tmp_path):
     island): the rule is for float files only."""
     import onnx
 
-    from converter.pipeline import PortOptions, port
+    from converter.port.pipeline import PortOptions, port
 
     nodes = [node("Conv", ["x", "wc", "bc"], ["c"], pads=[1, 1, 1, 1]), node("Reshape", ["c", "s5"], ["logits"]),
              node("Softmax", ["logits"], axis=2)]

@@ -371,7 +371,7 @@ def test_reader_follows_tnn_where_it_differs_from_onnx(tmp_path):
 
 def _runtime_cases(hw: str) -> list[Case]:
     """The cases whose op (and node constraints) the matrix supports on ``hw``, opset 17."""
-    from converter.check import check_model
+    from converter.legalize.check import check_model
 
     m = load_matrix()
     picked = []

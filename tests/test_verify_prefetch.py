@@ -9,10 +9,10 @@ import threading
 import numpy as np
 import pytest
 
-from converter import pipeline
+from converter.port import pipeline
 from converter.errors import BadInput
-from converter.pipeline import PortOptions, port, shared_work
-from converter.shared_work import MemoRunner, SharedWork
+from converter.port.pipeline import PortOptions, port, shared_work
+from converter.port.shared_work import MemoRunner, SharedWork
 from converter.verify import runtime
 
 
@@ -30,7 +30,7 @@ def _count_sessions(monkeypatch) -> list:
 
 def test_a_port_prefetches_in_a_worker_and_the_verdict_is_unchanged(zoo_onnx_path, zoo_model, tmp_path,
                                                                    monkeypatch):
-    from converter.load import load_model
+    from converter.frontend.load import load_model
 
     path = str(zoo_onnx_path("detector"))
     preloaded = (load_model(path), zoo_model("detector"))

@@ -28,8 +28,8 @@ import numpy as np
 import onnx
 import pytest
 
-from converter.graph import constant_value, to_graph
-from converter.legalize import legalize
+from converter.ir.graph import constant_value, to_graph
+from converter.legalize.apply import legalize
 from converter.targets import get as get_target
 from converter.targets.base import Artifact, ExportOptions, supports_intermediates
 from converter.verify import Stage, verify_port, verify_stages

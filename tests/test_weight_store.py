@@ -1,4 +1,4 @@
-"""Big weights held once, by reference (converter/weights.py): the mechanisms and their bytes."""
+"""Big weights held once, by reference (converter/ir/weights.py): the mechanisms and their bytes."""
 
 from __future__ import annotations
 
@@ -11,10 +11,10 @@ import onnx_graphsurgeon as gs
 import pytest
 from onnx import TensorProto, helper, numpy_helper
 
-from converter import weights
-from converter.graph import to_graph, to_model
-from converter.load import load_onnx, save_onnx
-from converter.pipeline import PortOptions, load_stage, port
+from converter.ir import weights
+from converter.ir.graph import to_graph, to_model
+from converter.frontend.load import load_onnx, save_onnx
+from converter.port.pipeline import PortOptions, load_stage, port
 
 import test_large_model as large
 
@@ -204,7 +204,7 @@ def test_streamed_flatbuffer_is_the_same_file_without_copying_the_weights(tmp_pa
 def test_external_data_writer_takes_references(tmp_path):
     """A model over protobuf's limit is saved with external data: references write their arrays
     to the .data file and stay references in the model."""
-    from converter.load import write_with_external_weights
+    from converter.frontend.load import write_with_external_weights
 
     store = weights.WeightStore()
     model, full, big = _referenced_model(store)

@@ -28,7 +28,7 @@ def make_model(nodes, inputs: dict, initializers: dict | None = None, outputs=("
 
 
 def feeds_for(model, seed=0) -> dict[str, np.ndarray]:
-    from converter.normalize import seeded_inputs
+    from converter.frontend.normalize import seeded_inputs
 
     return seeded_inputs(model, seed)
 

@@ -127,7 +127,7 @@ def load_manifest(path: str | Path) -> Manifest:
             if key in entry and (not isinstance(entry[key], (int, float)) or entry[key] < 0):
                 fail(at + (key,), "must be a non-negative number")
         if "max_memory" in entry:
-            from ..memory import parse_size
+            from ..ir.memory import parse_size
 
             try:
                 entry["max_memory"] = parse_size(str(entry["max_memory"]))

@@ -21,7 +21,7 @@ from pathlib import Path
 from typing import Any
 
 from .. import __version__
-from ..fsutil import atomic_write_text, remove_stale, swap_in_dir
+from ..infra.fsutil import atomic_write_text, remove_stale, swap_in_dir
 from .manifest import Job, load_manifest
 from .reports import write_html_index, write_junit
 
@@ -116,7 +116,7 @@ def _cached_result(job: Job, key: str, out_dir: Path) -> JobResult | None:
 def run_job(job: Job, out_dir: str, key: str) -> dict[str, Any]:
     """Port one job into a temp directory, then move it into place.  Runs in a worker."""
     from ..errors import EdgeconvError
-    from ..pipeline import PortOptions, port
+    from ..port.pipeline import PortOptions, port
 
     out = Path(out_dir)
     partial = out / f".partial-{os.getpid()}-{uuid.uuid4().hex[:8]}-{job.id}"
@@ -134,7 +134,7 @@ def run_job(job: Job, out_dir: str, key: str) -> dict[str, Any]:
         preprocess=e.get("preprocess"), runtimes=dict(e.get("runtimes") or {}),
         timeout=e.get("timeout"), max_memory=e.get("max_memory"),
     )
-    from ..isolate import set_time_limit
+    from ..infra.isolate import set_time_limit
 
     set_time_limit(e.get("timeout"))  # this worker's onnxruntime runs too
     start = time.perf_counter()
@@ -277,7 +277,7 @@ def _ignore_sigint() -> None:
     # behind a rerun's back.
     import signal
 
-    from ..isolate import die_with_parent
+    from ..infra.isolate import die_with_parent
 
     signal.signal(signal.SIGINT, signal.SIG_IGN)
     die_with_parent()

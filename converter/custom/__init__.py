@@ -49,8 +49,8 @@ def write_custom_layers(model: onnx.ModelProto, custom_nodes: set[str], framewor
     gains the :data:`CUSTOM_NODES_KEY` metadata entry (in place) for the exporter.
     """
     from ..errors import BadInput
-    from ..fsutil import atomic_write_bytes
-    from ..graph import to_graph
+    from ..infra.fsutil import atomic_write_bytes
+    from ..ir.graph import to_graph
     from .capture import capture
     from .frameworks import FILES, layer_name
     from .scaffold import data_files, kernel_files, node_dir, render

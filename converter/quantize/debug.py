@@ -44,7 +44,7 @@ from dataclasses import dataclass, field
 import numpy as np
 import onnx
 
-from ..graph import to_graph
+from ..ir.graph import to_graph
 from ..verify import metrics
 from ..verify.localize import expose_intermediates
 from ..verify.runtime import run_session, session

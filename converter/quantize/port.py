@@ -28,7 +28,7 @@ from collections.abc import Callable
 import numpy as np
 import onnx
 
-from ..fsutil import atomic_write_text
+from ..infra.fsutil import atomic_write_text
 from .modes import QuantPlan, QuantRequest, plan_quantization
 
 #: Modes each target exports natively today.  fp16 maps onto the exporters' float16 weights
@@ -136,7 +136,7 @@ class QuantResult:
 def quantize_for_port(model: onnx.ModelProto, opts, plan: QuantPlan, target, out_dir: Path,
                       postprocess: Callable | None = None, warn: Callable[[str], None] | None = None) -> QuantResult:
     """Quantize the legalized (cut) float ``model`` as ``plan`` says; write the files into ``out_dir``."""
-    from ..load import save_onnx
+    from ..frontend.load import save_onnx
     from ..verify.inputs import load_npz, random_inputs
     from ..verify.runtime import onnx_runner
     from ..verify.stages import compose, load_tolerances

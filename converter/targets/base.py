@@ -11,7 +11,7 @@ A target is a :class:`Target` subclass instance, found by name through
   cannot, and the pipeline refuses such a port before exporting,
 * ``ops`` — its :class:`~converter.targets.registry.OpRegistry` (loaded from ``ops_module``),
 * ``export(model, out_dir, hw, options) -> Artifact`` — write real files for a *legalized*,
-  normalized ONNX model (opset ``converter.graph.CANONICAL_OPSET``), deterministically; an
+  normalized ONNX model (opset ``converter.ir.graph.CANONICAL_OPSET``), deterministically; an
   ``hw`` outside ``hardware`` is :class:`~converter.errors.BadInput` (:meth:`Target.check_hw`),
   a node the format cannot express is :class:`~converter.errors.Unsupported`,
 * ``run(artifact, inputs) -> dict[str, np.ndarray]`` — execute the written files on the

@@ -23,7 +23,7 @@ import numpy as np
 import onnx
 import onnx_graphsurgeon as gs
 
-from ..graph import Provenance, provenance_of, to_graph, to_model
+from ..ir.graph import Provenance, provenance_of, to_graph, to_model
 from . import metrics
 from .runtime import one_line, run_session, session
 

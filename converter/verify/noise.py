@@ -57,7 +57,7 @@ def _nudge(values: np.ndarray, rng: np.random.Generator) -> np.ndarray:
 
 def perturbed_model(model: onnx.ModelProto, seed: int = 0) -> onnx.ModelProto:
     """``model`` with every float32 initializer (and Constant node) moved by one rounding."""
-    from ..weights import to_array
+    from ..ir.weights import to_array
 
     rng = np.random.default_rng(seed)
     twin = onnx.ModelProto()

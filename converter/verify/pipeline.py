@@ -11,8 +11,8 @@ from collections.abc import Callable
 import numpy as np
 import onnx
 
-from ..fsutil import atomic_write_text
-from ..graph import provenance_of
+from ..infra.fsutil import atomic_write_text
+from ..ir.graph import provenance_of
 from .inputs import DEFAULT_FLOAT_RANGE, load_npz, random_inputs
 from .replay import write_replay
 from .report import standalone_html, to_json
@@ -60,7 +60,7 @@ def localization_reference(original: onnx.ModelProto, converted: onnx.ModelProto
     if shared >= sum(len(n.output) for n in converted.graph.node):
         return original
     try:
-        from ..normalize import normalize
+        from ..frontend.normalize import normalize
 
         normalized = normalize(original)
     except Exception:  # normalization is only a better guess here; keep the original
@@ -89,7 +89,7 @@ def verify_files(
 ) -> VerifyReport:
     """Compare the ONNX file ``converted_path`` with ``original_path`` (localizing on failure)."""
     from ..errors import BadInput
-    from ..load import load_onnx
+    from ..frontend.load import load_onnx
 
     for path in (original_path, converted_path):
         if not Path(path).is_file():
@@ -143,7 +143,7 @@ def verify_target_file(
     """Compare an exported file (run by its framework's real runtime when one is chosen, else by
     the target's own executor) with the ONNX ``original_path``: the target stage of a port, alone."""
     from ..errors import BadInput
-    from ..load import load_onnx
+    from ..frontend.load import load_onnx
     from ..runtimes import bind, oracle_of, resolve
 
     if not Path(original_path).is_file():

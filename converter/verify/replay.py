@@ -16,7 +16,7 @@ from pathlib import Path
 
 import numpy as np
 
-from ..fsutil import atomic_write_bytes, atomic_write_text
+from ..infra.fsutil import atomic_write_bytes, atomic_write_text
 from .stages import Tolerances, VerifyReport
 
 INPUTS_FILE = "verify-inputs.npz"

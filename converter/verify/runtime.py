@@ -38,7 +38,7 @@ def session(model: onnx.ModelProto | bytes | str | os.PathLike, threads: int | N
     weights = []
     if isinstance(model, onnx.ModelProto):
         # The weights go in as arrays (no 45 MB serialization per session); same session otherwise.
-        from ..light_model import without_weight_bytes
+        from ..ir.light_model import without_weight_bytes
 
         source, arrays = without_weight_bytes(model, options=opts)
         if arrays:
@@ -61,7 +61,7 @@ def run_session(sess, inputs: dict[str, np.ndarray], output_names: list[str] | N
         raise BadInput(f"no value for model input(s) {', '.join(missing)}")
     names = output_names or [o.name for o in sess.get_outputs()]
     from ..errors import EdgeconvError
-    from ..isolate import guarded_run
+    from ..infra.isolate import guarded_run
 
     try:
         values = guarded_run(sess, names, {n: inputs[n] for n in wanted})  # time limit, Ctrl-C

@@ -26,7 +26,7 @@ from typing import Any
 import numpy as np
 import onnx
 
-from ..graph import provenance_of
+from ..ir.graph import provenance_of
 from . import metrics
 from .localize import DEFAULT_LAYER_TOL, LayerReport, LayerResult, _comparable, _topological_nodes, intermediate_values
 from .runtime import one_line

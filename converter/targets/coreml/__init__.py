@@ -33,7 +33,7 @@ import onnx
 
 from ... import __version__
 from ...errors import BadInput, EdgeconvError, Unsupported
-from ...fsutil import sha256_bytes
+from ...infra.fsutil import sha256_bytes
 from ..base import Artifact, ExportOptions, Target
 from .mil_builder import sanitize
 from .mil_registry import OPS

@@ -12,7 +12,7 @@ from pathlib import Path
 import numpy as np
 import onnx
 
-from ...fsutil import atomic_output_dir, sha256_bytes
+from ...infra.fsutil import atomic_output_dir, sha256_bytes
 from ..base import Artifact, ExportOptions, Target
 from ..naming import NameRule
 from .registry import OPS
@@ -61,7 +61,7 @@ class MaceTarget(Target):
         import onnxruntime as ort
 
         from .intermediates import feeds
-        from ...isolate import guarded_run  # --timeout and Ctrl-C stop it like every other run
+        from ...infra.isolate import guarded_run  # --timeout and Ctrl-C stop it like every other run
         from .reader import read
 
         name = artifact.meta["name"]

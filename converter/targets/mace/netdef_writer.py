@@ -19,7 +19,7 @@ import numpy as np
 import onnx
 
 from ...errors import BadInput, Unsupported
-from ...graph import constant_value, dtype_name, static_shape, to_graph, unique_name
+from ...ir.graph import constant_value, dtype_name, static_shape, to_graph, unique_name
 from ..driver import NodeContext, lower_nodes
 from ._generated import mace_pb2
 from .custom import convert_custom

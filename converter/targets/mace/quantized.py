@@ -42,7 +42,7 @@ from dataclasses import dataclass
 import numpy as np
 
 from ...errors import Unsupported
-from ...graph import unique_name
+from ...ir.graph import unique_name
 from ...quantize.params import int32_bias
 from .data_file import DT_FLOAT, DT_INT32, DT_UINT8
 

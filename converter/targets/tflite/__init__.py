@@ -30,8 +30,8 @@ import numpy as np
 import onnx
 
 from ...errors import BadInput, MissingExtra, Unsupported
-from ...fsutil import atomic_write_bytes, sha256_bytes
-from ...graph import dtype_name, to_graph
+from ...infra.fsutil import atomic_write_bytes, sha256_bytes
+from ...ir.graph import dtype_name, to_graph
 from ..base import Artifact, ExportOptions, Target
 from ..naming import FILE_STEM
 from . import layout as L
@@ -77,7 +77,7 @@ class TFLiteTarget(Target):
         except ImportError:  # pragma: no cover - depends on the environment
             raise MissingExtra("tflite", "running a .tflite file") from None
         path = next(p for p in artifact.files if str(p).endswith(".tflite"))
-        from ...fsutil import quiet_native_stderr
+        from ...infra.fsutil import quiet_native_stderr
 
         with quiet_native_stderr():  # LiteRT prints "INFO: Created ... delegate" from C++
             interpreter = Interpreter(model_path=str(path), num_threads=artifact.meta.get("num_threads"))

@@ -16,7 +16,7 @@ from pathlib import Path
 import numpy as np
 import onnx
 
-from ...fsutil import atomic_output_dir
+from ...infra.fsutil import atomic_output_dir
 from ..base import Artifact, ExportOptions, Target
 from .registry import OPS
 
@@ -86,7 +86,7 @@ class TnnTarget(Target):
     def run(self, artifact: Artifact, inputs: dict[str, np.ndarray]) -> dict[str, np.ndarray]:
         import onnxruntime as ort
 
-        from ...isolate import guarded_run  # --timeout and Ctrl-C stop it like every other run
+        from ...infra.isolate import guarded_run  # --timeout and Ctrl-C stop it like every other run
         from .intermediates import feeds
         from .reader import load_as_onnx
 

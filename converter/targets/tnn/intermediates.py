@@ -18,7 +18,7 @@ import numpy as np
 import onnx
 
 from ...errors import BadInput
-from ...graph import dtype_name, to_graph
+from ...ir.graph import dtype_name, to_graph
 from ..base import Artifact, Intermediates
 
 

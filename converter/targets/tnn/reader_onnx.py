@@ -18,7 +18,7 @@ import onnx
 import onnx_graphsurgeon as gs
 
 from ...errors import BadInput
-from ...graph import CANONICAL_OPSET
+from ...ir.graph import CANONICAL_OPSET
 from .reader import ParsedNet, ProtoLayer
 from . import reader_extra, reader_shape  # noqa: F401  (they fill LAYER_READERS)
 from .reader_builder import LAYER_READERS, NP_TYPES, Builder, as_float, resource_of
