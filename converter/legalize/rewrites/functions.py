@@ -44,10 +44,17 @@ def _pick(versions, opset: int) -> int | None:
     return max(below) if below else (min(versions) if versions else None)
 
 
+def _elem_type(dtype) -> int:
+    """The ONNX element type of a gs dtype (a numpy dtype, or an ONNX type number for types numpy
+    lacks, such as bfloat16)."""
+    if isinstance(dtype, (int, np.integer)):
+        return int(dtype)
+    return helper.np_dtype_to_tensor_dtype(np.dtype(np.float32 if dtype is None else dtype))
+
+
 def _type_proto(t: gs.Tensor):
-    dtype = t.dtype if t.dtype is not None else np.float32
     shape = None if t.shape is None else [d if isinstance(d, int) else None for d in t.shape]
-    return helper.make_tensor_type_proto(helper.np_dtype_to_tensor_dtype(np.dtype(dtype)), shape)
+    return helper.make_tensor_type_proto(_elem_type(t.dtype), shape)
 
 
 def _node_proto(node: gs.Node, outputs) -> onnx.NodeProto:
@@ -141,7 +148,7 @@ def _folded(model: onnx.ModelProto) -> gs.Graph:
     graph = gs.import_onnx(model)
     for n in graph.nodes:
         if n.op == "CastLike" and n.inputs[1].dtype is not None:
-            n.op, n.attrs = "Cast", {"to": helper.np_dtype_to_tensor_dtype(np.dtype(n.inputs[1].dtype))}
+            n.op, n.attrs = "Cast", {"to": _elem_type(n.inputs[1].dtype)}
             del n.inputs[1]
     graph.fold_constants(fold_shapes=True, error_ok=True).cleanup(remove_unused_graph_inputs=False).toposort()
     return graph
@@ -172,8 +179,16 @@ def inline_body(rw, node: gs.Node) -> None:
 
 
 def _inlinable(node, graph) -> str | None:
+    if any(isinstance(t.dtype, (int, np.integer)) for t in list(node.inputs) + list(node.outputs)):
+        return "a tensor of a type numpy lacks (float8, bfloat16): not folded exactly here"
     fp = function_body(node, opset_of(graph))
-    return fp if isinstance(fp, str) else None
+    if isinstance(fp, str):
+        return fp
+    try:
+        _body_model(node, node.outputs, fp, opset_of(graph))
+    except Exception as err:  # noqa: BLE001  (a body written for a later opset that does not convert down)
+        return f"the {node.op} function body does not convert to opset {opset_of(graph)} ({str(err).splitlines()[0][-60:]})"
+    return None
 
 
 @cache
