@@ -11,7 +11,7 @@ from onnx import TensorProto, helper
 
 from converter.ir.graph import op_histogram, to_graph
 from converter.legalize.rewrites import REGISTRY, apply_rule
-from test_rewrites_rules import feeds_for, make_model, rnd, run
+from test_rewrites_rules import assert_rule_matches, make_model, rnd, run
 
 N = helper.make_node
 X4 = {"x": [2, 3, 5, 6]}
@@ -96,19 +96,7 @@ CASES = [
 @pytest.mark.parametrize("rule_name, model, expected, atol, feed_opts", CASES,
                          ids=[f"{c[0]}-{i}" for i, c in enumerate(CASES)])
 def test_rule_matches_onnxruntime(rule_name, model, expected, atol, feed_opts):
-    inputs = {i.name: [d.dim_value for d in i.type.tensor_type.shape.dim] for i in model.graph.input
-              if i.name not in {t.name for t in model.graph.initializer}}
-    feeds = feeds_for(inputs, **feed_opts)
-    before = run(model, feeds)
-    rewritten = apply_rule(model, rule_name)
-    onnx.checker.check_model(rewritten)
-    assert op_histogram(rewritten) == expected
-    assert [o.name for o in rewritten.graph.output] == ["y"]
-    after = run(rewritten, feeds)
-    assert after[0].shape == before[0].shape
-    err = float(np.max(np.abs(after[0].astype(np.float64) - before[0])))
-    scale = max(1.0, float(np.max(np.abs(before[0]))))
-    assert err <= atol * scale, f"{rule_name}: max abs error {err:.3g}"
+    assert_rule_matches(rule_name, model, expected, atol, feed_opts)
 
 
 def _why(rule_name, model):

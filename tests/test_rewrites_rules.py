@@ -150,6 +150,13 @@ CASES = [
 @pytest.mark.parametrize("rule_name, model, expected, atol, feed_opts", CASES,
                          ids=[f"{c[0]}-{i}" for i, c in enumerate(CASES)])
 def test_rule_matches_onnxruntime(rule_name, model, expected, atol, feed_opts):
+    assert_rule_matches(rule_name, model, expected, atol, feed_opts)
+
+
+def assert_rule_matches(rule_name, model, expected, atol, feed_opts):
+    """The rule rewrites ``model``'s first matching node into exactly the ``expected`` op
+    histogram, keeps the output name, and onnxruntime's outputs agree within ``atol`` (relative
+    to the output's magnitude, at least 1)."""
     inputs = {i.name: [d.dim_value for d in i.type.tensor_type.shape.dim] for i in model.graph.input
               if i.name not in {t.name for t in model.graph.initializer}}
     feeds = feeds_for(inputs, **feed_opts)
