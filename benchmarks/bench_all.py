@@ -54,13 +54,13 @@ def main() -> None:
     ap.add_argument("--size", default="test", choices=["test", "full"])
     ap.add_argument("--jobs", type=int, default=2)
     args = ap.parse_args()
-    from converter.cli.commands.port_run import combinations
-    from converter.port.pipeline import PortOptions
+    from converter.matrix import load_matrix
+    from converter.port.resolve import resolve_pairs
 
     with tempfile.TemporaryDirectory() as tmp:
         tmp = Path(tmp)
         model = zoo.export_onnx(args.model, tmp / f"{args.model}.onnx", size=args.size)
-        pairs = combinations(PortOptions(target="all", hw="all", out_dir=tmp), "all", "all")
+        pairs = resolve_pairs(load_matrix(), "all", "all")
         timed_port([str(model), "--to", "tflite", "--hw", "cpu", "-o", str(tmp / "warmup")])
         print(f"{args.model} ({args.size}): {len(pairs)} framework x hardware pairs")
         singles = {}

@@ -32,7 +32,7 @@ from converter.quantize.debug import debug_layers  # noqa: E402
 from converter.quantize.qdq import QuantConfig, quantize_model  # noqa: E402
 from converter.quantize.ranges import collect_ranges, quiet_onnxruntime_quantization  # noqa: E402
 from converter.quantize.verify import compare_quantized  # noqa: E402
-from converter.verify.runtime import onnx_runner  # noqa: E402
+from converter.runtimes.onnxruntime import onnx_runner  # noqa: E402
 
 
 def samples(shape, count, seed):

@@ -147,7 +147,7 @@ def main() -> None:
             print(err)
             theirs = None
         start = time.perf_counter()
-        art = TARGET.export(onnx.load(onnx_path), work / "edgeconv", "cpu", ExportOptions(extra={"model_name": name}))
+        art = TARGET.export(onnx.load(onnx_path), work / "edgeconv", "cpu", ExportOptions(name=name))
         row["edgeconv_s"] = time.perf_counter() - start
         ours = art.files[0]
         got = TARGET.run(art, feeds)
@@ -186,7 +186,7 @@ def subpixel_file(model, work: Path, feeds, ref, row) -> Path | None:
     from converter.targets.tflite import TARGET
 
     rewritten = apply_rule(model, "convtranspose_to_depth_to_space")
-    art = TARGET.export(rewritten, work / "subpixel", "cpu", ExportOptions(extra={"model_name": "superres_subpixel"}))
+    art = TARGET.export(rewritten, work / "subpixel", "cpu", ExportOptions(name="superres_subpixel"))
     got = TARGET.run(art, feeds)
     row["subpixel_err"] = max(float(np.max(np.abs(got[k] - v))) for k, v in ref.items())
     print("sub-pixel superres ops:", art.meta["ops"], "max err", row["subpixel_err"])

@@ -22,9 +22,9 @@ import onnx_graphsurgeon as gs
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
 from converter.ir.graph import NameAllocator, Provenance, provenance_of, to_graph, to_model  # noqa: E402
-from converter.verify import localize  # noqa: E402
+from converter.verify.localize import localize  # noqa: E402
 from converter.verify import metrics  # noqa: E402
-from converter.verify.runtime import run_session, session  # noqa: E402
+from converter.runtimes.onnxruntime import run_session, session  # noqa: E402
 
 
 def deep_resnet(blocks: int = 60, width: int = 16, size: int = 16, seed: int = 0) -> onnx.ModelProto:

@@ -9,7 +9,7 @@ import pytest
 
 from converter.infra import isolate
 from converter.errors import TimedOut
-from converter.port.pipeline import preload_steps
+from converter.port.loading import preload_steps
 
 
 class FakeChild:

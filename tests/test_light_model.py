@@ -9,7 +9,7 @@ import pytest
 
 from converter.demo import zoo
 from converter.ir import light_model
-from converter.verify.runtime import run_session, session
+from converter.runtimes.onnxruntime import run_session, session
 
 
 @pytest.mark.parametrize("name", ["resnet", "transformer", "detector"])

@@ -15,7 +15,9 @@ import pytest
 
 from converter.demo import zoo
 from converter.errors import BadInput, MissingExtra
-from converter.frontend.load import load_model, parse_shape_flags, save_onnx
+from converter.frontend.load import load_model
+from converter.frontend.source import parse_shape_flags
+from converter.ir.onnx_file import save_onnx
 from converter.frontend.normalize import normalize
 
 ROOT = Path(__file__).resolve().parents[1]

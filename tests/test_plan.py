@@ -152,12 +152,11 @@ def test_a_port_with_an_architecture_change_says_why_it_differs(zoo_onnx_path, t
     """The unet on the Edge TPU: its ConvTransposes become Resize + Conv (remedy 2), so the
     legalized stage differs from the original; the reason says that this is expected and how to
     retrain, with the default fit's held-out errors."""
-    from converter.port.pipeline import PortOptions, port
+    from converter.port import port
 
     rng = np.random.default_rng(0)
     np.savez(tmp_path / "calib.npz", input=rng.uniform(0, 1, (8, 1, 3, 32, 32)).astype(np.float32))
-    result = port(str(zoo_onnx_path("unet")), PortOptions(target="tflite", hw="edgetpu", out_dir=tmp_path / "out",
-                                                         calibration=str(tmp_path / "calib.npz")))
+    result = port(str(zoo_onnx_path("unet")), to="tflite", hw="edgetpu", out=tmp_path / "out", calibration=str(tmp_path / "calib.npz"))
     assert result.status == "verify_failed"
     assert "stage 'legalized' differs" in result.reason
     assert ("expected of an architecture change: convtranspose_0, convtranspose_1 replaced by a block"

@@ -18,7 +18,7 @@ from quant_models import (assert_mace_reader_sqnr, assert_mace_reexport_identica
                          read_mace_netdef, two_input_add_port)
 from rank_runtimes import MACE_RUN, need
 
-from converter.port.pipeline import PortOptions, port
+from converter.port import port
 from converter.targets import get as get_target
 from converter.targets.base import Artifact
 
@@ -210,8 +210,7 @@ def test_reader_conv_is_maces_integer_arithmetic_bit_for_bit(group, op_type, tmp
     onnx.save(model, str(path))
     np.savez(tmp_path / "calib.npz", x=rng.standard_normal((16, 1, 3, 9, 9)).astype(np.float32))
     out = tmp_path / "out"
-    result = port(str(path), PortOptions(target="mace", hw="cpu", out_dir=out, quantize="uint8",
-                                         calibration=str(tmp_path / "calib.npz"), verify=False))
+    result = port(str(path), to="mace", hw="cpu", out=out, quantize="uint8", calibration=str(tmp_path / "calib.npz"), verify=False)
     assert result.report["artifact"]["meta"]["uint8"]["uint8_ops"] == 1
     net = _net(out / "conv.pb")
     blob = (out / "conv.data").read_bytes()
@@ -273,8 +272,7 @@ def test_reader_add_is_maces_neon_arithmetic_bit_for_bit(tmp_path):
 @pytest.mark.parametrize("hw, why", [("apu", "APU models from TensorFlow only")])
 def test_apu_says_why_no_file(hw, why, zoo_onnx_path, data, tmp_path):
     out = tmp_path / "out"
-    result = port(str(zoo_onnx_path("detector")), PortOptions(target="mace", hw=hw, out_dir=out,
-                                                              calibration=str(data / "calib.npz"), verify=False))
+    result = port(str(zoo_onnx_path("detector")), to="mace", hw=hw, out=out, calibration=str(data / "calib.npz"), verify=False)
     assert (result.status, result.exit_code) == ("unsupported", 3) and why in result.reason
     assert result.report["quantization"]["plan"]["full_integer"]
     assert not [f for f in result.files if f.endswith((".pb", ".data", ".yml"))]
@@ -282,9 +280,7 @@ def test_apu_says_why_no_file(hw, why, zoo_onnx_path, data, tmp_path):
 
 def test_mace_run_without_quantize_hands_over_to_the_reader(zoo_onnx_path, data, tmp_path):
     need(MACE_RUN)
-    result = port(str(zoo_onnx_path("resnet")), PortOptions(
-        target="mace", hw="cpu", out_dir=tmp_path / "out", quantize="uint8", calibration=str(data / "calib.npz"),
-        inputs_npz=str(data / "held.npz"), runtimes={"mace": str(MACE_RUN)}))
+    result = port(str(zoo_onnx_path("resnet")), to="mace", hw="cpu", out=tmp_path / "out", quantize="uint8", calibration=str(data / "calib.npz"), inputs=str(data / "held.npz"), runtimes={"mace": str(MACE_RUN)})
     assert result.status == "unverified", result.reason
     assert "Quantize operation is not registered" in result.reason
     judged = result.report["quantization"]["file_verification"]

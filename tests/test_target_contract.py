@@ -61,7 +61,7 @@ class OnnxCopyTarget(Target):
         lower_nodes(COPY_OPS, ctx, graph.nodes, model=model)
         graph.nodes = list(ctx.nodes)
         written = to_model(graph)
-        path = Path(out_dir) / f"{options.extra.get('name') or 'model'}.onnx"
+        path = Path(out_dir) / f"{options.name or 'model'}.onnx"
         path.parent.mkdir(parents=True, exist_ok=True)
         path.write_bytes(written.SerializeToString(deterministic=True))
         return Artifact(self.name, hw, [path], Path(out_dir), meta={"nodes": len(ctx.nodes)}, runtime="onnxruntime")
@@ -155,7 +155,7 @@ def test_default_hw_is_the_matrix_cpu(name):
 @pytest.mark.parametrize("name", ALL)
 def test_export_is_deterministic_and_runs_like_onnxruntime(name, tmp_path):
     target, model = targets.get(name), conv_relu_add()
-    options = ExportOptions(extra={"name": "contract"})
+    options = ExportOptions(name="contract")
     first = target.export(model, tmp_path / "a", target.default_hw, options)
     target.export(model, tmp_path / "b", target.default_hw, options)
     assert first.files and all(Path(f).exists() for f in first.files)
@@ -259,12 +259,11 @@ def test_port_reports_a_broken_mapping_as_unsupported_exit_3(name, monkeypatch, 
 
 
 def test_a_registered_target_ports_end_to_end(tmp_path, copy_overlay):
-    from converter.port.pipeline import PortOptions, port
+    from converter.port import port
 
     model_path = tmp_path / "m.onnx"
     onnx.save(conv_relu_add(), model_path)
-    result = port(str(model_path), PortOptions(target="onnxcopy", hw=None, out_dir=tmp_path / "out",
-                                               matrix_overlays=(copy_overlay,)))
+    result = port(str(model_path), to="onnxcopy", hw=None, out=tmp_path / "out", matrix_overlays=(copy_overlay,))
     assert (result.status, result.hw, result.exit_code) == ("ok", "cpu", 0), result.reason
     assert "m.onnx" in result.files and "report.json" in result.files
     assert result.report["verification"]["ok"] is True

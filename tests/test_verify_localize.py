@@ -19,8 +19,9 @@ import pytest
 from converter.ir.graph import NameAllocator, Provenance, constant_value, provenance_of, to_graph, to_model
 from converter.legalize.rewrites import REGISTRY, apply_rule
 from converter.legalize.rewrites.base import EXACT, Rule
-from converter.verify import Stage, Tolerances, localize, onnx_runner, verify_stages
-from converter.verify.inputs import random_inputs
+from converter.verify import Stage, Tolerances, onnx_runner, verify_stages
+from converter.verify.localize import localize
+from converter.runtimes.feeds import random_inputs
 from converter.verify.localize import UNCHANGED, expose_intermediates
 
 FAULTY = "faulty_negate_conv_weight"

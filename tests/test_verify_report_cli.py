@@ -20,7 +20,7 @@ import typer
 from converter.errors import EXIT_BAD_INPUT, EXIT_VERIFY_FAILED, EdgeconvError
 from converter.ir.graph import provenance_of, to_graph, to_model
 from converter.verify import Stage, onnx_runner, verify_stages
-from converter.verify.inputs import random_inputs
+from converter.runtimes.feeds import random_inputs
 from converter.verify.localize import LayerResult
 from converter.verify.report import html_section, print_report, rmse_chart_svg, to_json
 

@@ -11,7 +11,7 @@ from converter.errors import BadInput, RuntimeUnavailable
 from converter.ir.graph import to_graph, to_model
 from converter.verify import (Stage, Tolerance, Tolerances, compose, load_tolerances, onnx_runner,
                               target_runner, verify_port, verify_stages)
-from converter.verify.inputs import random_inputs
+from converter.runtimes.feeds import random_inputs
 
 
 @pytest.fixture(scope="module")

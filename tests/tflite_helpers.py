@@ -39,8 +39,7 @@ def reference(model, feeds) -> dict[str, np.ndarray]:
 
 
 def export(model, tmp_path, name="m", **opts):
-    extra = {"name": name}
-    return TARGET.export(model, tmp_path, "cpu", ExportOptions(extra=extra, **opts))
+    return TARGET.export(model, tmp_path, "cpu", ExportOptions(name=name, **opts))
 
 
 def max_error(ref: dict, got: dict) -> float:

@@ -49,7 +49,7 @@ def _run(model: onnx.ModelProto, feeds: dict, names: list[str]) -> dict[str, np.
 
 
 def capture(model: onnx.ModelProto, ops: list[CustomOp], seed: int = 0) -> dict[str, NodeData]:
-    from ..legalize.apply import seeded_inputs
+    from ..frontend.normalize import seeded_inputs
 
     feeds = seeded_inputs(model, seed) or {}
     inputs = sorted({t.name for op in ops for t in op.inputs if t.constant is None})

@@ -11,7 +11,6 @@ import contextlib
 import importlib.util
 import io
 import os
-import re
 import tempfile
 import warnings
 import zipfile
@@ -20,33 +19,15 @@ from pathlib import Path
 import onnx
 
 from ..errors import BadInput, MissingExtra
-from ..infra.fsutil import atomic_output_dir, atomic_write_bytes, remember_sha256
+from ..infra.fsutil import remember_sha256
 from .pickle_guard import refuse_unsafe_pickles
+from ..ir.onnx_file import save_onnx, write_with_external_weights  # noqa: F401  (part of this module's API)
 
 from .source_kinds import EXPORTED_PROGRAM_SUFFIXES, ONNX_SUFFIXES, SUPPORTED, TF_SUFFIXES, TORCHSCRIPT_SUFFIXES
 
 # torch.onnx.export opset for torch sources; normalize() brings everything to CANONICAL_OPSET.
 _TORCH_EXPORT_OPSET = 17
 _DYNAMO_EXPORT_OPSET = 18
-
-
-def parse_shape_flags(flags: list[str] | None) -> dict[str, tuple[int, ...]]:
-    """``["x=1x3x224x224", "1x3x8x8"]`` -> ``{"x": (1, 3, 224, 224), "": (1, 3, 8, 8)}``.
-
-    A shape without a name applies to the model's first input.
-    """
-    shapes: dict[str, tuple[int, ...]] = {}
-    for flag in flags or []:
-        name, _, dims = flag.rpartition("=")
-        if not re.fullmatch(r"\d+(x\d+)*", dims.strip()):
-            raise BadInput(f"--input-shape '{flag}': expected name=1x3x224x224 (positive integers joined by 'x')")
-        shape = tuple(int(d) for d in dims.strip().split("x"))
-        if any(d <= 0 for d in shape):
-            raise BadInput(f"--input-shape '{flag}': every dimension must be positive")
-        if name.strip() in shapes:
-            raise BadInput(f"--input-shape given twice for '{name.strip() or 'the first input'}'")
-        shapes[name.strip()] = shape
-    return shapes
 
 
 def load_model(
@@ -248,85 +229,6 @@ def _lower_ir_version(model: onnx.ModelProto) -> None:
     except Exception:  # noqa: BLE001 - an opset onnx does not know: leave the model alone
         return
     model.ir_version = max(needed, min(model.ir_version, ORT_MAX_IR_VERSION))
-
-
-def save_onnx(model: onnx.ModelProto, path: str | os.PathLike) -> Path:
-    """Write atomically; models over protobuf's 2 GB limit get their big weights in
-    ``<name>.data`` beside the ``.onnx`` (ONNX external data).  ``model`` is not modified."""
-    from ..ir import weights
-
-    path = Path(path)
-    if not _too_large_to_serialize(model):
-        if weights.has_references(model):
-            # the referenced weights streamed from their arrays, never one bytes object
-            return atomic_write_bytes(path, lambda out: weights.write_model(model, out))
-        return atomic_write_bytes(path, model.SerializeToString())
-    with atomic_output_dir(path.parent) as tmp:
-        write_with_external_weights(model, tmp / path.name)
-    return path
-
-
-#: Tensors at least this big go to the external data file of a large model.
-_EXTERNAL_MIN_BYTES = 1 << 20
-
-
-def _too_large_to_serialize(model: onnx.ModelProto) -> bool:
-    # Initializers dominate a model's size; keep a margin under protobuf's hard limit.
-    from ..ir.weights import tensor_bytes
-
-    return sum(tensor_bytes(t) for t in model.graph.initializer) > onnx.checker.MAXIMUM_PROTOBUF - (64 << 20)
-
-
-@contextlib.contextmanager
-def external_references(model: onnx.ModelProto, reference, min_bytes: int = _EXTERNAL_MIN_BYTES):
-    """While inside, every initializer of at least ``min_bytes`` holds an external-data reference
-    instead of its bytes: ``reference(index, raw_bytes) -> {"location": ..., "offset": ...}``.
-
-    ``onnx.save_model(save_as_external_data=True)`` rewrites the model it is given for good;
-    this puts the bytes back on exit, so callers can serialize a large model and keep it."""
-    from ..ir import weights
-
-    held = [t for t in model.graph.initializer if weights.tensor_bytes(t) >= min_bytes]
-    # a weight-store reference is kept as it is (its fields put back on exit), its array written
-    originals = [onnx.TensorProto() if weights.is_reference(t) else t.raw_data for t in held]
-    for tensor, original in zip(held, originals):
-        if isinstance(original, onnx.TensorProto):
-            original.CopyFrom(tensor)
-    try:
-        for index, (tensor, raw) in enumerate(zip(held, originals)):
-            if isinstance(raw, onnx.TensorProto):
-                array = weights.array_of(raw)
-                raw = memoryview(array if array.flags.c_contiguous else array.copy()).cast("B")
-            entries = reference(index, raw)
-            tensor.ClearField("raw_data")
-            tensor.data_location = onnx.TensorProto.EXTERNAL
-            del tensor.external_data[:]
-            for key, value in entries.items():
-                tensor.external_data.add(key=key, value=str(value))
-        yield model
-    finally:
-        for tensor, raw in zip(held, originals):
-            if isinstance(raw, onnx.TensorProto):
-                tensor.CopyFrom(raw)
-                continue
-            del tensor.external_data[:]
-            tensor.data_location = onnx.TensorProto.DEFAULT
-            tensor.raw_data = raw
-
-
-def write_with_external_weights(model: onnx.ModelProto, path: Path) -> Path:
-    """Write ``path`` + ``path.name + '.data'`` (ONNX external data, 64-byte aligned offsets)."""
-    location = path.name + ".data"
-    with open(path.parent / location, "wb") as data:
-        def append(_index, raw):
-            offset = (data.tell() + 63) // 64 * 64
-            data.write(b"\0" * (offset - data.tell()))
-            data.write(raw)
-            return {"location": location, "offset": offset, "length": len(raw)}
-
-        with external_references(model, append):
-            path.write_bytes(model.SerializeToString())
-    return path
 
 
 # -------------------------------------------------------------------------------------- torch

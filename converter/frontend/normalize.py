@@ -58,7 +58,7 @@ def _stash_large_weights(model: onnx.ModelProto) -> list[bytes]:
 
 def _light_copy(model: onnx.ModelProto) -> bytes:
     """``model`` serialized with each big initializer replaced by a numbered stash reference."""
-    from .load import external_references
+    from ..ir.onnx_file import external_references
 
     stash_ref = lambda index, _raw: {"location": _STASH_LOCATION, "offset": index}  # noqa: E731
     with external_references(model, stash_ref, _STASH_MIN_BYTES):
@@ -525,7 +525,7 @@ def check_equivalent(original: onnx.ModelProto, normalized: onnx.ModelProto,
     def session(m, tmp):
         if not is_large(m):
             return ort.InferenceSession(m.SerializeToString(), opts, providers=["CPUExecutionProvider"])
-        from .load import write_with_external_weights
+        from ..ir.onnx_file import write_with_external_weights
 
         path = write_with_external_weights(m, Path(tmp) / f"model{len(os.listdir(tmp))}.onnx")
         return ort.InferenceSession(str(path), opts, providers=["CPUExecutionProvider"])

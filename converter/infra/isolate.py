@@ -210,7 +210,7 @@ def _compute(fn, args, tmp: Path) -> int:
     # directory the parent removes: a child killed mid-export leaves nothing in TMPDIR.
     tempfile.tempdir = str(tmp)
     try:
-        from ..frontend.load import save_onnx
+        from ..ir.onnx_file import save_onnx
 
         result = fn(*args)
         models = list(result) if isinstance(result, (list, tuple)) else [result]

@@ -15,6 +15,8 @@ from __future__ import annotations
 
 import onnx
 
+from .weights import copy_fields
+
 #: Floating-point initializers with more elements than this become typed inputs in the light
 #: copy; smaller ones (and every integer tensor) stay, so data propagation still sees them.
 MAX_KEPT_ELEMENTS = 64
@@ -42,8 +44,8 @@ def light_copy(model: onnx.ModelProto) -> tuple[onnx.ModelProto, list[str]]:
     if not moved:
         light.CopyFrom(model)
         return light, []
-    _copy_fields(model, light, skip=("graph",))
-    _copy_fields(model.graph, light.graph, skip=("initializer",))
+    copy_fields(model, light, skip=("graph",))
+    copy_fields(model.graph, light.graph, skip=("initializer",))
     light.graph.initializer.extend(t for t in model.graph.initializer if t.name not in moved)
     declared = {i.name for i in model.graph.input}
     added = []
@@ -54,23 +56,6 @@ def light_copy(model: onnx.ModelProto) -> tuple[onnx.ModelProto, list[str]]:
     return light, added
 
 
-def _copy_fields(source, target, skip=()) -> None:
-    for descriptor, value in source.ListFields():
-        if descriptor.name in skip:
-            continue
-        if _repeated(descriptor):
-            getattr(target, descriptor.name).extend(value)
-        elif descriptor.message_type is not None:
-            getattr(target, descriptor.name).CopyFrom(value)
-        else:
-            setattr(target, descriptor.name, value)
-
-
-def _repeated(descriptor) -> bool:
-    # protobuf >= 6 has ``is_repeated``; older releases only the ``label``.
-    if hasattr(descriptor, "is_repeated"):
-        return descriptor.is_repeated
-    return descriptor.label == descriptor.LABEL_REPEATED
 
 
 def infer_shapes(model: onnx.ModelProto, *, in_place: bool = False, **kwargs) -> onnx.ModelProto:
@@ -88,8 +73,8 @@ def infer_shapes(model: onnx.ModelProto, *, in_place: bool = False, **kwargs) ->
         _adopt(inferred, model, set(added))
         return model
     result = onnx.ModelProto()
-    _copy_fields(inferred, result, skip=("graph",))
-    _copy_fields(inferred.graph, result.graph, skip=("initializer", "input", "value_info"))
+    copy_fields(inferred, result, skip=("graph",))
+    copy_fields(inferred.graph, result.graph, skip=("initializer", "input", "value_info"))
     result.graph.input.extend(model.graph.input)
     result.graph.initializer.extend(model.graph.initializer)
     added_names = set(added)
@@ -103,11 +88,11 @@ def _adopt(inferred: onnx.ModelProto, model: onnx.ModelProto, added_names: set[s
     for descriptor, _ in model.ListFields():
         if descriptor.name != "graph":
             model.ClearField(descriptor.name)
-    _copy_fields(inferred, model, skip=("graph",))
+    copy_fields(inferred, model, skip=("graph",))
     for descriptor, _ in model.graph.ListFields():
         if descriptor.name not in ("initializer", "input"):
             model.graph.ClearField(descriptor.name)
-    _copy_fields(inferred.graph, model.graph, skip=("initializer", "input", "value_info"))
+    copy_fields(inferred.graph, model.graph, skip=("initializer", "input", "value_info"))
     model.graph.value_info.extend(v for v in inferred.graph.value_info if v.name not in added_names)
 
 
@@ -121,8 +106,8 @@ def on_light_copy(model: onnx.ModelProto, transform) -> onnx.ModelProto:
         return out
     added_names = set(added)
     result = onnx.ModelProto()
-    _copy_fields(out, result, skip=("graph",))
-    _copy_fields(out.graph, result.graph, skip=("initializer", "input"))
+    copy_fields(out, result, skip=("graph",))
+    copy_fields(out.graph, result.graph, skip=("initializer", "input"))
     result.graph.input.extend(i for i in out.graph.input if i.name not in added_names)
     transformed = {t.name: t for t in out.graph.initializer}
     for tensor in model.graph.initializer:  # the original order, then what the pass added
@@ -160,8 +145,8 @@ def without_weight_bytes(model: onnx.ModelProto, min_bytes: int = MIN_IN_MEMORY_
     plan = SessionWeights() if options is not None else None
 
     shell = onnx.ModelProto()
-    _copy_fields(model, shell, skip=("graph",))
-    _copy_fields(model.graph, shell.graph, skip=("initializer",))
+    copy_fields(model, shell, skip=("graph",))
+    copy_fields(model.graph, shell.graph, skip=("initializer",))
     arrays = {}
     for index, tensor in enumerate(model.graph.initializer):
         if plan is not None and is_reference(tensor):

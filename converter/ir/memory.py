@@ -114,25 +114,6 @@ def weight_bytes(model) -> int:
 
 #: Bytes per element of the tensor types whose ``raw_data`` is one fixed-size value per element
 #: (onnx.TensorProto.DataType; not strings, not the packed 4-bit types).
-_ITEMSIZE = {1: 4, 2: 1, 3: 1, 4: 2, 5: 2, 6: 4, 7: 8, 9: 1, 10: 2, 11: 8, 12: 4, 13: 8, 14: 8, 15: 16, 16: 2,
-             17: 1, 18: 1, 19: 1, 20: 1}
-
-
-def raw_nbytes(tensor) -> int:
-    """``len(tensor.raw_data)`` without reading the field: protobuf hands out a *copy* of a bytes
-    field, so summing ``len(t.raw_data)`` over a model copied all its weights (45 MB of
-    page-faulted memory per call for a ResNet-18).  From the dims and the element size: what the
-    values take (onnx's checker refuses raw data shorter than that; bytes past it are ignored by
-    every reader), which is what the size thresholds that call this are about."""
-    if not tensor.HasField("raw_data"):
-        return 0
-    itemsize = _ITEMSIZE.get(tensor.data_type)
-    if itemsize is None:
-        return len(tensor.raw_data)
-    count = 1
-    for d in tensor.dims:
-        count *= d
-    return count * itemsize
 
 
 def release(heavy: bool) -> None:

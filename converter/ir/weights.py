@@ -154,7 +154,6 @@ def has_references(model: onnx.ModelProto) -> bool:
 
 def tensor_bytes(tensor: onnx.TensorProto) -> int:
     """Bytes of a tensor's values, held in the proto or by reference."""
-    from .memory import raw_nbytes
 
     array = array_of(tensor)
     return array.nbytes if array is not None else raw_nbytes(tensor)
@@ -265,10 +264,9 @@ def _length_delimited(field: int) -> bytes:
 def _fields(message, low: int, high: int) -> bytes:
     """The serialized fields of ``message`` numbered in [low, high): protobuf writes known fields
     in field-number order, so these are the same bytes as in the whole message."""
-    from .light_model import _copy_fields
 
     part = type(message)()
-    _copy_fields(message, part, skip=tuple(d.name for d, _ in message.ListFields() if not low <= d.number < high))
+    copy_fields(message, part, skip=tuple(d.name for d, _ in message.ListFields() if not low <= d.number < high))
     return part.SerializeToString()
 
 
@@ -298,11 +296,10 @@ def write_model(model: onnx.ModelProto, out) -> int:
     """Write to the binary file ``out`` exactly ``materialized(model).SerializeToString()``,
     streaming each referenced array from its memory instead of building the bytes; returns the
     byte count."""
-    from .light_model import _copy_fields
 
     graph = model.graph
     light = onnx.GraphProto()
-    _copy_fields(graph, light, skip=("initializer",))
+    copy_fields(graph, light, skip=("initializer",))
     graph_head, graph_tail = _fields(light, 0, _INITIALIZER), _fields(light, _INITIALIZER + 1, 1 << 29)
     entries = [_initializer_pieces(t) for t in graph.initializer]
     graph_size = len(graph_head) + len(graph_tail) + sum(len(p) if isinstance(p, bytes) else p.nbytes
@@ -391,3 +388,44 @@ def onnxruntime_source(model: onnx.ModelProto, options):
 
 def _contiguous(array: np.ndarray) -> np.ndarray:
     return array if array.flags.c_contiguous else np.ascontiguousarray(array)
+
+
+_ITEMSIZE = {1: 4, 2: 1, 3: 1, 4: 2, 5: 2, 6: 4, 7: 8, 9: 1, 10: 2, 11: 8, 12: 4, 13: 8, 14: 8, 15: 16, 16: 2,
+             17: 1, 18: 1, 19: 1, 20: 1}
+
+
+def raw_nbytes(tensor) -> int:
+    """``len(tensor.raw_data)`` without reading the field: protobuf hands out a *copy* of a bytes
+    field, so summing ``len(t.raw_data)`` over a model copied all its weights (45 MB of
+    page-faulted memory per call for a ResNet-18).  From the dims and the element size: what the
+    values take (onnx's checker refuses raw data shorter than that; bytes past it are ignored by
+    every reader), which is what the size thresholds that call this are about."""
+    if not tensor.HasField("raw_data"):
+        return 0
+    itemsize = _ITEMSIZE.get(tensor.data_type)
+    if itemsize is None:
+        return len(tensor.raw_data)
+    count = 1
+    for d in tensor.dims:
+        count *= d
+    return count * itemsize
+
+
+def copy_fields(source, target, skip=()) -> None:
+    """Copy every set field of protobuf message ``source`` into ``target`` but those in ``skip``."""
+    for descriptor, value in source.ListFields():
+        if descriptor.name in skip:
+            continue
+        if _repeated(descriptor):
+            getattr(target, descriptor.name).extend(value)
+        elif descriptor.message_type is not None:
+            getattr(target, descriptor.name).CopyFrom(value)
+        else:
+            setattr(target, descriptor.name, value)
+
+
+def _repeated(descriptor) -> bool:
+    # protobuf >= 6 has ``is_repeated``; older releases only the ``label``.
+    if hasattr(descriptor, "is_repeated"):
+        return descriptor.is_repeated
+    return descriptor.label == descriptor.LABEL_REPEATED

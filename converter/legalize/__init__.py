@@ -8,7 +8,7 @@ rules of ``rewrites``.
 
 def __getattr__(name: str):
     if name in ("legalize", "LegalizeResult"):
-        from .apply import apply
+        import importlib
 
-        return getattr(apply, name)
+        return getattr(importlib.import_module(".apply", __name__), name)
     raise AttributeError(f"module {__name__!r} has no attribute {name!r}")

@@ -62,7 +62,7 @@ class SharedWork:
     """Reference runners for (original, normalized), shared by every port of the model."""
 
     def __init__(self, original, normalized):
-        from ..verify.runtime import onnx_runner
+        from ..runtimes.onnxruntime import onnx_runner
 
         self.original = MemoRunner(lambda: onnx_runner(original))
         self.normalized = MemoRunner(lambda: onnx_runner(normalized))

@@ -33,6 +33,7 @@ per channel along ``axis`` when it is not null.
 
 from __future__ import annotations
 
+import json
 from dataclasses import dataclass
 
 import numpy as np
@@ -174,7 +175,6 @@ def int32_bias(bias: np.ndarray, scale) -> np.ndarray:
 
 def quant_params(view: QdqView, config) -> dict:
     """The record described in the module docstring."""
-    from .bias_correction import bias_correction_record
     qdq = view.qdq_model
     init_names = {i.name for i in qdq.graph.initializer}
 
@@ -205,3 +205,15 @@ def quant_params(view: QdqView, config) -> dict:
         "float_nodes": view.float_only_nodes() if integer else [],
         "bias_correction": bias_correction_record(qdq),
     }
+
+
+#: The QDQ model's metadata key holding the bias correction record.
+BIAS_CORRECTION_KEY = "edgeconv.bias_correction"
+
+
+def bias_correction_record(model: onnx.ModelProto) -> dict | None:
+    """What bias correction recorded in a QDQ model's metadata (:mod:`.bias_correction`), or None."""
+    for prop in model.metadata_props:
+        if prop.key == BIAS_CORRECTION_KEY:
+            return json.loads(prop.value)
+    return None

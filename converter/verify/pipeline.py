@@ -13,10 +13,11 @@ import onnx
 
 from ..infra.fsutil import atomic_write_text
 from ..ir.graph import provenance_of
-from .inputs import DEFAULT_FLOAT_RANGE, load_npz, random_inputs
+from ..runtimes.feeds import DEFAULT_FLOAT_RANGE, load_npz, random_inputs
 from .replay import write_replay
 from .report import standalone_html, to_json
-from .runtime import Runner, onnx_runner
+from ..runtimes.base import Runner
+from ..runtimes.onnxruntime import onnx_runner
 from ..targets.base import supports_intermediates
 from .stages import Stage, Tolerances, VerifyReport, compose, target_runner, verify_stages
 from .target_layers import TargetLocalizer
@@ -144,7 +145,7 @@ def verify_target_file(
     the target's own executor) with the ONNX ``original_path``: the target stage of a port, alone."""
     from ..errors import BadInput
     from ..frontend.load import load_onnx
-    from ..runtimes import bind, oracle_of, resolve
+    from ..targets.oracles import bind, oracle_of, resolve
 
     if not Path(original_path).is_file():
         raise BadInput(f"{original_path}: no such file")
@@ -188,7 +189,7 @@ def port_stages(
         stages.append(Stage("legalized", compose(run, postprocess) if postprocess else run,
                             model=legalized, reference=normalized))
     if target is not None and artifact is not None:
-        from ..runtimes import oracle_of
+        from ..targets.oracles import oracle_of
 
         run = target_runner(target, artifact)
         localizer = None

@@ -40,7 +40,7 @@ def register(app: typer.Typer) -> None:
             note = " (cached)" if r.cached else ""
             err.print(f"[{style}]{r.status:>13}[/] {escape(f'{r.id}{note} {r.reason}')}")
 
-        from ...runtimes import parse_runtime_flags
+        from ...targets.oracles import parse_runtime_flags
 
         result = run_batch(manifest, out, jobs=jobs, force=force, executor=executor, address=address,
                            progress=progress, runtimes=parse_runtime_flags(runtime))

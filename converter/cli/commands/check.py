@@ -10,7 +10,7 @@ from __future__ import annotations
 
 import typer
 
-from .options import (Framework, HardwareOrAll, Json, MatrixSource, ModelSource, hw_or_default, matrix_options,
+from .options import (Framework, HardwareOrAll, Json, MatrixSource, ModelSource, matrix_options,
                       model_options, stdout_console)
 
 _MARK = {"supported": "ok", "unverified": "?", "unsupported": "NO"}
@@ -33,7 +33,9 @@ def register(app: typer.Typer) -> None:
         from ...errors import EXIT_UNSUPPORTED
 
         m = matrix.load()
-        pairs = m.resolve_targets(to, hw_or_default(m, to, hw))
+        from ...port.resolve import resolve_pairs
+
+        pairs = resolve_pairs(m, to, hw, exporters_only=False, all_hw_by_default=True)
         model = source.normalized(require_static=False)
         results = check_targets(model, pairs, m)
         add_fallback(results, model, m)

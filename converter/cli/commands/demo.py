@@ -5,7 +5,7 @@ from __future__ import annotations
 
 import typer
 
-from .options import Hardware, default_hw, out_dir
+from .options import Hardware, out_dir
 
 
 def register(app: typer.Typer) -> None:
@@ -29,8 +29,8 @@ def register(app: typer.Typer) -> None:
             raise MissingExtra("torch", "the demo (it builds its model in torch)")
         import torch
 
-        from ... import targets
         from ...demo import zoo
+        from ...port.resolve import default_hw
         from .. import main
 
         if model not in zoo.NAMES:
@@ -46,7 +46,7 @@ def register(app: typer.Typer) -> None:
         names = [n for n in inspect.signature(net.forward).parameters if n != "self"]
         shape_flags = [f"{name}={'x'.join(map(str, s))}" for name, s in zip(names, shapes.values())]
         if hw is None and to != "all":
-            hw = default_hw(to) if to in targets.names() else "cpu"
+            hw = default_hw(to)
         hw_args = ["--hw", hw] if hw is not None else []  # --to all: port's default, each framework's CPU
         args = ["port", str(path), "--to", to, *hw_args, "-o", str(out_dir / f"{to}-{hw or 'cpu'}")]
         for flag in shape_flags:

@@ -19,11 +19,11 @@ def register(app: typer.Typer) -> None:
         """Convert to canonical ONNX (opset 17, shapes, folded constants, stable names)."""
         import json
 
-        from ...frontend.load import save_onnx
+        from ...ir.onnx_file import save_onnx
         from ...frontend.normalize import check_equivalent, normalize
         from ...ir.graph import op_histogram
 
-        shapes = source.shapes()
+        shapes = dict(source.input_shapes)
         original = source.load()
         if "" in shapes:
             shapes[original.graph.input[0].name] = shapes.pop("")

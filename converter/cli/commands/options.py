@@ -4,7 +4,8 @@ Plain options (``--json``, ``--to/-t``, ``--hw``, ``-o/--out``) are typer declar
 parameter defaults.  Two groups always travel together and arrive as one value:
 
 * :func:`model_options` replaces a ``source: ModelSource`` parameter by ``MODEL``,
-  ``-s/--input-shape`` and ``--trust-pickle``;
+  ``-s/--input-shape``, ``--trust-pickle``, ``--timeout`` and ``--max-memory``
+  (:class:`converter.frontend.source.ModelSource`);
 * :func:`matrix_options` replaces a ``matrix: MatrixSource`` parameter by ``--matrix`` and
   ``--matrix-overlay``.
 
@@ -17,10 +18,14 @@ from __future__ import annotations
 
 import functools
 import inspect
-from dataclasses import dataclass
 from collections.abc import Callable
 
 import typer
+
+from ...frontend.source import ModelSource
+from ...frontend.source import MatrixSource
+
+__all__ = ["MatrixSource", "ModelSource", "matrix_options", "model_options"]
 
 ShapeList = list[str] | None
 
@@ -38,23 +43,6 @@ Hardware = typer.Option(None, "--hw", metavar="HW", show_default=False,
                         help=f"{_HW}, or all. Default: {_CPU}; with --to all: each framework's CPU.")
 OneHardware = typer.Option(None, "--hw", metavar="HW", show_default=False, help=f"{_HW}. Default: {_CPU}.")
 
-
-def default_hw(framework: str) -> str:
-    """The hardware ``--hw`` means when omitted for one framework: its target's ``default_hw``
-    (the framework's CPU), or ``cpu`` for a matrix framework without an exporter."""
-    from ... import targets
-
-    return targets.default_hw(framework) if framework in targets.names() else "cpu"
-
-
-def hw_or_default(matrix, to: str, hw: str | None) -> str:
-    """``--hw`` as given, or, when omitted: ``all`` for ``--to all`` (check, plan), else the
-    framework's CPU."""
-    if hw is not None:
-        return hw
-    if to.strip().lower() == "all":
-        return "all"
-    return default_hw(matrix.resolve_framework(to))
 
 # Verification (``port`` and ``verify``).
 VerifyInputs = typer.Option(None, "--inputs", metavar="NPZ",
@@ -97,47 +85,6 @@ def out_file(default: str | None, help_text: str) -> typer.models.OptionInfo:
     return typer.Option(default, "-o", "--out", metavar="FILE", help=help_text)
 
 
-@dataclass(frozen=True)
-class ModelSource:
-    """The model the user named, with the flags that say how to read it."""
-
-    path: str | None
-    input_shape: ShapeList
-    trust_pickle: bool
-    #: ``--timeout``: seconds user model code may run (torch sources); 0 = no limit.
-    timeout: float | None = None
-    #: ``--max-memory`` in bytes (None: half the machine's memory).
-    max_memory: int | None = None
-
-    def shapes(self) -> dict[str, tuple[int, ...]]:
-        from ...frontend.load import parse_shape_flags
-
-        return parse_shape_flags(self.input_shape)
-
-    def load(self):
-        """The model as ONNX, as read (not normalized)."""
-        from ...frontend.load import load_model
-
-        return load_model(self.path, self.shapes(), self.trust_pickle, self.timeout)
-
-    def normalized(self, require_static: bool = True):
-        """Load and normalize: the first two stages of every command."""
-        return load_normalized(self.path, self.input_shape, self.trust_pickle, require_static, self.timeout)
-
-
-@dataclass(frozen=True)
-class MatrixSource:
-    """``--matrix`` and its overlays."""
-
-    path: str | None
-    overlays: tuple[str, ...]
-
-    def load(self):
-        from ...matrix import load_matrix
-
-        return load_matrix(self.path, self.overlays)
-
-
 def model_options(as_option: bool = False) -> Callable:
     """Replace the command's ``source`` parameter by MODEL, ``-s/--input-shape``, ``--trust-pickle``.
 
@@ -162,7 +109,7 @@ def model_options(as_option: bool = False) -> Callable:
             help="Refuse (exit 2) models whose reference inference needs more, e.g. 8G. Default: half the RAM.")),
     ]
     return _splice("source", group, lambda model, input_shape, trust_pickle, timeout, max_memory:
-                   ModelSource(model, input_shape, trust_pickle, _timeout(timeout), _size(max_memory)))
+                   ModelSource.from_flags(model, input_shape, trust_pickle, _timeout(timeout), max_memory))
 
 
 def _timeout(seconds: float | None) -> float | None:
@@ -171,14 +118,6 @@ def _timeout(seconds: float | None) -> float | None:
 
     set_time_limit(seconds)
     return seconds
-
-
-def _size(text: str | None) -> int | None:
-    if text is None:
-        return None
-    from ...ir.memory import parse_size
-
-    return parse_size(text)
 
 
 def matrix_options() -> Callable:
@@ -221,26 +160,6 @@ def _splice(target: str, group: list[inspect.Parameter], build: Callable) -> Cal
         return wrapper
 
     return decorate
-
-
-def load_normalized(path: str, input_shape: ShapeList, trust_pickle: bool, require_static: bool = True,
-                    timeout: float | None = None):
-    """Load any supported model and normalize it: the first two stages of every command."""
-    from ...frontend.load import load_model, parse_shape_flags
-    from ...frontend.normalize import normalize, dynamic_inputs
-
-    shapes = parse_shape_flags(input_shape)
-    model = load_model(path, shapes, trust_pickle, timeout)
-    if "" in shapes:  # a bare shape names the first graph input
-        shapes[model.graph.input[0].name] = shapes.pop("")
-    normalized = normalize(model, shapes or None)
-    if require_static:
-        from ...errors import BadInput
-
-        problems = dynamic_inputs(normalized)
-        if problems:
-            raise BadInput(problems[0])
-    return normalized
 
 
 def stdout_console():

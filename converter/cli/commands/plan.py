@@ -12,7 +12,7 @@ from __future__ import annotations
 
 import typer
 
-from .options import (Framework, HardwareOrAll, Json, MatrixSource, ModelSource, hw_or_default, matrix_options,
+from .options import (Framework, HardwareOrAll, Json, MatrixSource, ModelSource, matrix_options,
                       model_options, stdout_console)
 
 _STYLE = {"supported": "green", "rewrite": "cyan", "retrain": "magenta", "fallback": "blue", "postprocess": "yellow",
@@ -36,7 +36,9 @@ def register(app: typer.Typer) -> None:
         from ...legalize.plan import plan_model
 
         m = matrix.load()
-        pairs = m.resolve_targets(to, hw_or_default(m, to, hw))
+        from ...port.resolve import resolve_pairs
+
+        pairs = resolve_pairs(m, to, hw, exporters_only=False, all_hw_by_default=True)
         onnx_model = source.normalized(require_static=False)
         plans = [plan_model(onnx_model, fw, h, m) for fw, h in pairs]
         if json_out:

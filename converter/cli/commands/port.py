@@ -6,8 +6,8 @@ from __future__ import annotations
 import typer
 
 from .options import (Atol, Calibration, CalibrationMethod, Framework, Hardware, Json, MatrixSource, ModelSource,
-                      NoBiasCorrection, PerTensor, Preprocess, Quantize, Rtol, Runtime, Seed, Tolerances, VerifyInputs, matrix_options,
-                      model_options, out_dir)
+                      NoBiasCorrection, PerTensor, Preprocess, Quantize, Rtol, Runtime, Seed, Tolerances, VerifyInputs,
+                      matrix_options, model_options, out_dir)
 
 
 def register(app: typer.Typer) -> None:
@@ -50,37 +50,22 @@ def register(app: typer.Typer) -> None:
             import_numpy_single_threaded()
         import shlex
         import sys
-        import time
-        from pathlib import Path
 
-        from ...port.pipeline import PortOptions, load_stage, preload_steps
+        from ...port import PortRequest, PortSession
+        from ...port.request import LegalizeSpec
         from ...quantize.modes import QuantRequest
-        from ...runtimes import parse_runtime_flags, validate
-        from .port_run import combinations, run_ports
+        from ...targets.oracles import parse_runtime_flags
+        from ...targets.base import ExportOptions
+        from ...verify.spec import VerifySpec
+        from .port_run import run_ports
 
-        base = PortOptions(
-            target=to, hw=hw, out_dir=Path(out), input_shapes=source.shapes(),
-            trust_pickle=source.trust_pickle, matrix=matrix.path, matrix_overlays=matrix.overlays,
-            fp16_weights=fp16_weights, keep_nchw_io=keep_nchw_io, retrain_hook=retrain_hook,
-            custom_ops=tuple(custom_op or ()), inputs_npz=inputs, atol=atol, rtol=rtol, tolerances=tolerances,
-            seed=seed, verify=not no_verify, command_line="edgeconv " + shlex.join(sys.argv[1:]),
-            quantize=quantize, calibration=calibration, calibration_method=calibration_method,
-            per_tensor=per_tensor, bias_correction=not no_bias_correction, preprocess=preprocess,
-            timeout=source.timeout, max_memory=source.max_memory,
-            runtimes=parse_runtime_flags(runtime),
-        )
-        validate(base.runtimes)
-        QuantRequest(quantize, calibration, calibration_method, per_tensor, preprocess).validate()
-        combos = combinations(base, to, hw)
-        from ...port.pipeline import BY_REFERENCE_TARGETS
-        from ...ir.weights import WeightStore
-
-        start = time.perf_counter()
-        # big weights held once (converter/ir/weights.py), alive here while the ports run; for the
-        # other targets (and quantization) each port gets models holding their bytes
-        store = WeightStore() if quantize is None and any(fw in BY_REFERENCE_TARGETS for fw, _ in combos) else None
-        meanwhile = preload_steps([fw for fw, _ in combos], base.verify)
-        preloaded = (*load_stage(source.path, base, meanwhile, store), round(time.perf_counter() - start, 4))
-        code = run_ports(source.path, base, combos, preloaded, json_out, jobs)
-        del preloaded, store
-        return code
+        request = PortRequest(
+            source=source, matrix=matrix,
+            verify=None if no_verify else VerifySpec(inputs, atol, rtol, tolerances, seed),
+            quant=QuantRequest(quantize, calibration, calibration_method, per_tensor, preprocess,
+                               bias_correction=not no_bias_correction),
+            legalize=LegalizeSpec(retrain_hook, tuple(custom_op or ())),
+            export=ExportOptions(fp16_weights=fp16_weights, keep_nchw_io=keep_nchw_io),
+            runtimes=parse_runtime_flags(runtime), command_line="edgeconv " + shlex.join(sys.argv[1:]))
+        with PortSession.open(request) as session:
+            return run_ports(session, session.resolve(to, hw), out, json_out, jobs)

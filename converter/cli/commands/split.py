@@ -11,7 +11,7 @@ import re
 
 import typer
 
-from .options import (MatrixSource, ModelSource, OneFramework, OneHardware, Json, hw_or_default, matrix_options,
+from .options import (MatrixSource, ModelSource, OneFramework, OneHardware, Json, matrix_options,
                       model_options, out_dir)
 
 # A C++ namespace, possibly nested (a::b); the generated header must compile.
@@ -44,14 +44,15 @@ def register(app: typer.Typer) -> None:
         from ...errors import BadInput
         from ...infra.fsutil import replace_output_dir
         from ...ir.graph import to_graph
-        from ...frontend.load import save_onnx
+        from ...ir.onnx_file import save_onnx
         from ...postproc import split
 
         if not _CPP_NAMESPACE.fullmatch(namespace):
             raise BadInput(f"--cpp-namespace '{namespace}': not a C++ namespace name (letters, digits, _ and ::)")
         m = matrix.load()
-        framework = m.resolve_framework(to)
-        hardware = m.resolve_hw(framework, hw_or_default(m, framework, hw))
+        from ...port.resolve import resolve_one
+
+        framework, hardware = resolve_one(m, to, hw)
         onnx_model = source.normalized(require_static=False)
         graph = to_graph(onnx_model)
         must_move = {n.name for n in graph.nodes if not m.check_node(n, framework, hardware).supported}

@@ -44,9 +44,9 @@ def register(app: typer.Typer) -> None:
         from pathlib import Path
 
         from ...errors import VerificationFailed
-        from ...frontend.load import parse_shape_flags
+        from ...frontend.source import parse_shape_flags
         from ...verify import load_tolerances, verify_files
-        from ...verify.inputs import parse_range
+        from ...runtimes.feeds import parse_range
         from ...verify.pipeline import write_outputs
         from ...verify.replay import write_replay
         from ...verify.report import print_report, to_json
@@ -57,7 +57,7 @@ def register(app: typer.Typer) -> None:
         ranges = dict(parse_range(flag) for flag in value_range or [])
         shapes = parse_shape_flags(input_shape)
         _check_memory(original, shapes, max_memory)
-        from ...runtimes import parse_runtime_flags, validate
+        from ...targets.oracles import parse_runtime_flags, validate
         from ...verify.pipeline import TARGET_FILES, verify_target_file
 
         chosen = parse_runtime_flags(runtime)
@@ -90,7 +90,7 @@ def _check_preprocessing(original: str, inputs: str | None, spec_text: str) -> N
     from ...frontend.load import load_model
     from ...quantize.input_checks import check_inputs
     from ...quantize.preprocess import bind, parse_spec
-    from ...verify.inputs import load_npz
+    from ...runtimes.feeds import load_npz
 
     spec = parse_spec(spec_text)
     if inputs is None:

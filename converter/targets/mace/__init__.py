@@ -24,13 +24,26 @@ FILE_NAME = NameRule(r"[^\w-]")
 
 class MaceTarget(Target):
     name = "mace"
+    custom_module = "converter.targets.mace.custom"
     title = OPS.title
+    executor = "mace-reader+onnxruntime"
+    runtime_env = "EDGECONV_MACE_RUNTIME"
+
+    def executor_oracle(self, executor: str):
+        from ...runtimes.base import READER, Oracle, package_version
+
+        return Oracle(f"edgeconv MACE reader (onnxruntime {package_version('onnxruntime')})", READER)
+
+    def load_runtime(self, path):
+        from .runtime import mace_runtime
+
+        return mace_runtime(path)
     ops_module = "converter.targets.mace.ops"
     hardware = ("cpu", "gpu", "dsp", "apu")
     default_hw = "cpu"
     #: --quantize modes written natively (besides fp16): uint8 ops on the CPU (quantized.py) and
     #: Hexagon NN nodes on the DSP (hexagon.py).
-    quantized_modes = ("uint8",)
+    quantized_modes = ("uint8", "fp16")
 
     def export(self, model: onnx.ModelProto, out_dir: Path, hw: str,
                options: ExportOptions | None = None) -> Artifact:
@@ -39,14 +52,14 @@ class MaceTarget(Target):
         options = options or ExportOptions()
         self.check_hw(hw)
         out_dir = Path(out_dir)
-        name = options.extra.get("name") or (model.graph.name or "model")
+        name = options.name or (model.graph.name or "model")
         name = FILE_NAME(name)
-        quantization = (options.extra.get("quantization") or {}).get("params")
+        quantization = (options.quantization or {}).get("params")
         pb, data, inputs, outputs, meta = netdef_writer.build(model, hw, name, options.fp16_weights, quantization)
         files = {f"{name}.pb": pb, f"{name}.data": data}
         yml = deploy_yaml.render(name, hw, f"{name}.pb", sha256_bytes(pb), f"{name}.data",
                                  sha256_bytes(data), inputs, outputs, options.fp16_weights,
-                                 fallback=bool(options.extra.get("fallback_nodes")), quantize=quantization is not None)
+                                 fallback=bool(options.fallback_nodes), quantize=quantization is not None)
         files[f"{name}.yml"] = yml.encode()
         with atomic_output_dir(out_dir) as tmp:
             for file_name, content in files.items():

@@ -46,7 +46,7 @@ def feeds(model: onnx.ModelProto, artifact: Artifact, inputs: dict[str, np.ndarr
 
 def intermediates(artifact: Artifact, inputs: dict[str, np.ndarray]) -> Intermediates:
     from ...verify.localize import expose_intermediates
-    from ...verify.runtime import run_session, session
+    from ...runtimes.onnxruntime import run_session, session
     from .reader import read
     from .reader_onnx import to_onnx
 

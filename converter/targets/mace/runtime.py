@@ -21,8 +21,8 @@ from pathlib import Path
 
 import numpy as np
 
-from ..errors import BadInput, RuntimeUnavailable
-from . import RealRuntime, RuntimeRefused, locate_binary
+from ...errors import BadInput, RuntimeUnavailable
+from ...runtimes.base import RealRuntime, RuntimeRefused, locate_binary
 
 TIMEOUT_S = 600
 _FORMAT = {0: "NONE", 1: "NHWC", 2: "NCHW"}

@@ -24,8 +24,8 @@ from pathlib import Path
 
 import numpy as np
 
-from ..errors import BadInput
-from . import RealRuntime, RuntimeRefused, locate_binary
+from ...errors import BadInput
+from ...runtimes.base import RealRuntime, RuntimeRefused, locate_binary
 
 TIMEOUT_S = 600
 
@@ -112,8 +112,8 @@ class TnnRun(RealRuntime):
 
     def intermediates(self, artifact, inputs):
         """Every mapped blob as TNN computes it: the proto copied with all of them as outputs."""
-        from ..targets.tnn.intermediates import by_onnx_name
-        from ..targets.tnn.reader import read
+        from .intermediates import by_onnx_name
+        from .reader import read
 
         proto, weights = Path(artifact.files[0]), Path(artifact.files[1])
         mapping = artifact.meta.get("blob_map", {})

@@ -8,7 +8,7 @@ import onnx_graphsurgeon as gs
 
 def why_custom(graph: gs.Graph, node: gs.Node, framework: str) -> str:
     from ..matrix import load_matrix
-    from ..legalize.plan import ChainSearch
+    from .plan import ChainSearch
 
     matrix = load_matrix()
     parts = []

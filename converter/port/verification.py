@@ -1,21 +1,22 @@
-"""The verification side of a port (:func:`converter.port.pipeline.port`): the stages it verifies and
+"""The verification side of a port (:mod:`converter.port.pair`): the stages it verifies and
 the reference outputs it computes early, the integer file's judgement, the oracle it names, and
 what its reason says when an architecture change makes it differ."""
 
 from __future__ import annotations
 
+from dataclasses import dataclass
 from pathlib import Path
-from typing import TYPE_CHECKING
 
-if TYPE_CHECKING:
-    from .pipeline import PortOptions
+from ..verify.spec import VerifySpec
+
 
 def judge_integer_file(quant, target, runtime, artifact) -> tuple[str, str] | None:
     """Run the exported integer file (the real runtime when the user has one) and judge it
     against the float model (``quant.file_verification``); a runtime that refuses the file fails
     it, a reader that cannot run it leaves it unverified: (status, reason), or None."""
     from ..errors import RuntimeUnavailable
-    from ..runtimes import ReaderCannotRun, RuntimeRefused, bind, oracle_of
+    from ..runtimes import ReaderCannotRun, RuntimeRefused
+    from ..targets.oracles import bind, oracle_of
 
     judge = bind(target, runtime)
     judged_by = oracle_of(judge, artifact)
@@ -51,66 +52,85 @@ def oracle_name(target, artifact, runtime, verdict, hw: str = "") -> str:
     """What judged (or would judge) the target stage, for the summary and report.json."""
     if verdict is not None and verdict.target_oracle:
         return verdict.target_oracle
-    from ..runtimes import bind, builtin_oracle, oracle_of
+    from ..targets.oracles import bind, builtin_oracle, oracle_of
 
     if artifact is None:  # nothing exported (unsupported): what would have judged it
         if runtime is not None:
             return runtime.oracle_name(hw)
-        if target.name == "coreml":
-            from ..targets.coreml import _runtime_name
-
-            return builtin_oracle(_runtime_name()).name
-        return builtin_oracle(_BUILTIN_RUNTIME[target.name]).name if target.name in _BUILTIN_RUNTIME else ""
+        executor = target.executor_name()
+        return builtin_oracle(executor).name if executor else ""
     return oracle_of(bind(target, runtime), artifact).name
 
 
-#: The executor each built-in target's ``run`` uses on this machine (``Artifact.runtime``).
-_BUILTIN_RUNTIME = {"tflite": "litert", "tnn": "tnn-reader+onnxruntime", "mace": "mace-reader+onnxruntime"}
+@dataclass(frozen=True)
+class PortModels:
+    """The models a port verifies, stage by stage."""
+
+    original: object
+    normalized: object
+    #: The legalized (and, with post-processing, cut) model.
+    final: object
+    #: The split's result (``.postprocess``: the generated code's numpy twin), or None.
+    postprocess: object = None
 
 
-def verify_port_stages(original, normalized, final, postprocess, target, artifact, opts: PortOptions, out: Path,
-            custom_nodes=(), runtime=None, final_dir: Path | None = None, shared=None, legalized_runner=None):
+@dataclass(frozen=True)
+class TargetUnderTest:
+    """What the target stage runs: the exported files, by the user's runtime or the built-in one."""
+
+    target: object = None
+    artifact: object = None
+    runtime: object = None
+    custom_nodes: tuple[str, ...] = ()
+
+
+def verify_port_stages(models: PortModels, judged: TargetUnderTest, spec: VerifySpec, out: Path,
+                       final_dir: Path | None = None, shared=None, legalized_runner=None):
     """Original vs normalized vs legalized(+post-processing) vs the target's runtime.
 
     A file carrying custom layers cannot run until the app registers their kernels, so its
-    target stage is reported as skipped (the custom/ harnesses prove each kernel instead)."""
+    target stage is reported as skipped (the custom/ harnesses prove each kernel instead).
+    ``out``: the port's temporary directory; ``final_dir``: where it will be once in place."""
+    from ..targets.oracles import bind
     from ..verify.pipeline import verify_port
-    from ..verify.metrics import Tolerance
-    from ..verify.stages import Tolerances, load_tolerances
 
-    tolerances = load_tolerances(opts.tolerances, opts.atol, opts.rtol)
-    target_tolerances = None
-    suggested = (artifact.meta or {}).get("suggested_tolerance") if artifact is not None else None
-    if suggested and opts.tolerances is None and opts.atol is None and opts.rtol is None:
-        # A reduced-precision target (CoreML on the Neural Engine computes in fp16) is judged by
-        # the tolerance its exporter documents, never looser than the report-wide one.
-        target_tolerances = Tolerances(
-            default=Tolerance(atol=max(suggested["atol"], tolerances.default.atol),
-                              rtol=max(suggested["rtol"], tolerances.default.rtol)),
-            layer_rmse=tolerances.layer_rmse, noise_multiple=tolerances.noise_multiple)
-    inputs = verify_samples(normalized, opts) if opts.inputs_npz else None
-    from ..runtimes import bind
-
-    target = bind(target, runtime)
-    if custom_nodes:
-        target = _NeedsCustomKernels(target, custom_nodes)
+    tolerances = spec.tolerance_profile()
+    artifact, runtime = judged.artifact, judged.runtime
+    target = bind(judged.target, runtime)
+    if judged.custom_nodes:
+        target = _NeedsCustomKernels(target, judged.custom_nodes)
     shown = final_dir or out
     return verify_port(
-        _inputs_named_like(original, normalized), normalized, final,
-        postprocess=postprocess.postprocess if postprocess is not None else None,
-        target=target, artifact=artifact, inputs=inputs, seed=opts.seed, tolerances=tolerances,
-        out_dir=out / "verify", replay_files=(shown / "normalized.onnx", shown / "legalized.onnx"),
-        target_tolerances=target_tolerances, shown_dir=shown / "verify",
+        _inputs_named_like(models.original, models.normalized), models.normalized, models.final,
+        postprocess=models.postprocess.postprocess if models.postprocess is not None else None,
+        target=target, artifact=artifact, inputs=spec.samples(models.normalized) if spec.inputs else None,
+        seed=spec.seed, tolerances=tolerances, out_dir=out / "verify",
+        replay_files=(shown / "normalized.onnx", shown / "legalized.onnx"),
+        target_tolerances=_suggested_tolerances(artifact, spec, tolerances), shown_dir=shown / "verify",
         target_replay=((shown / "normalized.onnx", shown / Path(artifact.files[0]).name)
-                       if artifact is not None and postprocess is None and not custom_nodes else None),
+                       if artifact is not None and models.postprocess is None and not judged.custom_nodes else None),
         runtimes={target.name: str(runtime.path)} if runtime is not None else None,
-        tolerances_path=opts.tolerances,
+        tolerances_path=spec.tolerances,
         reference_runners=shared.reference_runners() if shared is not None else None,
         legalized_runner=legalized_runner,
     )
 
 
-def retrain_note(legal, opts: PortOptions) -> str:
+def _suggested_tolerances(artifact, spec: VerifySpec, tolerances):
+    """A reduced-precision target (CoreML on the Neural Engine computes in fp16) is judged by
+    the tolerance its exporter documents, never looser than the report-wide one."""
+    suggested = (artifact.meta or {}).get("suggested_tolerance") if artifact is not None else None
+    if not suggested or spec.user_tolerances:
+        return None
+    from ..verify.metrics import Tolerance
+    from ..verify.stages import Tolerances
+
+    return Tolerances(default=Tolerance(atol=max(suggested["atol"], tolerances.default.atol),
+                                        rtol=max(suggested["rtol"], tolerances.default.rtol)),
+                      layer_rmse=tolerances.layer_rmse, noise_multiple=tolerances.noise_multiple)
+
+
+def retrain_note(legal, retrain_hook: str | None) -> str:
     """Why a port with an architecture change (remedy 2) differs, and what to do about it."""
     from ..legalize.rewrites import REGISTRY, RETRAIN
 
@@ -119,27 +139,19 @@ def retrain_note(legal, opts: PortOptions) -> str:
         return ""
     head = (f"; expected of an architecture change: {', '.join(changed)} replaced by a block that "
             "computes a different function until it is trained on the model's data")
-    if opts.retrain_hook:
+    if retrain_hook:
         return head + " (the blocks your --retrain-hook returned)"
     errors = ", ".join(f"{r.layer} {r.error_after:.3g}" for r in legal.retrain_reports if r.layer)
     return (head + f" (the default fit on seeded inputs left held-out RMS error {errors}; fine-tune "
             "the blocks on your data with --retrain-hook pkg.module:function)")
 
 
-def verify_samples(normalized, opts: PortOptions) -> list:
-    """The input samples a port's verification runs (:func:`verify_port_stages` and ``verify_port`` choose
-    the same ones: the ``--inputs`` file, else seeded random inputs)."""
-    from ..verify.pipeline import choose_inputs
-
-    return choose_inputs(normalized, opts.inputs_npz, seed=opts.seed)[0]
-
-
-def start_reference_runs(shared, normalized, opts: PortOptions) -> list | None:
+def start_reference_runs(shared, normalized, spec: VerifySpec) -> list | None:
     """Start computing the original's and the normalized model's outputs on the samples
     verification will run (:meth:`~converter.port.shared_work.SharedWork.prefetch`); returns those
     samples (None: a bad ``--inputs`` file, which verification reports itself)."""
     try:
-        samples = verify_samples(normalized, opts)
+        samples = spec.samples(normalized)
     except Exception:  # noqa: BLE001 - verification reports a bad --inputs file itself
         return None
     shared.prefetch(shared.original, samples)
@@ -150,7 +162,7 @@ def start_reference_runs(shared, normalized, opts: PortOptions) -> list | None:
 def prefetch_legalized(shared, legalized, samples: list):
     """A memoized runner of the legalized model, started on ``samples`` in the worker thread."""
     from .shared_work import MemoRunner
-    from ..verify.runtime import onnx_runner
+    from ..runtimes.onnxruntime import onnx_runner
 
     # The default threads, as every other verification run: a report's numbers do not depend on
     # whether its outputs were computed early (onnxruntime's sums differ with the thread count).
@@ -159,12 +171,11 @@ def prefetch_legalized(shared, legalized, samples: list):
     return runner
 
 
-def shared_work(preloaded):
-    """The :class:`~converter.port.shared_work.SharedWork` of a preloaded (original, normalized) pair:
-    pass it to every :func:`port` of that model."""
+def shared_work(original, normalized):
+    """The :class:`~converter.port.shared_work.SharedWork` of a model: every port of it (one per
+    target) shares its reference outputs."""
     from .shared_work import SharedWork
 
-    original, normalized = preloaded[:2]
     return SharedWork(_inputs_named_like(original, normalized), normalized)
 
 
