@@ -14,7 +14,7 @@ import pytest
 from onnx import TensorProto, helper, numpy_helper
 
 from converter.legalize.plan import plan_model
-from converter.port.pipeline import PortOptions, port
+from converter.port import port
 from rank_runtimes import MACE_RUN, TNN_RUN, need
 
 N = helper.make_node
@@ -102,7 +102,7 @@ def test_exact_chain_ports_and_runs_in_the_real_runtime(build, to, hw, chains, t
         runtimes = {to: str(tool)}
     path = tmp_path / "m.onnx"
     onnx.save(model, path)
-    result = port(str(path), PortOptions(to, hw, tmp_path / "out", runtimes=runtimes))
+    result = port(str(path), to=to, hw=hw, out=tmp_path / "out", runtimes=runtimes)
     assert result.status == "ok", result.reason
     assert not result.report.get("custom_layers")
     assert result.oracle.startswith(oracle), result.oracle
