@@ -4,7 +4,8 @@ real runtime (LiteRT, tnn_run, mace_run; the CoreML MIL executor), with no custo
 Each model holds the patterns that made published architectures custom layers or refusals:
 ConvNeXt-V2's ReduceL2, a broadcast Expand (EdgeNeXt, XCiT, Swin-V2), BatchNorm1d on a 3-D tensor
 (LeViT, RepViT), PoolFormer's InstanceNorm on [N, 1, C·H·W], YOLOv8-pose's ScatterND keypoint
-decoding, S3D's 3-D pools, and an op only ONNX's function body spells (Softsign)."""
+decoding, S3D's 3-D pools, DeepLabV3's ASPP on a small map (TNN x86), and an op only ONNX's function
+body spells (Softsign)."""
 
 from __future__ import annotations
 
@@ -68,6 +69,18 @@ def _pools_3d():
     return _model(nodes, [1, 4, 8, 12, 12], [1, 4, 4, 3, 3], {}, "pools3d")
 
 
+def _aspp():
+    """DeepLabV3's ASPP on a 4x4 map: 3x3 convolutions at rates 12 and 24 read only their centre
+    tap; TNN's x86 im2col corrupts memory on the other taps."""
+    rng = np.random.default_rng(4)
+    nodes = [N("Conv", ["x", "w12", "b"], ["a"], dilations=[12, 12], pads=[12] * 4),
+             N("Conv", ["x", "w24", "b"], ["c"], dilations=[24, 24], pads=[24] * 4),
+             N("Add", ["a", "c"], ["y"])]
+    inits = {"w12": rng.standard_normal((8, 16, 3, 3)).astype(np.float32),
+             "w24": rng.standard_normal((8, 16, 3, 3)).astype(np.float32), "b": rng.standard_normal(8).astype(np.float32)}
+    return _model(nodes, [1, 16, 4, 4], [1, 8, 4, 4], inits, "aspp")
+
+
 def _softsign():
     return _model([N("Softsign", ["x"], ["y"])], [1, 4, 5, 6], [1, 4, 5, 6], {}, "softsign")
 
@@ -82,6 +95,8 @@ CASES = [
     (_pools_3d, "tflite", "cpu", {"MaxPool": "maxpool3d_to_2d", "AveragePool": "averagepool3d_to_2d"}),
     (_pools_3d, "tnn", "x86", {"MaxPool": "maxpool3d_to_2d", "AveragePool": "averagepool3d_to_2d"}),
     (_pools_3d, "mace", "cpu", {"MaxPool": "maxpool3d_to_2d", "AveragePool": "averagepool3d_to_2d"}),
+    (_aspp, "tnn", "x86", {"Conv": "conv_drop_padding_taps"}),
+    (_aspp, "tflite", "cpu", {}),
     (_softsign, "mace", "cpu", {"Softsign": "inline_softsign_function"}),
     (_softsign, "tflite", "cpu", {"Softsign": "inline_softsign_function"}),
 ]
@@ -109,3 +124,15 @@ def test_exact_chain_ports_and_runs_in_the_real_runtime(build, to, hw, chains, t
     stage = next(s for s in result.verification.stages if s.name.startswith("target:"))
     assert stage.status == "pass"
     assert max(o.metrics.max_abs for o in stage.outputs) < 1e-4
+
+
+def test_tnn_x86_matrix_rejects_a_tap_that_reads_only_padding():
+    from converter.ir.graph import to_graph
+    from converter.matrix import load_matrix
+
+    graph, matrix = to_graph(_aspp()), load_matrix()
+    conv = graph.nodes[0]
+    verdict = matrix.check_node(conv, "tnn", "x86")
+    assert not verdict.supported and "kernel tap 0 of spatial axis 0 reads only padding" in verdict.reason
+    assert matrix.check_node(conv, "tnn", "arm").supported  # ARM's kernel clips each tap to the input
+    assert not plan_model(_aspp(), "tnn", "arm").by_remedy("rewrite")

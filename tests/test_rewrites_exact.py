@@ -90,6 +90,14 @@ CASES = [
                                     ceil_mode=1, count_include_pad=1), {"Reshape": 3, "AveragePool": 2}, 1e-6, {}),
     ("averagepool3d_to_2d", _pool3d("AveragePool", kernel_shape=[2, 3, 4], strides=[2, 2, 3], pads=[0, 1, 1, 1, 0, 1],
                                     ceil_mode=1), {"Reshape": 3, "AveragePool": 2}, 1e-6, {}),
+    # DeepLabV3's rate-12 ASPP branch on a 4x4 map: only the centre tap reads x
+    ("conv_drop_padding_taps", make_model([N("Conv", ["x", "w", "b"], ["y"], dilations=[12, 12], pads=[12] * 4)],
+                                          {"x": [1, 6, 4, 4]}, {"w": rnd(5, 6, 3, 3), "b": rnd(5, seed=2)}),
+     {"Conv": 1}, 1e-6, {}),
+    # a 5x5 kernel on a 2x2 map (MobileNetV3's last stage at 64x64), columns strided: rows keep
+    # taps 1..3 (pads 1, 1), columns 2..3 (pads 0, 1)
+    ("conv_drop_padding_taps", make_model([N("Conv", ["x", "w"], ["y"], pads=[2, 2, 2, 2], strides=[1, 2])],
+                                          {"x": [1, 3, 2, 2]}, {"w": rnd(4, 3, 5, 5)}), {"Conv": 1}, 1e-6, {}),
 ]
 
 
@@ -119,6 +127,18 @@ def test_declines_with_reasons():
     assert _why("batchnorm_to_4d", four) == "input is 4-D"
     same_pad = _pool3d("MaxPool", kernel_shape=[3, 3, 3], auto_pad="SAME_UPPER")
     assert _why("maxpool3d_to_2d", same_pad) == "pads come from auto_pad SAME_*"
+
+
+def test_dropped_taps_shrink_the_kernel_and_its_pads():
+    model = CASES[[c[0] for c in CASES].index("conv_drop_padding_taps")][1]
+    conv = apply_rule(model, "conv_drop_padding_taps").graph.node[0]
+    attrs = {a.name: helper.get_attribute_value(a) for a in conv.attribute}
+    assert attrs["kernel_shape"] == [1, 1] and attrs["pads"] == [0, 0, 0, 0]
+    negative = make_model([N("Conv", ["x", "w"], ["y"], pads=[5, 5, 0, 0], dilations=[4, 4])], {"x": [1, 3, 4, 4]},
+                          {"w": rnd(4, 3, 3, 3)})  # keeps tap 2 only, which sits 3 rows inside x
+    assert _why("conv_drop_padding_taps", negative) == "the trimmed kernel would need negative pads"
+    plain = make_model([N("Conv", ["x", "w"], ["y"], pads=[1, 1, 1, 1])], {"x": [1, 3, 5, 5]}, {"w": rnd(4, 3, 3, 3)})
+    assert _why("conv_drop_padding_taps", plain) == "every tap reads the input"
 
 
 def test_scatter_with_a_non_slab_pattern_takes_the_flat_form():
