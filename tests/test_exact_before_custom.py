@@ -81,6 +81,15 @@ def _aspp():
     return _model(nodes, [1, 16, 4, 4], [1, 8, 4, 4], inits, "aspp")
 
 
+def _bias_first():
+    """MaxViT's window attention: the qkv bias added as Add(b[W], x[1, 1, 49, W]) (constant first)."""
+    rng = np.random.default_rng(5)
+    nodes = [N("MatMul", ["x", "w"], ["m"]), N("Add", ["b", "m"], ["a"]), N("Mul", ["g", "a"], ["y"])]
+    inits = {"w": rng.standard_normal((16, 24)).astype(np.float32), "b": rng.standard_normal(24).astype(np.float32),
+             "g": rng.uniform(0.5, 1.5, (1, 1, 1, 24)).astype(np.float32)}
+    return _model(nodes, [1, 1, 49, 16], [1, 1, 49, 24], inits, "bias_first")
+
+
 def _softsign():
     return _model([N("Softsign", ["x"], ["y"])], [1, 4, 5, 6], [1, 4, 5, 6], {}, "softsign")
 
@@ -97,6 +106,8 @@ CASES = [
     (_pools_3d, "mace", "cpu", {"MaxPool": "maxpool3d_to_2d", "AveragePool": "averagepool3d_to_2d"}),
     (_aspp, "tnn", "x86", {"Conv": "conv_drop_padding_taps"}),
     (_aspp, "tflite", "cpu", {}),
+    (_bias_first, "tnn", "x86", {"Add": "add_operands_swapped", "Mul": "mul_operands_swapped"}),
+    (_bias_first, "tnn", "arm", {"Add": "add_operands_swapped", "Mul": "mul_operands_swapped"}),
     (_softsign, "mace", "cpu", {"Softsign": "inline_softsign_function"}),
     (_softsign, "tflite", "cpu", {"Softsign": "inline_softsign_function"}),
 ]

@@ -90,6 +90,11 @@ CASES = [
                                     ceil_mode=1, count_include_pad=1), {"Reshape": 3, "AveragePool": 2}, 1e-6, {}),
     ("averagepool3d_to_2d", _pool3d("AveragePool", kernel_shape=[2, 3, 4], strides=[2, 2, 3], pads=[0, 1, 1, 1, 0, 1],
                                     ceil_mode=1), {"Reshape": 3, "AveragePool": 2}, 1e-6, {}),
+    # MaxViT's attention bias, Add(b[1536], x[1, 1, 49, 1536]): the broadcast operand second
+    *[(f"{op.lower()}_operands_swapped", make_model([N(op, ["c", "x"], ["y"])], {"x": [1, 1, 7, 16]}, {"c": rnd(16)}),
+       {op: 1}, 0.0, {}) for op in ("Add", "Mul", "Max", "Min")],
+    ("sub_operands_swapped", make_model([N("Sub", ["c", "x"], ["y"])], {"x": [2, 1, 7, 16]}, {"c": rnd(1, 16)}),
+     {"Sub": 1, "Neg": 1}, 0.0, {}),
     # DeepLabV3's rate-12 ASPP branch on a 4x4 map: only the centre tap reads x
     ("conv_drop_padding_taps", make_model([N("Conv", ["x", "w", "b"], ["y"], dilations=[12, 12], pads=[12] * 4)],
                                           {"x": [1, 6, 4, 4]}, {"w": rnd(5, 6, 3, 3), "b": rnd(5, seed=2)}),
