@@ -189,7 +189,7 @@ def test_calibration_runs_stop_at_the_time_limit():
     samples = [{"t0": np.ones((512, 512), np.float32)}] * 4
     isolate.set_time_limit(0.01)
     try:
-        with pytest.raises(TimedOut, match=r"calibration \(onnxruntime\) did not finish within 0\.01 s"):
+        with pytest.raises(TimedOut, match=r"calibration \(.*onnxruntime\) did not finish within 0\.01 s"):
             collect_ranges(model, samples)
     finally:
         isolate.set_time_limit(None)

@@ -49,7 +49,25 @@ def time_limit() -> float:
     return _limit["seconds"]
 
 
-def guarded_run(sess, names, feeds: dict, what: str = "onnxruntime inference"):
+class Deadline:
+    """One time limit (``--timeout``) for a whole task of many steps: calibration reads up to
+    hundreds of files and runs one inference per sample, and the limit bounds the total, not each
+    step.  :meth:`check` between steps; :func:`guarded_run` stops an inference at it too."""
+
+    def __init__(self, what: str, seconds: float | None = None):
+        self.what = what
+        self.seconds = time_limit() if seconds is None else float(seconds)
+        self.end = time.monotonic() + self.seconds if self.seconds else None
+
+    def expired(self) -> TimedOut:
+        return TimedOut(f"{self.what} did not finish within {self.seconds:g} s (--timeout); it was stopped")
+
+    def check(self) -> None:
+        if self.end is not None and time.monotonic() >= self.end:
+            raise self.expired()
+
+
+def guarded_run(sess, names, feeds: dict, what: str = "onnxruntime inference", deadline: Deadline | None = None):
     """``sess.run(names, feeds)`` that stops after the time limit and on Ctrl-C/SIGTERM.
 
     onnxruntime runs a graph (a Loop with a huge trip count, say) in C++ without returning to
@@ -73,13 +91,14 @@ def guarded_run(sess, names, feeds: dict, what: str = "onnxruntime inference"):
         finally:
             done.set()
 
-    limit = time_limit()
-    deadline = time.monotonic() + limit if limit else None
+    own = Deadline(what)
+    binding = min((d for d in (own, deadline) if d is not None and d.end is not None), key=lambda d: d.end,
+                  default=None)
     threading.Thread(target=work, name="edgeconv-ort", daemon=True).start()
     try:
         while not done.wait(0.05):
-            if deadline is not None and time.monotonic() >= deadline:
-                raise TimedOut(f"{what} did not finish within {limit:g} s (--timeout); it was stopped")
+            if binding is not None and time.monotonic() >= binding.end:
+                raise binding.expired()
     except BaseException:
         options.terminate = True
         done.wait(30)  # onnxruntime checks the flag between nodes: this is quick
@@ -87,6 +106,36 @@ def guarded_run(sess, names, feeds: dict, what: str = "onnxruntime inference"):
     if "error" in outcome:
         raise outcome["error"]
     return outcome["values"]
+
+
+def run_tool(args: list[str], what: str, env: dict | None = None):
+    """Run an external tool (a framework's runtime: ``tnn_run``, ``mace_run``) as
+    ``subprocess.run(args, capture_output=True, text=True)`` does, within the time limit
+    (``--timeout``): in a process group of its own, killed *as a group* (the tool and every process
+    it started) at the limit, on Ctrl-C and on SIGTERM, so nothing it started outlives the run.
+    The tool dies with this process too (``PR_SET_PDEATHSIG``).  TimedOut (exit 9) at the limit."""
+    import subprocess
+
+    limit = time_limit() or None
+    proc = subprocess.Popen(args, stdin=subprocess.DEVNULL, stdout=subprocess.PIPE, stderr=subprocess.PIPE,
+                            text=True, errors="replace", env=env, start_new_session=True, preexec_fn=die_with_parent)
+    try:
+        out, err = proc.communicate(timeout=limit)
+    except BaseException as exc:
+        _kill_group(proc)
+        if isinstance(exc, subprocess.TimeoutExpired):
+            raise TimedOut(f"{what} did not finish within {limit:g} s (--timeout); it was stopped, with every "
+                           "process it started") from None
+        raise
+    _kill_group(proc)  # what the tool left running in its group (a daemon it forked) ends with it
+    return subprocess.CompletedProcess(args, proc.returncode, out, err)
+
+
+def _kill_group(proc) -> None:
+    with contextlib.suppress(ProcessLookupError, PermissionError):
+        os.killpg(proc.pid, signal.SIGKILL)
+    with contextlib.suppress(Exception):
+        proc.communicate(timeout=10)
 
 
 def die_with_parent(sig: int = signal.SIGKILL) -> None:
@@ -114,8 +163,9 @@ def run_models(fn: Callable, args: tuple, timeout: float | None, what: str,
         result = fn(*args)
         return [m.load() if hasattr(m, "move_to") else m
                 for m in (result if isinstance(result, (list, tuple)) else [result])]
-    with tempfile.TemporaryDirectory(prefix="edgeconv-child-") as tmp:
-        tmp_path = Path(tmp)
+    from .fsutil import private_temp_dir
+
+    with private_temp_dir("child") as tmp_path:
         if _single_threaded():
             _run_forked(fn, args, tmp_path, timeout, what, meanwhile)
         else:
@@ -124,6 +174,13 @@ def run_models(fn: Callable, args: tuple, timeout: float | None, what: str,
         if status.get("error") is not None:
             raise _error(status)
         return [onnx.load(str(tmp_path / name), load_external_data=True) for name in status["files"]]
+
+
+def can_fork() -> bool:
+    """Whether :func:`run_models` forks here (one thread): its child then holds this process's
+    objects (a live torch module); otherwise it spawns a fresh interpreter, which gets its
+    arguments as a pickle."""
+    return _single_threaded()
 
 
 def _single_threaded() -> bool:
@@ -169,7 +226,7 @@ def _run_spawned(fn, args, tmp: Path, timeout: float, what: str, meanwhile=()) -
 
     (tmp / "call.pickle").write_bytes(pickle.dumps((fn.__module__, fn.__qualname__, args)))
     env = {**_CHILD_ENV, **os.environ}
-    package_root = str(Path(__file__).resolve().parents[1])
+    package_root = str(Path(__file__).resolve().parents[2])
     env["PYTHONPATH"] = os.pathsep.join(filter(None, [package_root, env.get("PYTHONPATH")]))
     # -P: the working directory (the user's, maybe holding a torch.py) is not on sys.path.
     safe_path = ["-P"] if sys.version_info >= (3, 11) else []

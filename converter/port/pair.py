@@ -20,6 +20,7 @@ from typing import Any
 from .. import __version__
 from ..errors import BadInput, Unsupported
 from ..infra.fsutil import atomic_copy_file, atomic_write_text
+from ..infra.ownership import files_under
 from ..ir.memory import release
 from .outcome import StageFacts, decide
 from .result import PortResult
@@ -114,7 +115,9 @@ class PairPort:
         self.report["plan"] = legal.plan.to_json()
         self.report["applied_rules"] = [{"rule": r, "node": n} for r, n in legal.applied]
         self.note(unresolved=tuple(legal.unresolved), custom_nodes=tuple(sorted(legal.custom_nodes)))
-        if legal.custom_nodes:
+        # CoreML cannot carry custom layers but has a scaffold (the composite-op path); a target
+        # with neither gets none (the port is unsupported, naming the nodes)
+        if legal.custom_nodes and (self.target.custom_layers or self.target.custom_module is not None):
             from ..custom import write_custom_layers
             from ..legalize.why_custom import why_custom
 
@@ -232,7 +235,7 @@ class PairPort:
         from ..report.port_page import write_port_page
 
         write_port_page(self.report, model, self.matrix, self.tmp / "report.html", self.verdict)
-        files = sorted(str(p.relative_to(self.tmp)) for p in self.tmp.rglob("*") if p.is_file())
+        files = files_under(self.tmp)  # without the temp directory's own marker
         return PortResult(self.framework, self.hw, outcome.status, outcome.reason, self.out_dir, files,
                           self.timer.timings, self.report, self.verdict, oracle)
 
