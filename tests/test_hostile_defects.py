@@ -703,7 +703,7 @@ def test_calibration_uses_a_seeded_random_subset_and_says_so(tmp_path):
 
 
 def test_reading_a_calibration_directory_is_bounded_by_the_timeout(tmp_path):
-    from converter.infra import isolate
+    from converter.infra import limits as isolate
     from converter.errors import TimedOut
     from converter.quantize.calibration import load_calibration
 

@@ -67,7 +67,7 @@ def port_flags(entry: dict[str, Any], job_id: str) -> dict[str, Any]:
 def run_group(group: list[tuple[Job, str]], out_dir: str) -> list[dict[str, Any]]:
     """Port the jobs of one model (each with its cache key) through one session; one result
     dict per job.  Runs in a worker."""
-    from ..infra.isolate import set_time_limit
+    from ..infra.limits import set_time_limit
     from ..port import PortRequest, PortSession
 
     first = group[0][0]

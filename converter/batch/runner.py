@@ -201,7 +201,7 @@ def _ignore_sigint() -> None:
     # behind a rerun's back.
     import signal
 
-    from ..infra.isolate import die_with_parent
+    from ..infra.limits import die_with_parent
 
     signal.signal(signal.SIGINT, signal.SIG_IGN)
     die_with_parent()

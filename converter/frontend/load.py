@@ -45,7 +45,7 @@ def load_model(
     an ``.onnx`` file is hashed from the bytes read here.
 
     torch and TensorFlow sources run user code or a converter (TorchScript ``forward``, tracing,
-    export; tf2onnx): that runs in a child process stopped after ``timeout`` seconds (default :data:`converter.infra.isolate.DEFAULT_TIMEOUT`;
+    export; tf2onnx): that runs in a child process stopped after ``timeout`` seconds (default :data:`converter.frontend.isolate.DEFAULT_TIMEOUT`;
     ``0``: no limit, in this process); this process runs the ``meanwhile`` steps while it waits."""
     path = Path(path)
     if not path.exists():
@@ -61,7 +61,7 @@ def load_model(
     if suffix in ONNX_SUFFIXES:
         return load_onnx(path, store, sha256)
     if suffix in TORCHSCRIPT_SUFFIXES | EXPORTED_PROGRAM_SUFFIXES:
-        from ..infra.isolate import DEFAULT_TIMEOUT, run_models
+        from .isolate import DEFAULT_TIMEOUT, run_models
 
         if not zipfile.is_zipfile(path):
             kind = "an ExportedProgram archive" if suffix in EXPORTED_PROGRAM_SUFFIXES else \
@@ -548,7 +548,7 @@ def load_tf(path: Path, input_shapes=None, trust_pickle: bool = False, timeout: 
     (as torch sources are: a huge or adversarial graph must not hang the port); ``0``: here."""
     if importlib.util.find_spec("tf2onnx") is None or importlib.util.find_spec("tensorflow") is None:
         raise MissingExtra("tf", f"{path.name}: converting TensorFlow models")
-    from ..infra.isolate import DEFAULT_TIMEOUT, run_models
+    from .isolate import DEFAULT_TIMEOUT, run_models
     from .load_tf import convert_tf
 
     limit = DEFAULT_TIMEOUT if timeout is None else timeout

@@ -146,7 +146,7 @@ class PortSession:
 
             request = self.request
             if request.source.timeout is not None:
-                from ..infra.isolate import set_time_limit
+                from ..infra.limits import set_time_limit
 
                 set_time_limit(request.source.timeout)  # user code and each inference
             runs_models = request.verifies or request.quant.mode is not None

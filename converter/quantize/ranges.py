@@ -87,7 +87,7 @@ def collect_ranges(model: onnx.ModelProto, samples: list[dict[str, np.ndarray]],
     if method == "mse":
         options = {"symmetric": False}  # a histogram of values, not of |values|
     from ..infra.fsutil import private_temp_dir
-    from ..infra.isolate import Deadline
+    from ..infra.limits import Deadline
 
     deadline = Deadline(f"calibration ({len(samples)} samples, onnxruntime)")  # --timeout bounds the total
     with private_temp_dir("calib") as tmp, quiet_onnxruntime_quantization():
@@ -109,7 +109,7 @@ def collect_ranges(model: onnx.ModelProto, samples: list[dict[str, np.ndarray]],
 
 class _GuardedSession:
     """The calibrator's session, each of its runs stopped by ``--timeout`` and Ctrl-C like every
-    other onnxruntime run (:func:`converter.infra.isolate.guarded_run`); the rest is the session's."""
+    other onnxruntime run (:func:`converter.frontend.isolate.guarded_run`); the rest is the session's."""
 
     def __init__(self, session, deadline=None):
         self._session, self._deadline = session, deadline
@@ -118,7 +118,7 @@ class _GuardedSession:
         return getattr(self._session, name)
 
     def run(self, names, feeds, run_options=None):
-        from ..infra.isolate import guarded_run
+        from ..infra.limits import guarded_run
 
         return guarded_run(self._session, names, feeds, "calibration (onnxruntime)", self._deadline)
 

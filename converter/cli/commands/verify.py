@@ -50,7 +50,7 @@ def register(app: typer.Typer) -> None:
         from ...frontend.source import parse_shape_flags
         from ...verify import load_tolerances, verify_files
         from ...infra.fsutil import check_output_dir
-        from ...infra.isolate import set_time_limit
+        from ...infra.limits import set_time_limit
         from ...runtimes.feeds import parse_range
         from ...verify.report import print_report, to_json
 

@@ -76,7 +76,7 @@ class MaceTarget(Target):
         import onnxruntime as ort
 
         from .intermediates import feeds
-        from ...infra.isolate import guarded_run  # --timeout and Ctrl-C stop it like every other run
+        from ...infra.limits import guarded_run  # --timeout and Ctrl-C stop it like every other run
         from .reader import read
 
         name = artifact.meta["name"]

@@ -30,7 +30,7 @@ import numpy as np
 
 from ...errors import BadInput, RuntimeUnavailable
 from ...infra.fsutil import private_temp_dir
-from ...infra.isolate import run_tool
+from ...infra.limits import run_tool
 from ...runtimes.base import RealRuntime, RuntimeRefused, locate_binary
 
 #: include/mace/public/mace.h RuntimeType values a file's ``runtime_type`` argument holds.

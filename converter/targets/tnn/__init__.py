@@ -114,7 +114,7 @@ class TnnTarget(Target):
     def run(self, artifact: Artifact, inputs: dict[str, np.ndarray]) -> dict[str, np.ndarray]:
         import onnxruntime as ort
 
-        from ...infra.isolate import guarded_run  # --timeout and Ctrl-C stop it like every other run
+        from ...infra.limits import guarded_run  # --timeout and Ctrl-C stop it like every other run
         from .intermediates import feeds
         from .reader_onnx import load_as_onnx
 

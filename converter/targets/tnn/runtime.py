@@ -29,7 +29,7 @@ import numpy as np
 
 from ...errors import BadInput
 from ...infra.fsutil import private_temp_dir
-from ...infra.isolate import run_tool
+from ...infra.limits import run_tool
 from ...runtimes.base import RealRuntime, RuntimeRefused, locate_binary
 
 
