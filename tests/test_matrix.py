@@ -637,7 +637,7 @@ def test_when_applies_a_constraint_to_matching_nodes_only(tmp_path):
 
 
 @pytest.mark.parametrize("constraint,message", [
-    ("{pattern: gelu_tanh}", "unknown pattern 'gelu_tanh'; known: gelu_erf"),
+    ("{pattern: gelu_tanh}", "unknown pattern 'gelu_tanh'; known: broadcast_operand_not_first_over_rows, gelu_erf"),
     ("{attr: size, odd: false}", "'odd' must be true"),
     ("{attr: equation, match: '[a-'}", "'match' is not a valid regular expression"),
     ("{attr: mode, in: [a], when: {attr: x, eq: 1, hw: [cpu]}}", "'when' must be a constraint mapping"),
