@@ -58,18 +58,17 @@ class MaceTarget(Target):
     def run(self, artifact: Artifact, inputs: dict[str, np.ndarray]) -> dict[str, np.ndarray]:
         """Feed NCHW arrays as a MaceTensor with data_format NCHW would be: transposed to the
         model's NHWC ``input_info`` (and outputs back), then execute through the reader."""
-        import onnxruntime as ort
-
         from .intermediates import feeds
         from ...isolate import guarded_run  # --timeout and Ctrl-C stop it like every other run
+        from ...verify.runtime import session
         from .reader import read
 
         name = artifact.meta["name"]
         model = read(artifact.out_dir / f"{name}.pb", artifact.out_dir / f"{name}.data")
-        options = ort.SessionOptions()
-        options.intra_op_num_threads = 1
-        session = ort.InferenceSession(model.SerializeToString(), options, providers=["CPUExecutionProvider"])
-        results = guarded_run(session, None, feeds(artifact, inputs), "the MACE reader's onnxruntime run")
+        # Graph optimizations off (the integer graph runs node by node as the reader wrote it);
+        # its ConvIntegers are uint8 x uint8, which onnxruntime accumulates exactly on every CPU.
+        results = guarded_run(session(model, threads=1), None, feeds(artifact, inputs),
+                              "the MACE reader's onnxruntime run")
         outs = {}
         for info, value in zip(artifact.meta["outputs"], results):
             value = value.transpose(0, 3, 1, 2) if info["data_format"] == 1 else value
