@@ -89,9 +89,9 @@ class MaceTarget(Target):
         return intermediates(artifact, inputs)
 
     def integer_file_caveat(self, artifact: Artifact, oracle) -> str | None:
-        """Why a uint8 file judged by ``oracle`` is still not verified (None: it is).  Only
-        edgeconv's reader runs it here: MACE's integer kernels re-expressed by the same hands that
-        wrote the file, never cross-checked against a MACE build with quantize support."""
+        """Why a uint8 file judged by ``oracle`` is still not verified (None: it is): edgeconv's
+        reader alone ran it (MACE's integer kernels re-expressed by the same hands that wrote the
+        file), no MACE runtime."""
         from ...runtimes import READER
 
         if not artifact.meta.get("uint8") or oracle.kind != READER:
@@ -102,8 +102,8 @@ class MaceTarget(Target):
                     "MACE runs the file only on a Qualcomm Hexagon DSP (libhexagon_nn_skel.so); run it with "
                     "mace_run --device=HEXAGON on a device to verify it")
         return ("no MACE runtime ran it: edgeconv's reader re-expresses MACE's uint8 CPU kernels (gemmlowp "
-                "fixed-point requantization), and the mace_run available here is built without quantize "
-                "support; give --runtime mace=PATH with a MACE built with quantize to verify it")
+                "fixed-point requantization); give --runtime mace=PATH (a mace_run built with "
+                "MACE_ENABLE_QUANTIZE=ON) to have MACE judge it")
 
 
 TARGET = MaceTarget()
