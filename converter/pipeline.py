@@ -291,7 +291,7 @@ def port(model_path: str, opts: PortOptions, progress=None, preloaded=None, shar
             from .quantize.port import quantize_for_port
 
             with timer.stage("quantize"):
-                quant = quantize_for_port(final, opts, quant_plan, target, tmp, warn=_warn,
+                quant = quantize_for_port(final, opts, quant_plan, target, tmp, warn=_warn, hw=hw,
                                           postprocess=postprocess.postprocess if postprocess is not None else None)
             report["quantization"] = _jsonable(quant.to_json())
         artifact = None

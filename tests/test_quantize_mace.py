@@ -141,6 +141,45 @@ def test_uint8_without_a_mace_runtime_is_judged_by_the_reader_and_says_so(zoo_on
     assert judged["runtime"].startswith("edgeconv MACE reader") and judged["outputs"][0]["sqnr_db"] >= MIN_SQNR_DB
 
 
+def test_uint8_bias_correction_fitted_to_maces_weights_gains_in_mace_run(zoo_onnx_path, data, tmp_path):
+    """MACE quantizes each filter itself (uint8 per tensor, MACE's adjust_range): the QDQ model
+    takes exactly those integers (converter/quantize/target_weights.py), so the bias correction
+    fitted to them holds for the file.  Judged by mace_run on held-out samples, the corrected file
+    is closer to the float model than the plain one (measured 43.1 -> 48.1 dB)."""
+    from converter.targets.mace.quantized import quantize_weights
+
+    need(MACE_RUN)
+    sqnr, biases = {}, {}
+    for correct in (True, False):
+        out = tmp_path / str(correct)
+        result = port(str(zoo_onnx_path("mobilenetv2")), PortOptions(
+            target="mace", hw="cpu", out_dir=out, quantize="uint8", calibration=str(data / "calib.npz"),
+            inputs_npz=str(data / "held.npz"), bias_correction=correct, runtimes={"mace": str(MACE_RUN)}))
+        assert (result.status, result.exit_code) == ("ok", 0), result.reason
+        quant = result.report["quantization"]
+        assert quant["file_verification"]["runtime"] == "MACE CPU runtime (mace_run)"
+        sqnr[correct] = quant["file_verification"]["outputs"][0]["sqnr_db"]
+        net = _net(out / "mobilenetv2.pb")
+        blob = (out / "mobilenetv2.data").read_bytes()
+        tensors = {t.name: t for t in net.tensors}
+        convs = [op for op in net.op if op.type in ("Conv2D", "DepthwiseConv2d")]
+        biases[correct] = [np.frombuffer(blob, np.int32, tensors[op.input[2]].data_size, tensors[op.input[2]].offset)
+                           for op in convs]
+        if correct:
+            record = quant["bias_correction"]
+            assert record["applied"] and record["layers"] == len(convs) == 13, record
+            # the premise: the QDQ model's filter integers are the file's (per tensor, MACE's scheme)
+            qdq = {i.name: onnx.numpy_helper.to_array(i) for i in onnx.load(str(out / "quantized.onnx")).graph.initializer}
+            floats = {i.name: onnx.numpy_helper.to_array(i) for i in onnx.load(str(out / "float.onnx")).graph.initializer}
+            for op in convs:
+                mine, info = quantize_weights(floats[op.input[1]])
+                assert np.array_equal(qdq[f"{op.input[1]}_quantized"], mine)
+                written = np.frombuffer(blob, np.uint8, tensors[op.input[1]].data_size, tensors[op.input[1]].offset)
+                assert tensors[op.input[1]].zero_point == info.zero_point and sorted(written) == sorted(mine.reshape(-1))
+    assert sqnr[True] >= sqnr[False] + 2.0, sqnr
+    assert sum(not np.array_equal(a, b) for a, b in zip(biases[True], biases[False])) >= 10
+
+
 def test_uint8_reexport_is_byte_identical(ported, tmp_path):
     _, out = ported("resnet")
     assert_mace_reexport_identical(out, "resnet", "cpu", False, tmp_path)

@@ -61,11 +61,11 @@ def _attrs(node: onnx.NodeProto) -> dict:
     return {a.name: helper.get_attribute_value(a) for a in node.attribute}
 
 
-def _layers(view: QdqView) -> list[_Layer]:
+def _layers(view: QdqView, only: set[str] | None = None) -> list[_Layer]:
     floats = {i.name: i for i in view.float_model.graph.initializer}
     layers = []
     for node in view.float_model.graph.node:
-        if node.op_type not in ("Conv", "Gemm") or len(node.input) < 3:
+        if node.op_type not in ("Conv", "Gemm") or len(node.input) < 3 or (only is not None and node.input[1] not in only):
             continue
         a = _attrs(node)
         if node.op_type == "Gemm" and (a.get("alpha", 1.0) != 1.0 or a.get("beta", 1.0) != 1.0 or a.get("transA", 0)):
@@ -149,7 +149,8 @@ def _corrected(qdq_model: onnx.ModelProto, layers: list[_Layer], means: dict[str
 
 
 def correct_biases(float_model: onnx.ModelProto, qdq_model: onnx.ModelProto, samples: list[dict],
-                   alternatives: dict[str, onnx.ModelProto] | None = None) -> onnx.ModelProto:
+                   alternatives: dict[str, onnx.ModelProto] | None = None,
+                   only: set[str] | None = None) -> onnx.ModelProto:
     """The best, by worst output SQNR on the first :data:`CHECK_SAMPLES` calibration samples, of
     ``qdq_model`` and each of ``alternatives`` (the same model with other activation ranges),
     each as it is and with corrected biases; ties go to ``qdq_model`` as it is.  The chosen
@@ -158,9 +159,10 @@ def correct_biases(float_model: onnx.ModelProto, qdq_model: onnx.ModelProto, sam
     ``alternatives`` exist because the best ranges depend on the biases: with plain biases,
     residual Adds sharing their output's range (TensorFlow's layout, :func:`.ranges.share_add_ranges`)
     gain, with corrected biases each tensor's own range can gain more (MobileNetV2 at 224x224,
-    64 held-out samples: shared 43.5 dB, own 46.4 dB)."""
+    64 held-out samples: shared 43.5 dB, own 46.4 dB).  ``only``: the weights whose layers may be
+    corrected (a target that writes its own integers for these alone, :mod:`.target_weights`)."""
     candidates = {"shared": qdq_model, **(alternatives or {})}
-    layers = {label: _layers(QdqView(float_model, model)) for label, model in candidates.items()}
+    layers = {label: _layers(QdqView(float_model, model), only) for label, model in candidates.items()}
     record: dict = {"layers": len(layers["shared"]), "applied": False, "add_ranges": "shared"}
     if not layers["shared"]:
         record["why"] = "no Conv/Gemm with an integer weight and an int32 bias of its own"

@@ -134,8 +134,10 @@ class QuantResult:
 
 
 def quantize_for_port(model: onnx.ModelProto, opts, plan: QuantPlan, target, out_dir: Path,
-                      postprocess: Callable | None = None, warn: Callable[[str], None] | None = None) -> QuantResult:
-    """Quantize the legalized (cut) float ``model`` as ``plan`` says; write the files into ``out_dir``."""
+                      postprocess: Callable | None = None, warn: Callable[[str], None] | None = None,
+                      hw: str = "") -> QuantResult:
+    """Quantize the legalized (cut) float ``model`` as ``plan`` says for ``target`` on ``hw``
+    (default: the target's own); write the files into ``out_dir``."""
     from ..load import save_onnx
     from ..verify.inputs import load_npz, random_inputs
     from ..verify.runtime import onnx_runner
@@ -176,13 +178,14 @@ def quantize_for_port(model: onnx.ModelProto, opts, plan: QuantPlan, target, out
     evaluation = held_out or (calibration.samples if calibration else random_inputs(model, getattr(opts, "seed", 0),
                                                                                      samples=8))
     tolerances = load_tolerances(getattr(opts, "tolerances", None))
-    # MACE files (and TNN files of per-tensor QDQ weights) quantize the float weights with their
-    # own schemes (other scales, other rounding): a correction fitted to the QDQ model's weight
-    # errors would be noise for them.
-    own_weights = (native_export(target, plan) and plan.mode in ("int8", "uint8")
-                   and not target.carries_qdq_weight_integers(plan.per_channel))
+    # A target that quantizes the float weights itself either hands its integers to the QDQ model
+    # (MACE's CPU: target_weights.py) or writes other ones (TNN of per-tensor QDQ weights, MACE's
+    # DSP): a correction fitted to the QDQ model's weight errors would be noise for the latter.
+    integer_file = native_export(target, plan) and plan.mode in ("int8", "uint8")
+    weight_integers = target.weight_integers(plan.mode, hw or target.default_hw) if integer_file else None
+    own_weights = integer_file and weight_integers is None and not target.carries_qdq_weight_integers(plan.per_channel)
     config = QuantConfig(plan.mode, per_channel=plan.per_channel, method=plan.method, full_integer=plan.full_integer,
-                         bias_correction=plan.bias_correction and not own_weights)
+                         bias_correction=plan.bias_correction and not own_weights, weight_integers=weight_integers)
     ranges = None
     if plan.needs_calibration:
         from .ranges import collect_ranges

@@ -137,6 +137,14 @@ class Target(ABC):
         those integers (converter/quantize/bias_correction.py) holds for the file too."""
         return False
 
+    def weight_integers(self, mode: str, hw: str):
+        """How its ``mode`` file for ``hw`` quantizes a Conv weight when it does so itself, not
+        with the QDQ model's integers: ``(float weight) -> (integers, scale, zero point)`` per
+        tensor, or None.  The port writes these integers into the QDQ model
+        (converter/quantize/target_weights.py), so that its verdict and the bias correction
+        compute with the file's weights."""
+        return None
+
     def check_hw(self, hw: str) -> None:
         """BadInput unless ``hw`` is one of the target's hardware names."""
         if hw not in self.hardware:

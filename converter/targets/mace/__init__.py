@@ -32,6 +32,21 @@ class MaceTarget(Target):
     #: Hexagon NN nodes on the DSP (hexagon.py).
     quantized_modes = ("uint8",)
 
+    def weight_integers(self, mode: str, hw: str):
+        """The CPU's uint8 file quantizes each convolution's float weights itself, per tensor
+        (quantized.py ``quantize_weights``, MACE's ``quantize_util.quantize(non_zero=True)``):
+        the QDQ model takes these integers, so its bias correction holds for the file.  (The
+        DSP's Hexagon nodes have their own requantization, hexagon.py: no correction there.)"""
+        if mode != "uint8" or hw != "cpu":
+            return None
+        from .quantized import quantize_weights
+
+        def integers(weight: np.ndarray):
+            q, info = quantize_weights(weight)
+            return q, info.scale, info.zero_point
+
+        return integers
+
     def export(self, model: onnx.ModelProto, out_dir: Path, hw: str,
                options: ExportOptions | None = None) -> Artifact:
         from . import deploy_yaml, netdef_writer
