@@ -5,7 +5,7 @@
 Every framework x hardware pair is first ported alone (``port M --to F --hw H``, a fresh process
 each, as a user would run them one by one); then ``port M --to all --hw all`` runs with ``-j 1``
 and with ``-j N``: one load and normalization, reference outputs computed once for all pairs
-(``converter/shared_work.py``), up to N pairs at once.  Printed: each single pair's wall time,
+(``converter/port/shared_work.py``), up to N pairs at once.  Printed: each single pair's wall time,
 the sum and the slowest, both ``--to all`` times, and the ratios (goal: ``-j N`` <= 4x the
 slowest single pair).  Wall times of one run on a shared machine: compare the ratios.
 """
@@ -24,7 +24,7 @@ from pathlib import Path
 ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT))
 
-from converter import zoo  # noqa: E402
+from converter.demo import zoo  # noqa: E402
 
 _DRIVER = """
 import contextlib, io, json, sys
@@ -54,13 +54,13 @@ def main() -> None:
     ap.add_argument("--size", default="test", choices=["test", "full"])
     ap.add_argument("--jobs", type=int, default=2)
     args = ap.parse_args()
-    from converter.commands.port_run import combinations
-    from converter.pipeline import PortOptions
+    from converter.matrix import load_matrix
+    from converter.port.resolve import resolve_pairs
 
     with tempfile.TemporaryDirectory() as tmp:
         tmp = Path(tmp)
         model = zoo.export_onnx(args.model, tmp / f"{args.model}.onnx", size=args.size)
-        pairs = combinations(PortOptions(target="all", hw="all", out_dir=tmp), "all", "all")
+        pairs = resolve_pairs(load_matrix(), "all", "all")
         timed_port([str(model), "--to", "tflite", "--hw", "cpu", "-o", str(tmp / "warmup")])
         print(f"{args.model} ({args.size}): {len(pairs)} framework x hardware pairs")
         singles = {}

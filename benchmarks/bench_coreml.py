@@ -34,7 +34,7 @@ from pathlib import Path
 ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT))
 
-from converter import zoo  # noqa: E402
+from converter.demo import zoo  # noqa: E402
 
 
 _COREMLTOOLS = """

@@ -35,9 +35,9 @@ import numpy as np  # noqa: E402
 import onnx  # noqa: E402
 
 import legalize_models as models  # noqa: E402
-from converter import legalize as legalize_mod  # noqa: E402
+from converter.legalize import legalize as legalize_mod  # noqa: E402
 from converter.matrix import load_matrix  # noqa: E402
-from converter.normalize import normalize  # noqa: E402
+from converter.frontend.normalize import normalize  # noqa: E402
 
 MAX_EXPONENT = 1.2
 BUDGET_300 = 1.0  # seconds for ~300 nodes with 20 rewrites

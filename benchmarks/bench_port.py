@@ -34,9 +34,9 @@ from pathlib import Path
 ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT))
 
-from converter import zoo  # noqa: E402
+from converter.demo import zoo  # noqa: E402
 from converter.batch import run_batch  # noqa: E402
-from converter.pipeline import PortOptions, port  # noqa: E402
+from converter.port import port  # noqa: E402
 
 
 HEAVY = ("torch", "tensorflow", "coremltools", "onnxruntime", "ai_edge_litert", "tf2onnx")
@@ -128,7 +128,7 @@ def main() -> None:
         for name, path in paths.items():
             start = time.perf_counter()
             try:
-                r = port(str(path), PortOptions(target=args.to, hw=args.hw, out_dir=tmp / "out" / name))
+                r = port(str(path), to=args.to, hw=args.hw, out=tmp / "out" / name)
                 status, stages = r.status, ", ".join(f"{k} {v:.2f}" for k, v in r.timings.items())
             except Exception as err:  # noqa: BLE001 - a benchmark reports, it does not stop
                 status, stages = "error", str(err)[:80]

@@ -205,15 +205,14 @@ def coreml_weight_only(name: str, ours: dict, held: np.ndarray, tmp: Path) -> di
     import coremltools as ct
     import coremltools.optimize as cto
 
-    from converter.pipeline import PortOptions, port
+    from converter.port import port
     from converter.targets.coreml.mil_executor import load_program, run_package
     from converter.targets.coreml.quiet import silenced
 
     refs, onnx_path = ours["refs"], ours["onnx_path"]
     packages = {}
     for kind, quantize in (("float", None), ("w8", "int8-weights")):
-        result = port(str(onnx_path), PortOptions(target="coreml", hw="cpu", out_dir=tmp / f"{name}_coreml_{kind}",
-                                                  quantize=quantize, verify=False))
+        result = port(str(onnx_path), to="coreml", hw="cpu", out=tmp / f"{name}_coreml_{kind}", quantize=quantize, verify=False)
         if result.status != "ok":
             raise RuntimeError(f"edgeconv coreml {kind}: {result.reason}")
         (packages[kind],) = (tmp / f"{name}_coreml_{kind}").glob("*.mlpackage")
@@ -246,7 +245,7 @@ def coreml_weight_only(name: str, ours: dict, held: np.ndarray, tmp: Path) -> di
 
 
 def main() -> None:
-    from converter import zoo
+    from converter.demo import zoo
 
     ap = argparse.ArgumentParser()
     ap.add_argument("--models", default="mobilenetv2,resnet")

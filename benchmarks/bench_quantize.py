@@ -26,13 +26,13 @@ import onnx
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
-from converter import zoo  # noqa: E402
-from converter.normalize import normalize  # noqa: E402
+from converter.demo import zoo  # noqa: E402
+from converter.frontend.normalize import normalize  # noqa: E402
 from converter.quantize.debug import debug_layers  # noqa: E402
 from converter.quantize.qdq import QuantConfig, quantize_model  # noqa: E402
 from converter.quantize.ranges import collect_ranges, quiet_onnxruntime_quantization  # noqa: E402
 from converter.quantize.verify import compare_quantized  # noqa: E402
-from converter.verify.runtime import onnx_runner  # noqa: E402
+from converter.runtimes.onnxruntime import onnx_runner  # noqa: E402
 
 
 def samples(shape, count, seed):

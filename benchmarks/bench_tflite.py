@@ -2,7 +2,7 @@
 
     .venv/bin/python benchmarks/bench_tflite.py [--models resnet,mobilenetv2] [--size full] [--runs 30]
 
-For each zoo model (converter/zoo.py, seeded weights, ``--size full`` by default), in one run:
+For each zoo model (converter/demo/zoo.py, seeded weights, ``--size full`` by default), in one run:
 
 * **conversion time**, each tool in a fresh process as a user runs it:
   ``edgeconv port M.onnx --to tflite --hw cpu --no-verify`` (and from the TorchScript ``M.pt``),
@@ -39,7 +39,7 @@ ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT))
 sys.path.insert(0, str(ROOT / "benchmarks"))
 
-from converter import zoo  # noqa: E402
+from converter.demo import zoo  # noqa: E402
 
 LITERT_TORCH_VERSION = "0.10.0"  # torch<2.15, ai-edge-litert 2.3 (the versions of this venv)
 LITERT_TORCH_VENV = Path.home() / ".cache" / "edgeconv" / f"litert-torch-{LITERT_TORCH_VERSION}"

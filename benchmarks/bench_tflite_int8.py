@@ -97,19 +97,17 @@ def edgeconv_int8(name: str, size: str, tmp: Path, calib: np.ndarray, held: np.n
     ``held`` (the reference every peer is judged against), edgeconv's SQNR and timings."""
     import onnx
 
-    from converter.pipeline import PortOptions, port
+    from converter.port import port
     from converter.targets import get as get_target
     from converter.targets.base import Artifact
-    from converter.verify.runtime import onnx_runner
+    from converter.runtimes.onnxruntime import onnx_runner
 
     onnx_path = export_model(name, size, tmp)
     np.savez(tmp / "calib.npz", input=calib)
     np.savez(tmp / "held.npz", input=held)
-    port(str(onnx_path), PortOptions(target="tflite", hw="cpu", out_dir=tmp / f"{name}_fp32", verify=False))
+    port(str(onnx_path), to="tflite", hw="cpu", out=tmp / f"{name}_fp32", verify=False)
     start = time.perf_counter()
-    int8 = port(str(onnx_path), PortOptions(target="tflite", hw="cpu", out_dir=tmp / f"{name}_int8",
-                                            quantize="int8", calibration=str(tmp / "calib.npz"),
-                                            inputs_npz=str(tmp / "held.npz")))
+    int8 = port(str(onnx_path), to="tflite", hw="cpu", out=tmp / f"{name}_int8", quantize="int8", calibration=str(tmp / "calib.npz"), inputs=str(tmp / "held.npz"))
     port_seconds = time.perf_counter() - start
     # A random-init deep network can miss the 25 dB floor (its logits are mostly noise); the file
     # is written all the same, and its size and speed are what this benchmark is about.
@@ -133,7 +131,7 @@ REAL_PREFIX = "real:"
 
 def input_shape(name: str, size: str) -> tuple[int, ...]:
     """The zoo model's input, or for ``real:<arch>`` (benchmarks/real_zoo.py) 1x3x224x224."""
-    from converter import zoo
+    from converter.demo import zoo
 
     return (1, 3, 224, 224) if name.startswith(REAL_PREFIX) else zoo.input_shapes(name, size)["input"]
 
@@ -145,7 +143,7 @@ def export_model(name: str, size: str, tmp: Path) -> Path:
     parameter MobileNetV2)."""
     import warnings
 
-    from converter import zoo
+    from converter.demo import zoo
 
     path = tmp / f"{name.replace(':', '_')}.onnx"
     if not name.startswith(REAL_PREFIX):

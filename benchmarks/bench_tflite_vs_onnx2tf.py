@@ -117,8 +117,8 @@ def main() -> None:
     import onnx
     import onnxruntime as ort
 
-    from converter import zoo
-    from converter.normalize import normalize
+    from converter.demo import zoo
+    from converter.frontend.normalize import normalize
     from converter.targets.base import ExportOptions
     from converter.targets.tflite import TARGET
 
@@ -147,7 +147,7 @@ def main() -> None:
             print(err)
             theirs = None
         start = time.perf_counter()
-        art = TARGET.export(onnx.load(onnx_path), work / "edgeconv", "cpu", ExportOptions(extra={"model_name": name}))
+        art = TARGET.export(onnx.load(onnx_path), work / "edgeconv", "cpu", ExportOptions(name=name))
         row["edgeconv_s"] = time.perf_counter() - start
         ours = art.files[0]
         got = TARGET.run(art, feeds)
@@ -179,14 +179,14 @@ def subpixel_file(model, work: Path, feeds, ref, row) -> Path | None:
     """superres with its ConvTranspose rewritten to Conv + DepthToSpace (the legalization rule
     ``convtranspose_to_depth_to_space``), exported by us: is it faster than TRANSPOSE_CONV?"""
     try:
-        from converter.rewrites.base import apply_rule
+        from converter.legalize.rewrites.base import apply_rule
     except ImportError:
         return None
     from converter.targets.base import ExportOptions
     from converter.targets.tflite import TARGET
 
     rewritten = apply_rule(model, "convtranspose_to_depth_to_space")
-    art = TARGET.export(rewritten, work / "subpixel", "cpu", ExportOptions(extra={"model_name": "superres_subpixel"}))
+    art = TARGET.export(rewritten, work / "subpixel", "cpu", ExportOptions(name="superres_subpixel"))
     got = TARGET.run(art, feeds)
     row["subpixel_err"] = max(float(np.max(np.abs(got[k] - v))) for k, v in ref.items())
     print("sub-pixel superres ops:", art.meta["ops"], "max err", row["subpixel_err"])

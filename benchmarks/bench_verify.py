@@ -21,10 +21,10 @@ import onnx_graphsurgeon as gs
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
-from converter.graph import NameAllocator, Provenance, provenance_of, to_graph, to_model  # noqa: E402
-from converter.verify import localize  # noqa: E402
+from converter.ir.graph import NameAllocator, Provenance, provenance_of, to_graph, to_model  # noqa: E402
+from converter.verify.localize import localize  # noqa: E402
 from converter.verify import metrics  # noqa: E402
-from converter.verify.runtime import run_session, session  # noqa: E402
+from converter.runtimes.onnxruntime import run_session, session  # noqa: E402
 
 
 def deep_resnet(blocks: int = 60, width: int = 16, size: int = 16, seed: int = 0) -> onnx.ModelProto:
@@ -33,7 +33,7 @@ def deep_resnet(blocks: int = 60, width: int = 16, size: int = 16, seed: int = 0
     ``normalize`` gives (``conv_7``, output ``conv_7_1``)."""
     rng = np.random.default_rng(seed)
     graph = gs.Graph(opset=17)
-    graph.metadata = {}  # what converter.graph.to_graph sets; to_model reads it
+    graph.metadata = {}  # what converter.ir.graph.to_graph sets; to_model reads it
     graph.provenance = Provenance()
     names = NameAllocator(graph)
     counts: dict[str, int] = {}

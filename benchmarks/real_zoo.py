@@ -398,7 +398,9 @@ def classify(result) -> tuple[str, str, str]:
 
 
 def port_model(entry: ZooEntry, targets, work: Path, progress=print) -> list[Cell]:
-    from converter.pipeline import PortOptions, load_stage, port
+    from converter.port import PortRequest, PortSession
+    from converter.port.loading import load_stage
+    from converter.verify.spec import VerifySpec
 
     pt = work / f"{entry.name}.pt"
     cells: list[Cell] = []
@@ -408,8 +410,8 @@ def port_model(entry: ZooEntry, targets, work: Path, progress=print) -> list[Cel
 
         model = build(entry)
         save_torchscript(model, entry.shape, pt)
-        opts = PortOptions(target="tflite", hw="cpu", out_dir=work / "unused", input_shapes={"": entry.shape})
-        original, normalized = load_stage(str(pt), opts)
+        request = PortRequest.from_flags(str(pt), input_shapes={"": entry.shape})
+        original, normalized = load_stage(request.source, True)
         x = np.random.default_rng(SEED).standard_normal(entry.shape).astype(np.float32)
         inputs = work / f"{entry.name}.inputs.npz"
         np.savez(inputs, **{normalized.graph.input[0].name: x})
@@ -424,14 +426,13 @@ def port_model(entry: ZooEntry, targets, work: Path, progress=print) -> list[Cel
     progress(f"  {entry.name}: saved + loaded in {load_seconds:.1f} s "
              f"({len(normalized.graph.node)} nodes after normalize; float32 noise {noise:.1e}, atol {atol:.1e}"
              + (f"; float16 noise {noise16:.1e})" if noise16 is not None else ")"))
+    session = PortSession.with_models(request, original, normalized, load_seconds)
     for target, hw in targets:
         start = time.perf_counter()
         atol_t, rtol_t = tolerance_for(target, hw, atol, noise16)
         try:
-            result = port(str(pt), PortOptions(target=target, hw=hw, out_dir=work / entry.name / f"{target}-{hw}",
-                                               input_shapes={"": entry.shape}, inputs_npz=str(inputs),
-                                               atol=atol_t, rtol=rtol_t),
-                          preloaded=(original, normalized, load_seconds))
+            result = session.port_pair(target, hw, work / entry.name / f"{target}-{hw}",
+                                       verify=VerifySpec(inputs=str(inputs), atol=atol_t, rtol=rtol_t))
             verdict, detail, oracle = classify(result)
         except Exception as err:  # noqa: BLE001
             text = str(err).strip().splitlines()[0][:200] if str(err).strip() else type(err).__name__
@@ -529,7 +530,7 @@ def main() -> None:
     targets = parse_targets(args.targets)
     cells: list[Cell] = []
     begin = time.perf_counter()
-    from converter.fsutil import remove_stale
+    from converter.infra.fsutil import remove_stale
 
     # a run killed with SIGKILL cannot remove its directory (traced models, GBs): the next run does
     remove_stale(Path(tempfile.gettempdir()), "real-zoo-")

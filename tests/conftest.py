@@ -13,7 +13,7 @@ ROOT = Path(__file__).resolve().parents[1]
 if str(ROOT) not in sys.path:
     sys.path.insert(0, str(ROOT))
 
-from converter import zoo  # noqa: E402
+from converter.demo import zoo  # noqa: E402
 
 
 @pytest.fixture(scope="session")
@@ -35,7 +35,7 @@ def zoo_onnx_path(zoo_dir):
 @pytest.fixture(scope="session")
 def zoo_model(zoo_onnx_path):
     """``zoo_model(name) -> onnx.ModelProto``: the normalized zoo model (a fresh copy each call)."""
-    from converter.normalize import normalize
+    from converter.frontend.normalize import normalize
 
     @functools.cache
     def cached(name: str) -> bytes:

@@ -141,7 +141,7 @@ def assert_mace_reexport_identical(out, name: str, hw: str, full_integer: bool, 
     model = onnx.load(str(out / "float.onnx"))
     for k in range(2):
         artifact = get_target("mace").export(model, tmp_path / f"a{k}", hw,
-                                             ExportOptions(extra={"name": name, "quantization": spec}))
+                                             ExportOptions(name=name, quantization=spec))
         for path in artifact.files:
             assert path.read_bytes() == (out / Path(path).name).read_bytes(), path.name
 
@@ -152,7 +152,7 @@ def assert_mace_reader_sqnr(result, out, hw: str, held, min_db: float, against=(
     from converter.targets import get as get_target
     from converter.targets.base import Artifact
     from converter.verify.metrics import sqnr_db
-    from converter.verify.runtime import onnx_runner
+    from converter.runtimes.onnxruntime import onnx_runner
 
     artifact = Artifact("mace", hw, [], out, result.report["artifact"]["meta"])
     references = [onnx_runner(str(out / name)) for name in against]
@@ -167,16 +167,14 @@ def assert_mace_reader_sqnr(result, out, hw: str, held, min_db: float, against=(
 def mace_ports(zoo_onnx_path, data, tmp_path_factory, hw: str, **options):
     """``name -> (PortResult, out dir)``: the zoo model ported once to MACE ``hw`` with the
     calibration set in ``data`` (calib.npz, verified on held.npz)."""
-    from converter.pipeline import PortOptions, port
+    from converter.port import port
 
     cache: dict = {}
 
     def ported(name: str):
         if name not in cache:
             out = tmp_path_factory.mktemp(f"mace-{hw}-{name}") / "out"
-            cache[name] = port(str(zoo_onnx_path(name)), PortOptions(
-                target="mace", hw=hw, out_dir=out, calibration=str(data / "calib.npz"),
-                inputs_npz=str(data / "held.npz"), **options)), out
+            cache[name] = port(str(zoo_onnx_path(name)), to="mace", hw=hw, out=out, calibration=str(data / "calib.npz"), inputs=str(data / "held.npz"), **options), out
         return cache[name]
 
     return ported
@@ -195,7 +193,7 @@ def two_input_add_port(tmp_path, hw: str, **options):
     """A seeded model adding two 1x4x5x5 inputs (ranges 1 and 3), saved as add.onnx and ported
     to MACE ``hw`` with 16 calibration samples of each, unverified (the tests check the numbers
     themselves); returns (PortResult, out dir, the generator, for the samples the test draws next)."""
-    from converter.pipeline import PortOptions, port
+    from converter.port import port
 
     rng = np.random.default_rng(5)
     graph = helper.make_graph(
@@ -207,6 +205,5 @@ def two_input_add_port(tmp_path, hw: str, **options):
     np.savez(tmp_path / "calib.npz", a=rng.standard_normal((16, 1, 4, 5, 5)).astype(np.float32),
              c=(rng.standard_normal((16, 1, 4, 5, 5)) * 3).astype(np.float32))
     out = tmp_path / "out"
-    result = port(str(path), PortOptions(target="mace", hw=hw, out_dir=out, calibration=str(tmp_path / "calib.npz"),
-                                         verify=False, **options))
+    result = port(str(path), to="mace", hw=hw, out=out, calibration=str(tmp_path / "calib.npz"), verify=False, **options)
     return result, out, rng

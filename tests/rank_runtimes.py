@@ -27,14 +27,14 @@ def need(tool: Path):
 
 
 def tnn_runtime(device: str | None = None):
-    from converter.runtimes.tnn import TnnRun
+    from converter.targets.tnn.runtime import TnnRun
 
     need(TNN_RUN)
     return TnnRun(TNN_RUN, device=device)
 
 
 def mace_runtime():
-    from converter.runtimes.mace import MaceRun
+    from converter.targets.mace.runtime import MaceRun
 
     need(MACE_RUN)
     return MaceRun(MACE_RUN)

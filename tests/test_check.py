@@ -9,8 +9,8 @@ import onnx
 import pytest
 from onnx import TensorProto, helper
 
-from converter import zoo
-from converter.check import check_model, check_targets, results_to_json
+from converter.demo import zoo
+from converter.legalize.check import check_model, check_targets, results_to_json
 from converter.errors import EXIT_BAD_INPUT, EXIT_UNSUPPORTED
 from converter.matrix import load_matrix
 
@@ -22,7 +22,7 @@ def m():
 
 def _cli(argv):
     from converter import cli
-    from converter.commands import COMMAND_MODULES, check, report
+    from converter.cli.commands import COMMAND_MODULES, check, report
 
     if "check" not in COMMAND_MODULES and not getattr(cli.app, "_test_check_registered", False):
         check.register(cli.app)
@@ -94,7 +94,7 @@ def test_exact_reasons_on_zoo_models(m, zoo_model):
 
 
 def test_constraint_messages_name_the_values(m):
-    from converter.graph import to_graph
+    from converter.ir.graph import to_graph
 
     def verdict(model, fw, hw):
         return m.check_node(to_graph(model).nodes[0], fw, hw)
@@ -320,7 +320,7 @@ REVIEW_CASES = [
 
 @pytest.mark.parametrize("case", REVIEW_CASES, ids=[c[0] for c in REVIEW_CASES])
 def test_kernel_review_findings(m, case):
-    from converter.graph import to_graph
+    from converter.ir.graph import to_graph
 
     _, fw, hardware, model, status, fragment = case
     node = to_graph(model).nodes[0]
@@ -519,7 +519,7 @@ EXPORTER_CASES = [
 def test_tflite_and_coreml_entries_follow_the_exporters(m, case):
     """Each changed TFLite / Core ML entry, node by node: what the exporter maps is supported, what it
     refuses (or the runtime cannot run) is unsupported with the cited reason."""
-    from converter.graph import to_graph
+    from converter.ir.graph import to_graph
 
     _, fw, hardware, model, status, reason = case
     node = to_graph(model).nodes[0]
@@ -529,8 +529,8 @@ def test_tflite_and_coreml_entries_follow_the_exporters(m, case):
 
 
 def test_tflite_nms_has_no_mapping_and_becomes_a_custom_layer(m):
-    from converter.graph import to_graph
-    from converter.plan import plan_model
+    from converter.ir.graph import to_graph
+    from converter.legalize.plan import plan_model
     from converter.postproc.ops_numpy import KERNELS
 
     node = to_graph(_nms()).nodes[0]

@@ -1,5 +1,5 @@
 """Option values that already have their type skip typer's Pydantic validation
-(converter/commands/coercion.py); everything else is still typer's, errors included."""
+(converter/cli/commands/coercion.py); everything else is still typer's, errors included."""
 
 from __future__ import annotations
 
@@ -13,7 +13,7 @@ import pytest
 import typer
 
 from converter.cli import app, main
-from converter.commands import coercion
+from converter.cli.commands import coercion
 
 ROOT = Path(__file__).resolve().parents[1]
 
@@ -83,7 +83,7 @@ def test_bad_values_get_typers_errors(argv, message, capsys, tmp_path):
 
 
 def test_parsing_a_port_imports_no_pydantic(tmp_path):
-    driver = ("import sys, typer; from converter.cli import app; from converter.commands import coercion; "
+    driver = ("import sys, typer; from converter.cli import app; from converter.cli.commands import coercion; "
               "coercion.install(); c = typer.main.get_command(app); "
               "c.commands['port'].make_context('port', ['m.onnx', '--to', 'tflite', '--hw', 'cpu', '--no-verify', "
               "'-o', 'out'], parent=c.make_context('edgeconv', ['port'])); "

@@ -319,7 +319,7 @@ def _case_id(case: Case) -> str:
 def test_op_matches_onnxruntime_and_reexports_identically(tmp_path, case):
     model, feeds = _model(case)
     want = _reference(model, feeds)
-    options = ExportOptions(extra={"name": "op"})
+    options = ExportOptions(name="op")
     artifact = TARGET.export(model, tmp_path / "a", "cpu", options)
     assert artifact.meta["onnx_ops"][case.op] == 1
     got = TARGET.run(artifact, feeds)

@@ -23,9 +23,10 @@ import onnxruntime as ort
 import pytest
 from onnx import TensorProto, helper
 
-from converter import __version__, zoo
+from converter import __version__
+from converter.demo import zoo
 from converter.errors import BadInput, MissingExtra, Unsupported
-from converter.fsutil import sha256_bytes
+from converter.infra.fsutil import sha256_bytes
 from converter.targets.base import ExportOptions
 
 pytest.importorskip("coremltools")
@@ -58,7 +59,7 @@ def exported(zoo_model, tmp_path_factory):
         if (name, hw) not in cache:
             model = zoo_model(name)
             out = tmp_path_factory.mktemp(f"coreml-{name}-{hw}")
-            cache[name, hw] = model, TARGET.export(model, out, hw, ExportOptions(extra={"name": name}))
+            cache[name, hw] = model, TARGET.export(model, out, hw, ExportOptions(name=name))
         return cache[name, hw]
 
     return get
@@ -144,11 +145,11 @@ def test_compute_units_per_hardware(zoo_model, tmp_path, hw, units):
 def test_a_port_names_the_users_file_in_the_package(zoo_onnx_path, tmp_path):
     """``port`` hands the exporter the source file's digest (report.json ``model_sha256``): the
     package's ``edgeconv.source_sha256`` names the user's model, not an intermediate ONNX."""
-    from converter.fsutil import sha256_file
-    from converter.pipeline import PortOptions, port
+    from converter.infra.fsutil import sha256_file
+    from converter.port import port
 
     path = zoo_onnx_path("detector")
-    result = port(str(path), PortOptions(target="coreml", hw="cpu", out_dir=tmp_path / "out", verify=False))
+    result = port(str(path), to="coreml", hw="cpu", out=tmp_path / "out", verify=False)
     assert result.status == "ok" and result.report["model_sha256"] == sha256_file(path)
     spec = _spec(tmp_path / "out" / result.report["artifact"]["meta"]["package"])
     assert dict(spec.description.metadata.userDefined)["edgeconv.source_sha256"] == sha256_file(path)
@@ -156,7 +157,7 @@ def test_a_port_names_the_users_file_in_the_package(zoo_onnx_path, tmp_path):
 
 def test_reexport_is_byte_identical(zoo_model, tmp_path):
     def export(d):
-        TARGET.export(zoo_model("transformer"), tmp_path / d, "ane", ExportOptions(extra={"name": "m"}))
+        TARGET.export(zoo_model("transformer"), tmp_path / d, "ane", ExportOptions(name="m"))
         root = tmp_path / d / "m.mlpackage"
         return {p.relative_to(root).as_posix(): p.read_bytes() for p in sorted(root.rglob("*")) if p.is_file()}
 
@@ -258,7 +259,7 @@ def test_single_op_mappings_match_onnxruntime(tmp_path, op, consts, attrs, shape
     model = _single_op_model(node, {"x": shape}, None, [_const(k, v) for k, v in consts.items()])
     feeds = {"x": np.random.default_rng(0).standard_normal(shape).astype(np.float32)}
     want = _reference(model, feeds)["y"]
-    artifact = TARGET.export(model, tmp_path, "cpu", ExportOptions(extra={"name": "single"}))
+    artifact = TARGET.export(model, tmp_path, "cpu", ExportOptions(name="single"))
     got = TARGET.run(artifact, feeds)["y"]
     assert got.shape == want.shape
     assert float(np.abs(got - want).max()) <= FP32_ATOL
@@ -276,7 +277,7 @@ def test_bad_hardware_and_precision_are_bad_input(zoo_model, tmp_path):
     with pytest.raises(BadInput, match="unknown CoreML hardware 'npu'"):
         TARGET.export(zoo_model("resnet"), tmp_path, "npu")
     with pytest.raises(BadInput, match="fp16 only"):
-        TARGET.export(zoo_model("resnet"), tmp_path, "ane", ExportOptions(extra={"compute_precision": "fp32"}))
+        TARGET.export(zoo_model("resnet"), tmp_path, "ane", ExportOptions(compute_precision="fp32"))
     assert not list(tmp_path.iterdir())
 
 

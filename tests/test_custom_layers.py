@@ -23,7 +23,16 @@ from custom_models import EINSUM_EQUATIONS, GRID_SAMPLE_MODES, custom_ops_model,
 
 from converter.custom import CUSTOM_NODES_KEY, custom_nodes_of  # noqa: E402
 from converter.errors import BadInput  # noqa: E402
-from converter.rewrites.custom import write_custom_layers  # noqa: E402
+
+
+def write_custom_layers(model, nodes, framework, out_dir, **kwargs):
+    """The scaffold as a port writes it: the framework's target, the planner's explanation."""
+    from converter import targets
+    from converter.custom import write_custom_layers as write
+    from converter.legalize.why_custom import why_custom
+
+    return write(model, nodes, targets.get(framework), out_dir, why=lambda g, n: why_custom(g, n, framework), **kwargs)
+
 
 STANDIN = Path(__file__).parent / "custom_support"
 FLEXBUFFERS = Path("/usr/include/flatbuffers/flexbuffers.h")
@@ -221,7 +230,7 @@ def _single_node(model, name):
     """The sub-model of one node (TNN's exporter needs every other node to be mappable)."""
     import onnx
 
-    from converter.graph import to_graph, to_model
+    from converter.ir.graph import to_graph, to_model
 
     graph = to_graph(model)
     node = next(n for n in graph.nodes if n.name == name)
@@ -235,7 +244,7 @@ def _single_node(model, name):
 
 
 def test_planner_assigns_remedy_custom(scaffolds):
-    from converter.plan import plan_model
+    from converter.legalize.plan import plan_model
 
     plan = plan_model(custom_ops_model(), "tflite", "cpu")
     remedies = {e.node: e.remedy for e in plan.entries}

@@ -15,9 +15,9 @@ from onnx import TensorProto, helper, numpy_helper
 
 from converter.errors import BadInput
 from converter.matrix import load_matrix
-from converter.partition import node_macs
-from converter.pipeline import PortOptions, port
-from converter.plan import plan_model
+from converter.legalize.partition import node_macs
+from converter.port import port
+from converter.legalize.plan import plan_model
 
 
 def _conv(name, x, y, cin, cout, rng):
@@ -83,7 +83,7 @@ def test_a_convolution_between_cpu_nodes_stays_on_the_accelerator(matrix):
 
 def test_macs_of_conv_and_matmul():
     model = rounding_model("Conv")
-    from converter.graph import to_graph
+    from converter.ir.graph import to_graph
 
     g = to_graph(model)
     assert node_macs(next(n for n in g.nodes if n.name == "mid")) == 8 * 16 * 16 * 8 * 9
@@ -120,7 +120,7 @@ def test_fallback_units_are_cited(matrix, fw, hw, to):
 def test_port_to_the_gpu_delegate_keeps_round_in_the_file_and_runs_in_litert(tmp_path):
     path = tmp_path / "rounding.onnx"
     onnx.save(rounding_model("Relu"), path)
-    result = port(str(path), PortOptions(target="tflite", hw="gpu", out_dir=tmp_path / "out"))
+    result = port(str(path), to="tflite", hw="gpu", out=tmp_path / "out")
     assert result.status == "ok", result.reason
     report = json.loads((tmp_path / "out" / "report.json").read_text())
     assert report["plan"]["partitions"]["accelerator_partitions"] == 2
@@ -141,8 +141,8 @@ def test_mace_gpu_with_fallback_nodes_is_a_cpu_gpu_deployment(tmp_path):
         opset_imports=[helper.make_opsetid("", 17)]))
     mace = get("mace")
     runtimes = {}
-    for extra in ({}, {"fallback_nodes": ["relu"]}):
-        art = mace.export(model, tmp_path / str(len(runtimes)), "gpu", ExportOptions(extra={"name": "m", **extra}))
+    for extra in ({}, {"fallback_nodes": ("relu",)}):
+        art = mace.export(model, tmp_path / str(len(runtimes)), "gpu", ExportOptions(name="m", **extra))
         yml = yaml.safe_load(next(f for f in art.files if str(f).endswith(".yml")).read_text())
         runtimes[bool(extra)] = yml["models"]["m"]["runtime"]
     assert runtimes == {False: "gpu", True: "cpu+gpu"}

@@ -1,5 +1,5 @@
 """``legalized.onnx`` as a kernel copy of ``normalized.onnx`` when legalization changed nothing
-(converter/fsutil.py ``atomic_copy_file``)."""
+(converter/infra/fsutil.py ``atomic_copy_file``)."""
 
 from __future__ import annotations
 
@@ -7,7 +7,7 @@ from __future__ import annotations
 def test_atomic_copy_file_copies_bytes_with_or_without_sendfile(tmp_path, monkeypatch):
     import os
 
-    from converter.fsutil import atomic_copy_file
+    from converter.infra.fsutil import atomic_copy_file
 
     src = tmp_path / "normalized.onnx"
     src.write_bytes(os.urandom((3 << 20) + 17))
@@ -32,7 +32,7 @@ def test_files_of_an_output_dir_are_synced_in_the_background_before_it_is_publis
 
     import pytest
 
-    from converter import fsutil
+    from converter.infra import fsutil
     from converter.errors import BadInput
 
     synced, real_fsync = [], os.fsync
@@ -66,7 +66,7 @@ def test_files_of_an_output_dir_are_synced_in_the_background_before_it_is_publis
 def test_a_file_is_synced_by_the_innermost_directory_being_built(tmp_path):
     import os
 
-    from converter import fsutil
+    from converter.infra import fsutil
 
     with fsutil.replace_output_dir(tmp_path / "outer") as outer:
         with fsutil.replace_output_dir(outer / "inner") as inner:

@@ -47,7 +47,7 @@ def run_cli(argv: list[str], capfd) -> tuple[int, str, str]:
     """The console script's ``run()`` without its ``sys.exit``: main() inside the same native
     stderr filter, under an alarm."""
     from converter.cli import main
-    from converter.fsutil import quiet_native_stderr
+    from converter.infra.fsutil import quiet_native_stderr
 
     def alarm(signum, frame):
         raise Hang(f"{argv[0]} took over {LIMIT_SECONDS} s")

@@ -41,7 +41,7 @@ def torch_files(tmp_path_factory):
 
 def test_pt2_pickled_constant_never_runs_even_on_the_python_api(torch_files, tmp_path):
     from converter.errors import BadInput
-    from converter.load import load_model
+    from converter.frontend.load import load_model
 
     marker = tmp_path / "PWNED"
     evil = tmp_path / "evil.pt2"
@@ -63,7 +63,7 @@ def test_pt2_pickled_constant_never_runs_even_on_the_python_api(torch_files, tmp
 def test_pickle_scanner_passes_real_archives_and_names_the_callable(torch_files, tmp_path):
     import torch
 
-    from converter.pickle_guard import pickle_globals, unsafe_pickles
+    from converter.frontend.pickle_guard import pickle_globals, unsafe_pickles
 
     assert unsafe_pickles(torch_files["pt2"]) == []
     assert unsafe_pickles(torch_files["ts"], torchscript=True) == []
@@ -80,7 +80,7 @@ def test_pickle_scanner_passes_real_archives_and_names_the_callable(torch_files,
 
 def test_npz_with_object_arrays_is_refused_without_unpickling(tmp_path):
     from converter.errors import BadInput
-    from converter.verify.inputs import load_npz
+    from converter.runtimes.feeds import load_npz
 
     marker = tmp_path / "PWNED"
     path = tmp_path / "inputs.npz"
@@ -97,7 +97,7 @@ def test_npz_with_object_arrays_is_refused_without_unpickling(tmp_path):
 def test_keras_h5_lambda_is_refused_before_keras_reads_it(tmp_path):
     h5py = pytest.importorskip("h5py")
     from converter.errors import BadInput
-    from converter.load_tf import refuse_keras_code
+    from converter.frontend.load_tf import refuse_keras_code
 
     path = tmp_path / "lambda.h5"
     config = {"class_name": "Sequential", "config": {"layers": [{"class_name": "Lambda", "config": {
@@ -157,8 +157,8 @@ def test_timeout_is_exit_9_and_documented(torch_files, tmp_path):
     assert res.returncode == EXIT_TIMEOUT == 9
     assert "within 2 s (--timeout)" in res.stderr and len(res.stderr.strip().splitlines()) == 1
     assert time.monotonic() - start < 60
-    readme = (ROOT / "README.md").read_text()
-    assert "| 9 |" in readme
+    usage = (ROOT / "docs" / "usage.md").read_text()
+    assert "| 9 |" in usage
 
 
 # ------------------------------------------------------------------------ 3: YAML alias bombs
@@ -184,7 +184,7 @@ def test_alias_bomb_is_refused_fast_and_ordinary_aliases_work(tmp_path):
 
 
 def test_constant_of_shape_bomb_stays_unfolded_with_a_note():
-    from converter.normalize import UNFOLDED_NOTE_KEY, normalize
+    from converter.frontend.normalize import UNFOLDED_NOTE_KEY, normalize
     from onnx import TensorProto, helper, numpy_helper
 
     shape = numpy_helper.from_array(np.array([100000, 100000], np.int64), "shape")
@@ -215,7 +215,7 @@ def test_memory_estimate_refuses_with_the_number(tmp_path):
     assert not (tmp_path / "out").exists()
     res = _cli("verify", model, model, "-s", "1x3x99999x99999", cwd=tmp_path)
     assert res.returncode == 2 and "would need about" in res.stderr, res.stderr
-    from converter.memory import inference_bytes, parse_size
+    from converter.ir.memory import inference_bytes, parse_size
 
     assert parse_size("8G") == 8 << 30 and parse_size("512MiB") == 512 << 20
     needed, biggest = inference_bytes(hc.relu_model(shape=(1, 3, 100, 100)))
@@ -228,9 +228,9 @@ def test_memory_estimate_refuses_with_the_number(tmp_path):
 
 @pytest.mark.parametrize("ir", range(3, 11))
 def test_old_ir_versions_normalize_and_check(ir):
-    from converter.check import check_model
-    from converter.load import load_onnx
-    from converter.normalize import check_equivalent, normalize
+    from converter.legalize.check import check_model
+    from converter.frontend.load import load_onnx
+    from converter.frontend.normalize import check_equivalent, normalize
 
     model = hc.conv_model(np.random.default_rng(ir), ir, 7 if ir < 8 else 17)
     path = Path(os.environ.get("TMPDIR", "/tmp")) / f"edgeconv-test-ir{ir}-{os.getpid()}.onnx"
@@ -319,7 +319,7 @@ def _port(model, out, cwd):
 
 
 def test_output_dir_is_replaced_whole_and_locked(tmp_path):
-    from converter.fsutil import OUTPUT_MARKER, _locked
+    from converter.infra.fsutil import OUTPUT_MARKER, _locked
 
     first, second = tmp_path / "first.onnx", tmp_path / "second.onnx"
     onnx.save(hc.relu_model(), first)
@@ -368,7 +368,7 @@ def test_a_users_directory_is_never_replaced(tmp_path):
 
 
 def test_temp_dirs_of_dead_runs_are_removed(tmp_path):
-    from converter.fsutil import pid_alive
+    from converter.infra.fsutil import pid_alive
 
     dead = 2 ** 22 + 12345
     while pid_alive(dead):
@@ -403,10 +403,10 @@ def test_port_killed_with_sigkill_leaves_nothing_a_rerun_keeps(tmp_path):
     assert not [p for p in out.rglob(".edgeconv-*") if p.name != ".edgeconv-output"]
 
 
-# --------------------------------------------------------------- the README's exit-code table
+# ---------------------------------------------------- the exit-code table (docs/usage.md)
 
 
-def test_readme_exit_code_table_matches_errors_py():
+def test_usage_doc_exit_code_table_matches_errors_py():
     import re
 
     from converter import errors
@@ -414,8 +414,8 @@ def test_readme_exit_code_table_matches_errors_py():
 
     codes = {v for k, v in vars(errors).items() if k.startswith("EXIT_") and isinstance(v, int)}
     codes.add(EXIT_BATCH_FAILED)
-    readme = (ROOT / "README.md").read_text()
-    table = readme.split("## Exit codes", 1)[1].split("\n\n", 2)[1]
+    usage = (ROOT / "docs" / "usage.md").read_text()
+    table = usage.split("## Exit codes", 1)[1].split("\n\n", 2)[1]
     documented = {int(m) for m in re.findall(r"^\| (\d+) \|", table, re.M)}
     assert documented == codes
     docstring = errors.__doc__

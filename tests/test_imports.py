@@ -51,9 +51,9 @@ def _imports(*argv: str, heavy=HEAVY, write_caches: bool = False) -> tuple[int, 
     return result["code"], set(result["heavy"])
 
 
-#: What OpenBLAS reads for its thread count (converter/blas.py): unset, as for a user.
+#: What OpenBLAS reads for its thread count (converter/infra/blas.py): unset, as for a user.
 _BLAS_THREAD_VARIABLES = ("OPENBLAS_NUM_THREADS", "GOTO_NUM_THREADS", "OMP_NUM_THREADS")
-#: What makes rich treat a pipe as a terminal (converter/commands/plain_table.py).
+#: What makes rich treat a pipe as a terminal (converter/cli/commands/plain_table.py).
 _RICH_VARIABLES = ("FORCE_COLOR", "TTY_COMPATIBLE", "COLUMNS")
 
 
@@ -89,7 +89,7 @@ def test_port_no_verify_imports_only_what_the_file_needs(zoo_onnx_path, tmp_path
 @pytest.mark.skipif(not os.path.isdir("/proc/self/task") or (os.cpu_count() or 1) < 2,
                     reason="counts threads in /proc; numpy's BLAS starts none on one core")
 def test_port_no_verify_leaves_no_thread_behind(zoo_onnx_path, tmp_path):
-    """A port that runs no model imports numpy without OpenBLAS's thread pool (converter/blas.py:
+    """A port that runs no model imports numpy without OpenBLAS's thread pool (converter/infra/blas.py:
     one worker per core, started at import), and the threads that hash the input and sync the
     outputs in the background are done when it returns: one thread, the main one.  A port that
     verifies keeps numpy's threads (the check that the count sees them)."""
@@ -110,15 +110,15 @@ def test_port_onnx_to_coreml_imports_no_frontend(zoo_onnx_path, tmp_path):
 
 
 def test_a_command_builds_only_its_own_parser(zoo_onnx_path, tmp_path):
-    """``edgeconv port ...`` registers only ``port`` (converter/cli.py ``_app_for``): the other
+    """``edgeconv port ...`` registers only ``port`` (converter/cli/__init__.py ``_app_for``): the other
     command modules are never imported; ``converter.cli.app`` still has every command."""
     driver = """
 import contextlib, io, json, sys
 from converter import cli
-from converter.commands import COMMAND_MODULES
+from converter.cli.commands import COMMAND_MODULES
 with contextlib.redirect_stdout(io.StringIO()):
     code = cli.main(sys.argv[1:])
-loaded = sorted(m for m in COMMAND_MODULES if f"converter.commands.{m}" in sys.modules)
+loaded = sorted(m for m in COMMAND_MODULES if f"converter.cli.commands.{m}" in sys.modules)
 import typer.main
 names = sorted(typer.main.get_command(cli.app).commands)
 print(json.dumps({"code": code, "loaded": loaded, "names": names, "all": sorted(COMMAND_MODULES)}))
@@ -138,7 +138,7 @@ print(json.dumps({"code": code, "loaded": loaded, "names": names, "all": sorted(
 def test_a_verified_torch_port_forks_its_loader_then_uses_every_core(tmp_path):
     """A torch source loads in a child process: numpy comes without BLAS threads so that the
     single-threaded parent forks it (no fresh interpreter to start), and OpenBLAS gets one
-    thread per core back for verification (converter/blas.py)."""
+    thread per core back for verification (converter/infra/blas.py)."""
     torch = pytest.importorskip("torch")
     torch.manual_seed(0)
     model = torch.nn.Sequential(torch.nn.Conv2d(3, 4, 3), torch.nn.ReLU())
@@ -146,7 +146,7 @@ def test_a_verified_torch_port_forks_its_loader_then_uses_every_core(tmp_path):
     torch.jit.trace(model.eval(), torch.zeros(1, 3, 8, 8)).save(str(path))
     driver = """
 import contextlib, io, json, os, sys
-import converter.isolate as isolate
+import converter.infra.isolate as isolate
 started = []
 for name in ("_run_forked", "_run_spawned"):
     def wrap(*args, _real=getattr(isolate, name), _name=name, **kwargs):
@@ -178,8 +178,8 @@ def test_fitting_an_architecture_change_imports_no_torch(zoo_onnx_path):
     driver = """
 import json, sys
 import onnx
-from converter.legalize import legalize
-from converter.normalize import normalize
+from converter.legalize.apply import legalize
+from converter.frontend.normalize import normalize
 result = legalize(normalize(onnx.load(sys.argv[1])), "tflite", "edgetpu")
 print(json.dumps({"rules": [r for r, _ in result.applied], "torch": "torch" in sys.modules,
                   "fitted": [r.error_after < r.error_before for r in result.retrain_reports]}))

@@ -7,9 +7,9 @@ import json
 
 import pytest
 
-from converter import isolate
+from converter.infra import isolate
 from converter.errors import TimedOut
-from converter.pipeline import preload_steps
+from converter.port.loading import preload_steps
 
 
 class FakeChild:

@@ -6,8 +6,8 @@ import numpy as np
 import onnxruntime as ort
 from onnx import TensorProto, helper, numpy_helper
 
-from converter.load import load_model, save_onnx
-from converter.normalize import check_equivalent, is_large, normalize
+from converter.frontend.load import load_model, save_onnx
+from converter.frontend.normalize import check_equivalent, is_large, normalize
 
 #: An embedding table of 2.15 GB (float32): over protobuf's 2 GiB message limit.
 ROWS, DIM = 2_100_000, 256

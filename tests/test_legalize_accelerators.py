@@ -13,11 +13,11 @@ from onnx import TensorProto, helper, numpy_helper
 from accelerator_models import conv_transpose, einsum_attention, gelu_mlp, grouped_convs, r3d, swin_windows, vit
 from converter import targets
 from converter.errors import BadInput
-from converter.graph import op_histogram
-from converter.legalize import legalize, run_onnx
+from converter.ir.graph import op_histogram
+from converter.legalize.apply import legalize, run_onnx
 from converter.matrix import load_matrix
-from converter.normalize import normalize, seeded_inputs
-from converter.plan import DATA_MOVEMENT, plan_model
+from converter.frontend.normalize import normalize, seeded_inputs
+from converter.legalize.plan import DATA_MOVEMENT, plan_model
 from converter.targets.base import ExportOptions
 from matrix_doubles import OpSetMatrix
 from rank_runtimes import mace_run, tnn_run
@@ -36,7 +36,7 @@ def port_files(model, fw, hw, tmp_path, matrix):
     normalized = normalize(model)
     result = legalize(normalized, fw, hw, matrix)
     assert not result.custom_nodes and not result.unresolved, (result.custom_nodes, result.unresolved)
-    art = targets.get(fw).export(result.model, tmp_path / f"{fw}-{hw}", hw, ExportOptions(extra={"name": "m"}))
+    art = targets.get(fw).export(result.model, tmp_path / f"{fw}-{hw}", hw, ExportOptions(name="m"))
     return normalized, result, art
 
 
@@ -111,11 +111,11 @@ def test_swin_windows_lower_to_rank_4(fw, hw, tmp_path, matrix):
 
 
 def test_vit_port_to_tflite_gpu_verifies_in_litert(vit_model, tmp_path):
-    from converter.pipeline import PortOptions, port
+    from converter.port import port
 
     src = tmp_path / "vit.onnx"
     onnx.save(vit_model, src)
-    res = port(str(src), PortOptions(target="tflite", hw="gpu", out_dir=tmp_path / "out"))
+    res = port(str(src), to="tflite", hw="gpu", out=tmp_path / "out")
     assert res.status == "ok", res.reason
     stages = {s["name"]: s["status"] for s in res.report["verification"]["stages"]}
     assert stages["target:tflite"] == "pass"  # run in LiteRT, not skipped for custom kernels
@@ -150,7 +150,7 @@ def test_gelu_on_nnapi_is_not_the_gelu_builtin(tmp_path, matrix):
 
 
 def test_grouped_conv_on_nnapi_is_split_depthwise_kept(tmp_path, matrix):
-    from converter.check import check_model
+    from converter.legalize.check import check_model
 
     model = normalize(grouped_convs())
     verdicts = {v.node: v for v in check_model(model, "tflite", "nnapi", matrix).verdicts}
@@ -230,7 +230,7 @@ def test_one_input_concat_is_normalized_away_for_tnn(tmp_path, matrix):
     model = onnx.shape_inference.infer_shapes(helper.make_model(graph, opset_imports=[helper.make_opsetid("", 17)],
                                                                 ir_version=8))
     # As is, TNN's kernel refuses it (x86_concat_layer_acc.cc: "invalid inputs count").
-    raw = targets.get("tnn").export(model, tmp_path / "raw", "x86", ExportOptions(extra={"name": "m"}))
+    raw = targets.get("tnn").export(model, tmp_path / "raw", "x86", ExportOptions(name="m"))
     with pytest.raises(AssertionError, match="invalid inputs count"):
         tnn_run(raw, seeded_inputs(model, 0), tmp_path / "raw_run")
     assert "Concat" not in op_histogram(normalize(model))
@@ -334,17 +334,17 @@ def test_plan_cli_exits_3_for_unsupported_data_movement(tmp_path):
 
 
 def test_port_says_unsupported_not_ok_for_data_movement_without_a_rule(tmp_path):
-    from converter.pipeline import PortOptions, port
+    from converter.port import port
 
     # The port stops with the reason instead of shipping a custom Transpose.
     src = _mid_transpose_model(tmp_path / "t.onnx")
-    res = port(str(src), PortOptions(target="tnn", hw="rknpu", out_dir=tmp_path / "out"))
+    res = port(str(src), to="tnn", hw="rknpu", out=tmp_path / "out")
     assert res.status == "unsupported" and "(Transpose)" in res.reason
     entry = next(e for e in res.report["plan"]["entries"] if e["op"] == "Transpose")
     assert entry["remedy"] == "unsupported" and not (tmp_path / "out" / "custom").exists()
     assert "no fallback (a TNN network runs on the one device" in entry["reason"]
     # MACE's GPU has no Transpose either, but its cpu+gpu runtime runs it on the CPU.
-    res = port(str(src), PortOptions(target="mace", hw="gpu", out_dir=tmp_path / "mace"))
+    res = port(str(src), to="mace", hw="gpu", out=tmp_path / "mace")
     entry = next(e for e in res.report["plan"]["entries"] if e["op"] == "Transpose")
     assert entry["remedy"] == "fallback" and res.report["plan"]["partitions"]["cpu_partitions"] == 1
     assert "runtime: cpu+gpu" in next(p for p in (tmp_path / "mace").iterdir() if p.suffix == ".yml").read_text()
@@ -360,7 +360,7 @@ def test_tflite_concat_then_relu_is_not_fused(tmp_path):
                               [numpy_helper.from_array(np.random.default_rng(0).standard_normal((2, 3, 1, 1))
                                                        .astype(np.float32), "w")])
     model = normalize(helper.make_model(graph, opset_imports=[helper.make_opsetid("", 17)], ir_version=8))
-    art = targets.get("tflite").export(model, tmp_path, "cpu", ExportOptions(extra={"name": "m"}))
+    art = targets.get("tflite").export(model, tmp_path, "cpu", ExportOptions(name="m"))
     assert [op["op_name"] for op in litert_ops(art.files[0])].count("RELU") == 1
     feeds = seeded_inputs(model, 0)
     assert max_error(run_onnx(model, feeds), targets.get("tflite").run(art, feeds)) <= 1e-6
@@ -379,7 +379,7 @@ def test_residual_adds_run_as_sub_and_neg_on_rknpu(zoo_model, matrix, tmp_path):
     assert "Add" not in ops and ops["Neg"] == adds and ops["Sub"] == op_histogram(model).get("Sub", 0) + adds
     assert result.max_abs_error == 0.0
     assert [u.split(" ")[0] for u in result.unresolved] == ["flatten_0"]
-    art = targets.get("tnn").export(result.model, tmp_path / "tnn", "rknpu", ExportOptions(extra={"name": "m"}))
+    art = targets.get("tnn").export(result.model, tmp_path / "tnn", "rknpu", ExportOptions(name="m"))
     layer_types = [line.strip('"').split(" ")[0] for line in art.files[0].read_text().splitlines()[4:]]
     assert "Add" not in layer_types and layer_types.count("Sub") == adds and layer_types.count("Neg") == adds
     feeds = seeded_inputs(model, 0)

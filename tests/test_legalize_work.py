@@ -13,14 +13,14 @@ import onnx
 import pytest
 from onnx import TensorProto, helper, numpy_helper
 
-import converter.legalize as legalize_mod
-import converter.plan as plan_mod
+import converter.legalize.apply as legalize_mod
+import converter.legalize.plan as plan_mod
 from converter.errors import VerificationFailed
-from converter.graph import Provenance, to_graph
+from converter.ir.graph import Provenance, to_graph
 from converter.matrix import load_matrix
-from converter.neighbourhood import infer_nodes, neighbourhood
-from converter.rewrites import REGISTRY, apply_rule_to_graph
-from converter.rewrites.base import EXACT
+from converter.legalize.neighbourhood import infer_nodes, neighbourhood
+from converter.legalize.rewrites import REGISTRY, apply_rule_to_graph
+from converter.legalize.rewrites.base import EXACT
 
 
 def _erf_chain(n: int) -> onnx.ModelProto:
@@ -153,8 +153,8 @@ def test_failed_check_replays_and_names_the_rule(monkeypatch):
 def test_final_export_is_byte_identical_to_an_export_import_round_trip():
     """``_export_inferred`` skips the import of the old ``to_model(to_graph(infer(to_model(g))))``;
     the bytes must not change."""
-    from converter.graph import to_model
-    from converter.rewrites.base import infer
+    from converter.ir.graph import to_model
+    from converter.legalize.rewrites.base import infer
 
     def rewritten():
         graph = to_graph(_erf_chain(3))

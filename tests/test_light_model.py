@@ -1,4 +1,4 @@
-"""converter/light_model.py: shape inference, checks and onnxruntime sessions that do not
+"""converter/ir/light_model.py: shape inference, checks and onnxruntime sessions that do not
 serialize the weights give exactly what the weight-serializing calls give."""
 
 from __future__ import annotations
@@ -7,8 +7,9 @@ import numpy as np
 import onnx
 import pytest
 
-from converter import light_model, zoo
-from converter.verify.runtime import run_session, session
+from converter.demo import zoo
+from converter.ir import light_model
+from converter.runtimes.onnxruntime import run_session, session
 
 
 @pytest.mark.parametrize("name", ["resnet", "transformer", "detector"])
@@ -43,7 +44,7 @@ def test_session_with_in_memory_weights_equals_serialized_session(zoo_onnx_path)
 
 
 def test_opset_conversion_on_the_light_copy_equals_onnx(tmp_path):
-    from converter.graph import CANONICAL_OPSET
+    from converter.ir.graph import CANONICAL_OPSET
 
     path = zoo.export_onnx("transformer", tmp_path / "t13.onnx", opset=13)  # Squeeze/Unsqueeze/ReduceMean axes change
     model = onnx.load(str(path))

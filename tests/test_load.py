@@ -13,10 +13,12 @@ import onnx
 import onnxruntime as ort
 import pytest
 
-from converter import zoo
+from converter.demo import zoo
 from converter.errors import BadInput, MissingExtra
-from converter.load import load_model, parse_shape_flags, save_onnx
-from converter.normalize import normalize
+from converter.frontend.load import load_model
+from converter.frontend.source import parse_shape_flags
+from converter.ir.onnx_file import save_onnx
+from converter.frontend.normalize import normalize
 
 ROOT = Path(__file__).resolve().parents[1]
 
@@ -322,7 +324,7 @@ def test_all_tensors_walks_what_onnx_external_data_helper_walks():
     """load.all_tensors replaces onnx's private walker: the same tensors, subgraphs included."""
     from onnx import external_data_helper, helper
 
-    from converter.load import all_tensors
+    from converter.frontend.load import all_tensors
 
     def const(name, value):
         return helper.make_node("Constant", [], [name], value=onnx.numpy_helper.from_array(

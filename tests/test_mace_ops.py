@@ -37,7 +37,7 @@ _ROUNDTRIPS: list = []
 
 
 def _roundtrip(model, tmp_path, feeds=None, tol=1e-5):
-    art = TARGET.export(model, tmp_path, "cpu", ExportOptions(extra={"name": "m"}))
+    art = TARGET.export(model, tmp_path, "cpu", ExportOptions(name="m"))
     if feeds is None:
         feeds = {i.name: RNG.standard_normal([d.dim_value for d in i.type.tensor_type.shape.dim]).astype(np.float32)
                  for i in model.graph.input}
@@ -390,7 +390,7 @@ def test_argmax_tie_rule_from_source(tmp_path):
     multi.net_def[0].output_info[0].data_type = 4  # ArgMax writes int32
     assert _run_mace(tmp_path, multi.SerializeToString(), data, {"x": x}).tolist() == [2]
     model = _model("ArgMax", [[1, 4]], [1], out_dtype=TensorProto.INT64, axis=1, keepdims=0)
-    art = TARGET.export(model, tmp_path / "w", "cpu", ExportOptions(extra={"name": "m"}))
+    art = TARGET.export(model, tmp_path / "w", "cpu", ExportOptions(name="m"))
     assert TARGET.run(art, {"x0": x})["y"].tolist() == [1]
     assert art.meta["ops"] == ["Eltwise", "ArgMax"]
 
@@ -484,6 +484,6 @@ def test_every_roundtrip_runs_in_mace_runtime(tmp_path):
         err = float(np.max(np.abs(got.reshape(want.shape).astype(np.float64) - want), initial=0.0))
         return "" if err <= tol else f"max abs error {err:.3g}"
 
-    failures = prove_in_runtime(cases, lambda model, path: TARGET.export(model, path, "cpu", ExportOptions(extra={"name": "m"})),
+    failures = prove_in_runtime(cases, lambda model, path: TARGET.export(model, path, "cpu", ExportOptions(name="m")),
                                 mace_runtime().run, compare, tmp_path)
     assert not failures, {f"{cases[i][0].graph.node[0].op_type}#{i}": why for i, why in failures.items()}

@@ -15,7 +15,7 @@ import onnxruntime as ort
 import pytest
 import yaml
 
-from converter import zoo
+from converter.demo import zoo
 from converter.errors import Unsupported
 from converter.targets.base import ExportOptions
 from converter.targets.mace import TARGET
@@ -47,7 +47,7 @@ def exported(zoo_model, tmp_path_factory):
     out = {}
     for name in MACE_ZOO:
         model = zoo_model(name)
-        art = TARGET.export(model, tmp_path_factory.mktemp(name), "cpu", ExportOptions(extra={"name": name}))
+        art = TARGET.export(model, tmp_path_factory.mktemp(name), "cpu", ExportOptions(name=name))
         out[name] = (model, art)
     return out
 
@@ -78,8 +78,8 @@ def test_zoo_op_types_and_counts(exported):
 
 def test_export_is_deterministic_and_yaml_checksums_match(zoo_model, tmp_path):
     model = zoo_model("unet")
-    a = TARGET.export(model, tmp_path / "a", "cpu", ExportOptions(extra={"name": "unet"}))
-    b = TARGET.export(model, tmp_path / "b", "cpu", ExportOptions(extra={"name": "unet"}))
+    a = TARGET.export(model, tmp_path / "a", "cpu", ExportOptions(name="unet"))
+    b = TARGET.export(model, tmp_path / "b", "cpu", ExportOptions(name="unet"))
     for fa, fb in zip(a.files, b.files):
         assert fa.read_bytes() == fb.read_bytes()
     doc = yaml.safe_load((tmp_path / "a" / "unet.yml").read_text())
@@ -94,7 +94,7 @@ def test_export_is_deterministic_and_yaml_checksums_match(zoo_model, tmp_path):
 
 @pytest.mark.parametrize("hw,runtime_type", [("cpu", 0), ("gpu", 2)])
 def test_runtime_type_follows_hardware(zoo_model, tmp_path, hw, runtime_type):
-    art = TARGET.export(zoo_model("normalized_input"), tmp_path, hw, ExportOptions(extra={"name": "n"}))
+    art = TARGET.export(zoo_model("normalized_input"), tmp_path, hw, ExportOptions(name="n"))
     net = _net(art)
     args = {a.name: a.i for a in net.arg}
     assert args["runtime_type"] == runtime_type  # include/mace/public/mace.h RuntimeType
@@ -110,8 +110,8 @@ def test_dsp_refuses_ops_hexagon_lacks(zoo_model, tmp_path):
 
 def test_fp16_weights_halve_the_data_file(zoo_model, tmp_path):
     model = zoo_model("resnet")
-    full = TARGET.export(model, tmp_path / "f32", "cpu", ExportOptions(extra={"name": "r"}))
-    half = TARGET.export(model, tmp_path / "f16", "cpu", ExportOptions(fp16_weights=True, extra={"name": "r"}))
+    full = TARGET.export(model, tmp_path / "f32", "cpu", ExportOptions(name="r"))
+    half = TARGET.export(model, tmp_path / "f16", "cpu", ExportOptions(fp16_weights=True, name="r"))
     net = _net(half)
     assert net.data_type == 3 and all(t.data_type == 3 for t in net.tensors)  # DT_HALF
     n_elems = sum(t.data_size for t in net.tensors)

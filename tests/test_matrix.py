@@ -315,7 +315,7 @@ def test_tnn_1d_3d_rows_become_rank_constraints(m):
     cells = [c.strip() for c in row.strip().strip("|").split("|")][2:]
     assert [c for c in cells if c] == ["yes", "yes"]  # Naive and CUDA only
     # ... and edgeconv's exporter writes 2-D Convolution layers only: rank 4 everywhere, 1-D/3-D
-    # convolutions are rewritten (converter/rewrites/conv_nd.py).
+    # convolutions are rewritten (converter/legalize/rewrites/conv_nd.py).
     for hw in ("arm", "opencl", "rknpu", "naive", "cuda"):
         texts = [c["text"] for c in m.describe("tnn", hw, "Conv")["constraints"]]
         assert any(t.startswith("rank == 4 (input 0) (the exporter writes 2-D Convolution layers only") for t in texts)
@@ -521,7 +521,7 @@ def test_coreml_targets_are_mil_ops_and_ane_is_never_claimed(m):
 
 
 def test_check_node_is_fast(m, zoo_model):
-    from converter.graph import to_graph
+    from converter.ir.graph import to_graph
     import time
 
     graph = to_graph(zoo_model("transformer"))
@@ -551,7 +551,7 @@ def _kind_model(op, in_shape, attrs=None, inits=(), out_shape=None):
 
 def _overlay_check(tmp_path, op_yaml: str, model, hw="cpu"):
     """Verdict of node 0 of ``model`` on tflite/``hw`` with ``op_yaml`` as that op's entry."""
-    from converter.graph import to_graph
+    from converter.ir.graph import to_graph
 
     overlay = _write(tmp_path, "frameworks:\n  tflite:\n    ops:\n" + op_yaml, "kinds.yaml")
     return load_matrix(overlays=[overlay]).check_node(to_graph(model).nodes[0], "tflite", hw)
@@ -671,7 +671,7 @@ GELU_VARIANTS = {"plain": True, "mul_by_inverse_and_half_first": True, "swapped_
 @pytest.mark.parametrize("name", sorted(GELU_VARIANTS))
 def test_gelu_erf_pattern_agrees_with_the_tflite_fusion(m, name):
     """The matrix keeps an Erf on TFLite exactly when the exporter's fuse_gelu makes it a GELU."""
-    from converter.graph import to_graph
+    from converter.ir.graph import to_graph
     from converter.matrix.patterns import PATTERNS
     from converter.targets.tflite.fuse import fuse_gelu
 
@@ -819,7 +819,7 @@ TFLITE_EXPORTER_ONLY = {"Erf"}
 def test_every_tflite_exporter_case_is_supported_on_the_cpu(m):
     """Each single-op model the TFLite exporter runs exactly in LiteRT (tests/test_tflite_matrix_coverage.py)
     is 'supported' on tflite/cpu, so the matrix is never stricter than the exporter."""
-    from converter.graph import to_graph
+    from converter.ir.graph import to_graph
     from test_tflite_matrix_coverage import CASES
 
     checked = 0
@@ -838,7 +838,7 @@ def test_every_coreml_exporter_case_is_supported_and_every_refusal_unsupported(m
     """The Core ML exporter's cases (tests/test_coreml_matrix_coverage.py) are 'supported' on coreml/cpu;
     the variants it refuses are 'unsupported' there."""
     pytest.importorskip("coremltools")
-    from converter.graph import to_graph
+    from converter.ir.graph import to_graph
     from test_coreml_matrix_coverage import CASES, REFUSED, _model
 
     def node_of(case):

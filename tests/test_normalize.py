@@ -8,10 +8,10 @@ import onnxruntime as ort
 import pytest
 from onnx import TensorProto, helper
 
-from converter import zoo
+from converter.demo import zoo
 from converter.errors import BadInput
-from converter.graph import CANONICAL_OPSET, model_opset
-from converter.normalize import NORMALIZE_ATOL, check_equivalent, dynamic_inputs, normalize
+from converter.ir.graph import CANONICAL_OPSET, model_opset
+from converter.frontend.normalize import NORMALIZE_ATOL, check_equivalent, dynamic_inputs, normalize
 
 
 def _run(model: onnx.ModelProto, feeds):
@@ -148,7 +148,7 @@ def test_skipping_a_fold_with_nothing_to_fold_changes_no_byte(name, zoo_onnx_pat
     graph first) only where folding would change nothing: the result is the same bytes as with
     folding forced.  mobilenetv2's Constant nodes (Clip bounds) are initializers before the
     fold, so it skips it like unet and resnet; the transformer block folds (shape arithmetic)."""
-    import converter.normalize as normalize_module
+    import converter.frontend.normalize as normalize_module
 
     raw = onnx.load(zoo_onnx_path(name))
     answers = []
@@ -165,7 +165,7 @@ def test_skipping_a_fold_with_nothing_to_fold_changes_no_byte(name, zoo_onnx_pat
 def test_nothing_to_fold_sees_every_kind_of_folding():
     import onnx_graphsurgeon as gs
 
-    from converter.normalize import _nothing_to_fold
+    from converter.frontend.normalize import _nothing_to_fold
 
     def graph(op, const_inputs=False, **attrs):
         x = gs.Variable("x", np.float32, (1, 4))

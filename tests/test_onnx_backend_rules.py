@@ -18,9 +18,9 @@ import onnxruntime as ort
 import pytest
 from onnx import numpy_helper
 
-from converter.graph import to_graph, to_model
-from converter.rewrites import REGISTRY, apply_rule_to_graph, rules_for
-from converter.rewrites.base import infer
+from converter.ir.graph import to_graph, to_model
+from converter.legalize.rewrites import REGISTRY, apply_rule_to_graph, rules_for
+from converter.legalize.rewrites.base import infer
 
 RULE_OPS = sorted({r.op for r in REGISTRY.values()})
 

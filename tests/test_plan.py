@@ -10,13 +10,13 @@ import onnx
 import pytest
 from onnx import TensorProto, helper, numpy_helper
 
-from converter import zoo
+from converter.demo import zoo
 from converter.errors import VerificationFailed
-from converter.graph import Provenance, op_histogram
-from converter.legalize import legalize, run_onnx, seeded_inputs
+from converter.ir.graph import Provenance, op_histogram
+from converter.legalize.apply import legalize, run_onnx, seeded_inputs
 from converter.matrix import load_matrix
-from converter.plan import REMEDIES, plan_model
-from converter.rewrites import REGISTRY
+from converter.legalize.plan import REMEDIES, plan_model
+from converter.legalize.rewrites import REGISTRY
 from matrix_doubles import OpSetMatrix
 
 
@@ -152,12 +152,11 @@ def test_a_port_with_an_architecture_change_says_why_it_differs(zoo_onnx_path, t
     """The unet on the Edge TPU: its ConvTransposes become Resize + Conv (remedy 2), so the
     legalized stage differs from the original; the reason says that this is expected and how to
     retrain, with the default fit's held-out errors."""
-    from converter.pipeline import PortOptions, port
+    from converter.port import port
 
     rng = np.random.default_rng(0)
     np.savez(tmp_path / "calib.npz", input=rng.uniform(0, 1, (8, 1, 3, 32, 32)).astype(np.float32))
-    result = port(str(zoo_onnx_path("unet")), PortOptions(target="tflite", hw="edgetpu", out_dir=tmp_path / "out",
-                                                         calibration=str(tmp_path / "calib.npz")))
+    result = port(str(zoo_onnx_path("unet")), to="tflite", hw="edgetpu", out=tmp_path / "out", calibration=str(tmp_path / "calib.npz"))
     assert result.status == "verify_failed"
     assert "stage 'legalized' differs" in result.reason
     assert ("expected of an architecture change: convtranspose_0, convtranspose_1 replaced by a block"
@@ -189,7 +188,7 @@ def test_legalize_user_hook_spec(zoo_model, matrix, tmp_path, monkeypatch):
 
 
 def test_broken_exact_rule_is_reported_with_its_node(monkeypatch):
-    from converter.rewrites.base import rule
+    from converter.legalize.rewrites.base import rule
 
     @rule("Relu", emits=["Abs"], name="broken_relu_to_abs")
     def broken(rw, node):
@@ -231,7 +230,7 @@ def test_cli_plan_json_and_exit_codes(zoo_onnx_path):
     import typer
     from typer.testing import CliRunner
 
-    from converter.commands import plan as plan_command
+    from converter.cli.commands import plan as plan_command
 
     app = typer.Typer()
     plan_command.register(app)
@@ -260,7 +259,7 @@ def test_legalize_is_deterministic(zoo_model, matrix):
 
 
 def test_plan_and_legalize_keep_the_gelu_erf_for_tflite(zoo_model, matrix):
-    from converter.check import check_model
+    from converter.legalize.check import check_model
 
     model = zoo_model("transformer")
     for hw in ("cpu", "gpu"):

@@ -11,8 +11,8 @@ from pathlib import Path
 
 import pytest
 
-from converter import zoo
-from converter.pipeline import PortOptions, port
+from converter.demo import zoo
+from converter.port import PortRequest, PortSession
 
 ROOT = Path(__file__).resolve().parents[1]
 
@@ -29,19 +29,19 @@ def _combos():
 
 @pytest.mark.parametrize("name", zoo.NAMES)
 def test_every_zoo_model_on_every_target(name, zoo_onnx_path, zoo_model, tmp_path):
-    from converter.load import load_model
+    from converter.frontend.load import load_model
 
     from converter.errors import BadInput
     from converter.matrix import load_matrix
 
     path = str(zoo_onnx_path(name))
-    preloaded = (load_model(path), zoo_model(name))
+    session = PortSession.with_models(PortRequest.from_flags(path), load_model(path), zoo_model(name))
     outcomes = {}
     matrix = load_matrix()
     for fw, hw in _combos():
         out = tmp_path / f"{fw}-{hw}"
         try:
-            result = port(path, PortOptions(target=fw, hw=hw, out_dir=out), preloaded=preloaded)
+            result = session.port_pair(fw, hw, out)
         except BadInput as err:
             # Hardware that runs only 8-bit models implies quantization, which needs calibration data.
             assert not {"float32", "float16"} & set(matrix.properties(fw, hw)["dtypes"]), (fw, hw, err)

@@ -9,7 +9,7 @@ import json
 import pytest
 
 from converter.cli import main
-from converter.pipeline import PortOptions, port, shared_work
+from converter.port import PortRequest, PortSession, port
 
 
 def _files(root):
@@ -19,16 +19,15 @@ def _files(root):
 
 
 def test_ports_of_one_model_compute_the_reference_outputs_once(zoo_onnx_path, zoo_model, tmp_path):
-    from converter.load import load_model
+    from converter.frontend.load import load_model
 
     path = str(zoo_onnx_path("detector"))
-    preloaded = (load_model(path), zoo_model("detector"))
-    shared = shared_work(preloaded)
-    results = [port(path, PortOptions(target=fw, hw="cpu", out_dir=tmp_path / fw), preloaded=preloaded, shared=shared)
-               for fw in ("tflite", "mace")]
+    session = PortSession.with_models(PortRequest.from_flags(path), load_model(path), zoo_model("detector"))
+    results = session.run([("tflite", "cpu"), ("mace", "cpu")], tmp_path, dirs=lambda fw, hw: tmp_path / fw)
     assert [r.status for r in results] == ["ok", "ok"]
+    shared = session.shared
     assert shared.original.computed == 1 and shared.normalized.computed == 1
-    alone = port(path, PortOptions(target="mace", hw="cpu", out_dir=tmp_path / "alone"), preloaded=preloaded)
+    alone = port(path, to="mace", hw="cpu", out=tmp_path / "alone")
     shared_stages = results[1].report["verification"]["stages"]
     alone_stages = alone.report["verification"]["stages"]
     assert json.dumps(shared_stages, sort_keys=True) == json.dumps(alone_stages, sort_keys=True)

@@ -1,4 +1,4 @@
-"""The summary ``edgeconv port`` prints: written without rich on a pipe (converter/commands/
+"""The summary ``edgeconv port`` prints: written without rich on a pipe (converter/cli/commands/
 plain_table.py), byte for byte what rich writes there; rich itself wherever the plain writer
 could differ (markup brackets, wide characters, lines too wide, a terminal)."""
 
@@ -9,8 +9,8 @@ from types import SimpleNamespace
 
 import pytest
 
-from converter.commands import plain_table
-from converter.commands.port_summary import _summary, print_one
+from converter.cli.commands import plain_table
+from converter.cli.commands.port_summary import _summary, print_one
 
 
 def _result(**changes):

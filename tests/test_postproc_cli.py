@@ -9,13 +9,13 @@ import onnx
 import pytest
 import typer
 
-from converter import zoo
+from converter.demo import zoo
 from converter.errors import Unsupported
 from test_postproc_harness import load_postprocess, max_abs_diff, run_onnx
 
 
 def invoke(args: list[str]):
-    from converter.commands import split as split_command
+    from converter.cli.commands import split as split_command
 
     app = typer.Typer()
     split_command.register(app)
@@ -33,8 +33,8 @@ def detector_path(tmp_path_factory):
 
 
 def test_split_command_output_is_legal_and_equals_original(detector_path, tmp_path, capsys):
-    from converter.check import check_model
-    from converter.normalize import normalize
+    from converter.legalize.check import check_model
+    from converter.frontend.normalize import normalize
 
     invoke([str(detector_path), "--to", "mace", "--hw", "cpu", "-o", str(tmp_path / "out"), "--max-outputs", "1"])
     printed = capsys.readouterr().out
@@ -62,7 +62,7 @@ def test_split_command_refuses_with_one_line_and_writes_nothing(detector_path, t
 
 
 def test_command_module_imports_light():
-    code = ("import sys, converter.commands.split as s; "
+    code = ("import sys, converter.cli.commands.split as s; "
             "heavy = [m for m in ('onnx', 'numpy', 'torch', 'onnx_graphsurgeon') if m in sys.modules]; print(heavy)")
     out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True).stdout
     assert out.strip() == "[]"

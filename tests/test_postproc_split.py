@@ -14,9 +14,9 @@ import onnx
 import onnx_graphsurgeon as gs
 import pytest
 
-from converter import zoo
+from converter.demo import zoo
 from converter.errors import Unsupported
-from converter.graph import op_histogram, to_graph, to_model
+from converter.ir.graph import op_histogram, to_graph, to_model
 from converter.postproc import split
 from test_postproc_harness import build_harness, load_postprocess, max_abs_diff, needs_gxx, run_cpp, run_onnx
 

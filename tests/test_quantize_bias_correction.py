@@ -16,7 +16,7 @@ from converter.quantize.bias_correction import bias_correction_record
 from converter.quantize.qdq import QuantConfig, quantize_model
 from converter.quantize.ranges import collect_ranges
 from converter.verify.metrics import sqnr_db
-from converter.verify.runtime import onnx_runner
+from converter.runtimes.onnxruntime import onnx_runner
 
 C, H = 8, 12
 
@@ -118,14 +118,13 @@ def test_exported_files_carry_the_corrected_integers(tmp_path):
     """The TFLite writer quantizes the float bias itself: the port hands it the corrected biases,
     so the file's INT32 bias tensors are byte-equal to the QDQ model's."""
     pytest.importorskip("ai_edge_litert")
-    from converter.pipeline import PortOptions, port
+    from converter.port import port
     from converter.targets.tflite._generated import schema_generated as fb
 
     model_path = tmp_path / "m.onnx"
     onnx.save(biased_rounding_model(), str(model_path))
     np.savez(tmp_path / "calib.npz", x=np.stack([s["x"] for s in positive_samples(32, 0)]))
-    result = port(str(model_path), PortOptions(target="tflite", hw="cpu", out_dir=tmp_path / "out", quantize="int8",
-                                               calibration=str(tmp_path / "calib.npz")))
+    result = port(str(model_path), to="tflite", hw="cpu", out=tmp_path / "out", quantize="int8", calibration=str(tmp_path / "calib.npz"))
     assert result.status == "ok", result.reason
     quantized = onnx.load(str(tmp_path / "out" / "quantized.onnx"))
     assert result.report["quantization"]["bias_correction"]["applied"] is True
@@ -200,14 +199,12 @@ def test_targets_with_their_own_weight_scheme_keep_the_plain_biases(target, hw, 
     channel): the port leaves the biases uncorrected and says why (TNN with per-channel QDQ
     weights carries the correction: tests/test_quantize_tnn.py; MACE's CPU hands its own weight
     integers to the QDQ model: tests/test_quantize_mace.py)."""
-    from converter.pipeline import PortOptions, port
+    from converter.port import port
 
     model = biased_rounding_model()
     onnx.save(model, str(tmp_path / "m.onnx"))
     np.savez(tmp_path / "calib.npz", x=np.stack([s["x"] for s in positive_samples(32, 0)]))
-    result = port(str(tmp_path / "m.onnx"), PortOptions(target=target, hw=hw, out_dir=tmp_path / "out", quantize=mode,
-                                                        calibration=str(tmp_path / "calib.npz"), verify=False,
-                                                        per_tensor=per_tensor))
+    result = port(str(tmp_path / "m.onnx"), to=target, hw=hw, out=tmp_path / "out", quantize=mode, calibration=str(tmp_path / "calib.npz"), verify=False, per_tensor=per_tensor)
     assert result.status == "ok", result.reason
     record = result.report["quantization"]["bias_correction"]
     assert record["applied"] is False and "own scheme" in record["why"], record

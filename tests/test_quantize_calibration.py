@@ -176,7 +176,7 @@ def test_calibration_runs_stop_at_the_time_limit():
     --timeout like every other inference (a model that runs too long is stopped, exit 9)."""
     from onnx import TensorProto, helper, numpy_helper
 
-    from converter import isolate
+    from converter.infra import isolate
     from converter.errors import TimedOut
     from converter.quantize.ranges import collect_ranges
 

@@ -12,7 +12,7 @@ import pytest
 
 pytest.importorskip("coremltools")
 
-from converter.pipeline import PortOptions, port  # noqa: E402
+from converter.port import port  # noqa: E402
 from converter.targets import get as get_target  # noqa: E402
 from converter.targets.base import ExportOptions  # noqa: E402
 from converter.targets.coreml.mil_executor import load_program  # noqa: E402
@@ -27,8 +27,7 @@ def test_int8_weights_as_constexpr_affine_dequantize(zoo_onnx_path, tmp_path):
     rng = np.random.default_rng(0)
     np.savez(tmp_path / "held.npz", input=rng.standard_normal((8, 1, 3, 32, 32)).astype(np.float32))
     out = tmp_path / "out"
-    result = port(str(zoo_onnx_path("mobilenetv2")), PortOptions(
-        target="coreml", hw="cpu", out_dir=out, quantize="int8-weights", inputs_npz=str(tmp_path / "held.npz")))
+    result = port(str(zoo_onnx_path("mobilenetv2")), to="coreml", hw="cpu", out=out, quantize="int8-weights", inputs=str(tmp_path / "held.npz"))
     assert result.status == "ok", result.reason
     judged = result.report["quantization"]["file_verification"]
     assert judged["ok"] and judged["outputs"][0]["sqnr_db"] >= 35.0 and judged["outputs"][0]["top1"] == 1.0
@@ -38,8 +37,8 @@ def test_int8_weights_as_constexpr_affine_dequantize(zoo_onnx_path, tmp_path):
     model = onnx.load(str(out / "float.onnx"))
     target = get_target("coreml")
     spec = {"mode": "int8-weights", "params": params}
-    ane = target.export(model, tmp_path / "ane", "ane", ExportOptions(extra={"name": "m", "quantization": spec}))
-    plain = target.export(model, tmp_path / "f", "cpu", ExportOptions(extra={"name": "m"}))
+    ane = target.export(model, tmp_path / "ane", "ane", ExportOptions(name="m", quantization=spec))
+    plain = target.export(model, tmp_path / "f", "cpu", ExportOptions(name="m"))
     assert ane.meta["compute_precision"] == "fp16" and ane.meta["int8_weights"] == 14
     for package in (out / "mobilenetv2.mlpackage", tmp_path / "ane" / "m.mlpackage"):
         ops = load_program(package).functions["main"].operations
@@ -56,7 +55,7 @@ def test_int8_weights_as_constexpr_affine_dequantize(zoo_onnx_path, tmp_path):
     # the Neural Engine file (fp16 compute, int8 weights) against the float model
     held = np.load(tmp_path / "held.npz")["input"][:4]
     from converter.verify.metrics import sqnr_db
-    from converter.verify.runtime import onnx_runner
+    from converter.runtimes.onnxruntime import onnx_runner
 
     float_run = onnx_runner(model)
     sqnrs = [sqnr_db(float_run({"input": x})["output"], target.run(ane, {"input": x})["output"]) for x in held]

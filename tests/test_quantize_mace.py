@@ -19,7 +19,7 @@ from quant_models import (assert_mace_reader_sqnr, assert_mace_reexport_identica
                          read_mace_netdef, two_input_add_port)
 from rank_runtimes import MACE_RUN, need
 
-from converter.pipeline import PortOptions, port
+from converter.port import port
 from converter.targets import get as get_target
 from converter.targets.base import Artifact
 
@@ -124,17 +124,16 @@ def test_uint8_refuses_float_ops_mace_would_lay_out_nhwc(name, op, zoo_onnx_path
     Deconv2D, which corrupted mace_run's heap; a Reshape of a feature map; a per-channel Sub) is
     refused, one line, exit 3, no MACE file."""
     out = tmp_path / "out"
-    result = port(str(zoo_onnx_path(name)), PortOptions(target="mace", hw="cpu", out_dir=out, quantize="uint8",
-                                                        calibration=str(data / "calib.npz"), verify=False))
+    result = port(str(zoo_onnx_path(name)), to="mace", hw="cpu", out=out, quantize="uint8",
+                  calibration=str(data / "calib.npz"), verify=False)
     assert (result.status, result.exit_code) == ("unsupported", 3)
     assert f"{op} has no MACE uint8 kernel" in result.reason and "NHWC" in result.reason
     assert not [f for f in result.files if f.endswith((".pb", ".data", ".yml"))]
 
 
 def test_uint8_without_a_mace_runtime_is_judged_by_the_reader_and_says_so(zoo_onnx_path, data, tmp_path):
-    result = port(str(zoo_onnx_path("mobilenetv2")), PortOptions(
-        target="mace", hw="cpu", out_dir=tmp_path / "out", quantize="uint8", calibration=str(data / "calib.npz"),
-        inputs_npz=str(data / "held.npz")))
+    result = port(str(zoo_onnx_path("mobilenetv2")), to="mace", hw="cpu", out=tmp_path / "out", quantize="uint8",
+                  calibration=str(data / "calib.npz"), inputs=str(data / "held.npz"))
     assert (result.status, result.exit_code) == ("unverified", 8), result.reason
     assert "judged by edgeconv MACE reader" in result.reason and "MACE_ENABLE_QUANTIZE=ON" in result.reason
     judged = result.report["quantization"]["file_verification"]
@@ -152,9 +151,9 @@ def test_uint8_bias_correction_fitted_to_maces_weights_gains_in_mace_run(zoo_onn
     sqnr, biases = {}, {}
     for correct in (True, False):
         out = tmp_path / str(correct)
-        result = port(str(zoo_onnx_path("mobilenetv2")), PortOptions(
-            target="mace", hw="cpu", out_dir=out, quantize="uint8", calibration=str(data / "calib.npz"),
-            inputs_npz=str(data / "held.npz"), bias_correction=correct, runtimes={"mace": str(MACE_RUN)}))
+        result = port(str(zoo_onnx_path("mobilenetv2")), to="mace", hw="cpu", out=out, quantize="uint8",
+                      calibration=str(data / "calib.npz"), inputs=str(data / "held.npz"), bias_correction=correct,
+                      runtimes={"mace": str(MACE_RUN)})
         assert (result.status, result.exit_code) == ("ok", 0), result.reason
         quant = result.report["quantization"]
         assert quant["file_verification"]["runtime"] == "MACE CPU runtime (mace_run)"
@@ -277,8 +276,7 @@ def test_reader_conv_is_maces_integer_arithmetic_bit_for_bit(group, op_type, tmp
     onnx.save(model, str(path))
     np.savez(tmp_path / "calib.npz", x=rng.standard_normal((16, 1, 3, 9, 9)).astype(np.float32))
     out = tmp_path / "out"
-    result = port(str(path), PortOptions(target="mace", hw="cpu", out_dir=out, quantize="uint8",
-                                         calibration=str(tmp_path / "calib.npz"), verify=False))
+    result = port(str(path), to="mace", hw="cpu", out=out, quantize="uint8", calibration=str(tmp_path / "calib.npz"), verify=False)
     assert result.report["artifact"]["meta"]["uint8"]["uint8_ops"] == 1
     net = _net(out / "conv.pb")
     blob = (out / "conv.data").read_bytes()
@@ -358,8 +356,7 @@ def test_reader_add_is_maces_neon_arithmetic_and_why_the_writer_keeps_adds_float
 @pytest.mark.parametrize("hw, why", [("apu", "APU models from TensorFlow only")])
 def test_apu_says_why_no_file(hw, why, zoo_onnx_path, data, tmp_path):
     out = tmp_path / "out"
-    result = port(str(zoo_onnx_path("detector")), PortOptions(target="mace", hw=hw, out_dir=out,
-                                                              calibration=str(data / "calib.npz"), verify=False))
+    result = port(str(zoo_onnx_path("detector")), to="mace", hw=hw, out=out, calibration=str(data / "calib.npz"), verify=False)
     assert (result.status, result.exit_code) == ("unsupported", 3) and why in result.reason
     assert result.report["quantization"]["plan"]["full_integer"]
     assert not [f for f in result.files if f.endswith((".pb", ".data", ".yml"))]

@@ -15,7 +15,7 @@ from onnx import TensorProto, helper, numpy_helper
 from quant_models import (assert_mace_reader_sqnr, assert_mace_reexport_identical, calibration_folder, mace_ports,
                          read_mace_netdef, two_input_add_port)
 
-from converter.pipeline import PortOptions, port
+from converter.port import port
 from converter.targets import get as get_target
 from converter.targets.base import Artifact
 
@@ -173,8 +173,7 @@ def test_concat_pool_relux_sigmoid_mean_reshape(tmp_path):
     np.savez(tmp_path / "calib.npz", x=rng.standard_normal((16, 1, 3, 8, 8)).astype(np.float32))
     np.savez(tmp_path / "held.npz", x=rng.standard_normal((4, 1, 3, 8, 8)).astype(np.float32))
     out = tmp_path / "out"
-    result = port(str(path), PortOptions(target="mace", hw="dsp", out_dir=out, calibration=str(tmp_path / "calib.npz"),
-                                         inputs_npz=str(tmp_path / "held.npz")))
+    result = port(str(path), to="mace", hw="dsp", out=out, calibration=str(tmp_path / "calib.npz"), inputs=str(tmp_path / "held.npz"))
     assert (result.status, result.exit_code) == ("unverified", 8), result.reason
     net = _net(out / "mix.pb")
     assert [op.type for op in net.op] == [
@@ -201,8 +200,7 @@ def test_op_without_hexagon_kernel_is_unsupported_naming_it(tmp_path):
     path = tmp_path / "peak.onnx"
     onnx.save(helper.make_model(graph, opset_imports=[helper.make_opsetid("", 17)]), str(path))
     np.savez(tmp_path / "calib.npz", x=rng.standard_normal((16, 1, 3, 8, 8)).astype(np.float32))
-    result = port(str(path), PortOptions(target="mace", hw="dsp", out_dir=tmp_path / "out",
-                                         calibration=str(tmp_path / "calib.npz"), verify=False))
+    result = port(str(path), to="mace", hw="dsp", out=tmp_path / "out", calibration=str(tmp_path / "calib.npz"), verify=False)
     assert (result.status, result.exit_code) == ("unsupported", 3)
     assert "Reduce 'reducemax_0': Hexagon Reduce only supports Mean" in result.reason
     assert "no float fallback" in result.reason
@@ -278,8 +276,7 @@ def test_reader_supernode_is_hexagon_arithmetic_bit_for_bit(group, stride, side,
     onnx.save(helper.make_model(graph, opset_imports=[helper.make_opsetid("", 17)]), str(path))
     np.savez(tmp_path / "calib.npz", x=rng.standard_normal((16, 1, 3, side, side)).astype(np.float32))
     out = tmp_path / "out"
-    result = port(str(path), PortOptions(target="mace", hw="dsp", out_dir=out,
-                                         calibration=str(tmp_path / "calib.npz"), verify=False))
+    result = port(str(path), to="mace", hw="dsp", out=out, calibration=str(tmp_path / "calib.npz"), verify=False)
     net = _net(out / "conv.pb")
     op_type = "Supernode_8x8p32to8" if group == 1 else "DepthwiseSupernode_8x8p32to8"
     assert [op.type for op in net.op] == ["QuantizeINPUT_f_to_8", op_type, "DequantizeOUTPUT_8tof"]

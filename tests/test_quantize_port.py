@@ -14,8 +14,8 @@ import numpy as np
 import onnx
 import pytest
 
-from converter.pipeline import PortOptions, port
-from converter.verify.runtime import onnx_runner
+from converter.port import port
+from converter.runtimes.onnxruntime import onnx_runner
 from quant_models import calibration_folder, heavy_tail_model, photo_like_images
 
 ROOT = Path(__file__).resolve().parents[1]
@@ -69,9 +69,7 @@ def test_port_is_deterministic(tmp_path, zoo_onnx_path, calib):
     outs = []
     for k in range(2):
         out = tmp_path / f"o{k}"
-        port(str(zoo_onnx_path("mobilenetv2")), PortOptions(
-            target="mace", hw="cpu", out_dir=out, quantize="uint8", calibration=str(calib / "calib.npz"),
-            calibration_method="percentile", verify=False))
+        port(str(zoo_onnx_path("mobilenetv2")), to="mace", hw="cpu", out=out, quantize="uint8", calibration=str(calib / "calib.npz"), calibration_method="percentile", verify=False)
         outs.append(out)
     for name in ("quantized.onnx", "float.onnx", "quantization.json"):
         assert (outs[0] / name).read_bytes() == (outs[1] / name).read_bytes(), name
@@ -82,8 +80,7 @@ def test_port_is_deterministic(tmp_path, zoo_onnx_path, calib):
 @pytest.mark.parametrize("fw, hw, mode", [("tflite", "edgetpu", "int8"), ("mace", "dsp", "uint8")])
 def test_eight_bit_only_hardware_implies_full_integer(fw, hw, mode, tmp_path, zoo_onnx_path, calib):
     out = tmp_path / "out"
-    result = port(str(zoo_onnx_path("mobilenetv2")), PortOptions(
-        target=fw, hw=hw, out_dir=out, calibration=str(calib / "calib.npz"), verify=False))
+    result = port(str(zoo_onnx_path("mobilenetv2")), to=fw, hw=hw, out=out, calibration=str(calib / "calib.npz"), verify=False)
     quant = result.report["quantization"]
     assert quant["plan"]["mode"] == mode and quant["plan"]["full_integer"] and not quant["plan"]["float_allowed"]
     assert quant["plan"]["reason"].startswith(f"{hw} runs only ")
@@ -98,7 +95,7 @@ def test_eight_bit_only_hardware_implies_full_integer(fw, hw, mode, tmp_path, zo
 
 def test_fp16_exports_natively(tmp_path, zoo_onnx_path):
     out = tmp_path / "out"
-    result = port(str(zoo_onnx_path("resnet")), PortOptions(target="tflite", hw="gpu", out_dir=out, quantize="fp16"))
+    result = port(str(zoo_onnx_path("resnet")), to="tflite", hw="gpu", out=out, quantize="fp16")
     assert result.status == "ok", result.reason
     quant = result.report["quantization"]
     assert quant["native_export"] and quant["verification"]["outputs"][0]["sqnr_db"] >= 50.0
@@ -112,8 +109,7 @@ def test_auto_keeps_a_layer_in_float_and_reports_it(tmp_path):
     onnx.save(heavy_tail_model(), str(model_path))
     rng = np.random.default_rng(0)
     np.savez(tmp_path / "c.npz", x=rng.standard_normal((32, 1, 3, 8, 8)).astype(np.float32))
-    result = port(str(model_path), PortOptions(target="tflite", hw="cpu", out_dir=tmp_path / "out", quantize="auto",
-                                               calibration=str(tmp_path / "c.npz"), verify=False))
+    result = port(str(model_path), to="tflite", hw="cpu", out=tmp_path / "out", quantize="auto", calibration=str(tmp_path / "c.npz"), verify=False)
     quant = result.report["quantization"]
     assert quant["plan"]["auto"] and quant["plan"]["mode"] == "int8"
     kept = [d for d in quant["auto_decisions"] if d["kept"]]
@@ -132,9 +128,7 @@ def test_images_with_preprocess_and_generated_code(tmp_path, zoo_onnx_path):
         Image.fromarray(image).save(images / f"{k:02d}.jpg", quality=95)
     spec = "rgb,range=0-1,mean=0.485/0.456/0.406,std=0.229/0.224/0.225,layout=nchw"
     out = tmp_path / "out"
-    result = port(str(zoo_onnx_path("mobilenetv2")), PortOptions(
-        target="tflite", hw="nnapi", out_dir=out, quantize="int8", calibration=str(images), preprocess=spec,
-        verify=False))
+    result = port(str(zoo_onnx_path("mobilenetv2")), to="tflite", hw="nnapi", out=out, quantize="int8", calibration=str(images), preprocess=spec, verify=False)
     quant = result.report["quantization"]
     assert quant["calibration"]["samples"] == 20 and quant["warnings"] == []
     assert quant["preprocess"]["files"] == ["preproc/preprocess.py", "preproc/preprocess.hpp", "preproc/manifest.json"]
@@ -151,9 +145,7 @@ def test_swapped_calibration_data_is_a_warning(tmp_path, zoo_onnx_path):
     spec = bind(parse_spec(spec_text), model)
     bgr = np.stack([apply_spec(spec, image[..., ::-1]) for image in photo_like_images(24, size=32, seed=4)])
     np.savez(tmp_path / "bgr.npz", input=bgr)
-    result = port(str(zoo_onnx_path("mobilenetv2")), PortOptions(
-        target="tflite", hw="cpu", out_dir=tmp_path / "out", quantize="int8", calibration=str(tmp_path / "bgr.npz"),
-        preprocess=spec_text, verify=False))
+    result = port(str(zoo_onnx_path("mobilenetv2")), to="tflite", hw="cpu", out=tmp_path / "out", quantize="int8", calibration=str(tmp_path / "bgr.npz"), preprocess=spec_text, verify=False)
     (warning,) = result.report["quantization"]["warnings"]
     assert warning.startswith(f"--calibration {tmp_path / 'bgr.npz'}: the channel order looks swapped")
 
@@ -161,9 +153,7 @@ def test_swapped_calibration_data_is_a_warning(tmp_path, zoo_onnx_path):
 def test_quantized_model_below_tolerance_fails_verification(tmp_path, zoo_onnx_path, calib):
     profile = tmp_path / "tol.yaml"
     profile.write_text("min_sqnr_db: 80\n")
-    result = port(str(zoo_onnx_path("mobilenetv2")), PortOptions(
-        target="tflite", hw="cpu", out_dir=tmp_path / "out", quantize="int8", calibration=str(calib / "calib.npz"),
-        tolerances=str(profile)))
+    result = port(str(zoo_onnx_path("mobilenetv2")), to="tflite", hw="cpu", out=tmp_path / "out", quantize="int8", calibration=str(calib / "calib.npz"), tolerances=str(profile))
     assert result.status == "verify_failed" and result.exit_code == 4
     assert result.reason.startswith("int8 model: output 'output' SQNR ") and "< 80 dB" in result.reason
 
@@ -203,8 +193,7 @@ def test_batch_manifest_quantization_keys(tmp_path, zoo_onnx_path, calib):
 
 def test_quantized_file_runs_like_the_report_says(tmp_path, zoo_onnx_path, calib):
     out = tmp_path / "out"
-    port(str(zoo_onnx_path("resnet")), PortOptions(target="tnn", hw="arm", out_dir=out, quantize="int8",
-                                                   calibration=str(calib / "calib.npz"), verify=False))
+    port(str(zoo_onnx_path("resnet")), to="tnn", hw="arm", out=out, quantize="int8", calibration=str(calib / "calib.npz"), verify=False)
     held = np.load(calib / "held.npz")["input"]
     float_run, quant_run = onnx_runner(str(out / "float.onnx")), onnx_runner(str(out / "quantized.onnx"))
     from converter.verify.metrics import sqnr_db
@@ -218,7 +207,7 @@ def test_quantized_file_runs_like_the_report_says(tmp_path, zoo_onnx_path, calib
 def test_integer_file_refused_by_its_runtime_fails_and_reader_limits_leave_it_unverified(tmp_path):
     from types import SimpleNamespace
 
-    from converter.port_verify import judge_integer_file
+    from converter.port.verification import judge_integer_file
     from converter.runtimes import ReaderCannotRun, RuntimeRefused
     from converter.targets import get as get_target
 

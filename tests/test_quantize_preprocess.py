@@ -12,7 +12,7 @@ from converter.quantize.preprocess import PreprocessSpec, apply_spec, bind, deco
 from converter.quantize.preprocess_code import generate_preprocess_code
 from converter.quantize.preprocess_fold import fold_preprocess
 from converter.quantize.preprocess_graph import spec_model
-from converter.verify.runtime import run_session, session
+from converter.runtimes.onnxruntime import run_session, session
 from quant_models import photo_like_images, unpadded_conv_model
 from test_postproc_harness import build_harness, needs_gxx, run_cpp
 

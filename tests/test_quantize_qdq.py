@@ -22,7 +22,7 @@ from converter.quantize.qdq import QuantConfig, quantize_model
 from converter.quantize.ranges import collect_ranges, mse_range
 from converter.quantize.verify import compare_quantized
 from converter.verify.metrics import sqnr_db
-from converter.verify.runtime import onnx_runner
+from converter.runtimes.onnxruntime import onnx_runner
 from quant_models import gaussian_samples, heavy_tail_model, squash_model
 
 ROOT = Path(__file__).resolve().parents[1]
@@ -153,7 +153,7 @@ def test_quant_params_record(zoo_model):
 
 
 def test_full_integer_quantizes_every_io_edge(zoo_model):
-    from converter.legalize import legalize
+    from converter.legalize.apply import legalize
     from converter.postproc import split
 
     legal = legalize(zoo_model("detector"), "tflite", "gpu")

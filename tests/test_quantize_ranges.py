@@ -15,14 +15,14 @@ pytest.importorskip("ai_edge_litert")
 
 from quant_models import gaussian_samples, residual_model  # noqa: E402
 
-from converter.pipeline import PortOptions, port  # noqa: E402
+from converter.port import port  # noqa: E402
 from converter.quantize import qdq  # noqa: E402
 from converter.quantize.ranges import collect_ranges, range_of, share_add_ranges  # noqa: E402
 from converter.targets import get as get_target  # noqa: E402
 from converter.targets.base import Artifact  # noqa: E402
 from converter.targets.tflite._generated import schema_generated as fb  # noqa: E402
 from converter.verify.metrics import sqnr_db  # noqa: E402
-from converter.verify.runtime import onnx_runner  # noqa: E402
+from converter.runtimes.onnxruntime import onnx_runner  # noqa: E402
 
 SHAPE = (1, 8, 8, 8)
 OP_CODES = {v: k for k, v in vars(fb.BuiltinOperator).items() if not k.startswith("_")}
@@ -45,8 +45,7 @@ def _port_int8(model_path, calib, held, out, output="y"):
     """(median SQNR of the LiteRT file over ``held``, [(op, output scale, zero point)]).  Without
     bias correction: these tests compare with TensorFlow's range layout and numbers, and
     TensorFlow's converter keeps round(b / scale)."""
-    result = port(str(model_path), PortOptions(target="tflite", hw="cpu", out_dir=out, quantize="int8",
-                                               calibration=str(calib), verify=False, bias_correction=False))
+    result = port(str(model_path), to="tflite", hw="cpu", out=out, quantize="int8", calibration=str(calib), verify=False, bias_correction=False)
     assert result.status == "ok", result.reason
     (path,) = out.glob("*.tflite")
     artifact = Artifact("tflite", "cpu", [path], out, result.report["artifact"]["meta"], "litert")

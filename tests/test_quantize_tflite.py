@@ -19,12 +19,12 @@ pytest.importorskip("ai_edge_litert")
 from quant_models import calibration_folder, heavy_tail_model  # noqa: E402
 
 from converter.errors import Unsupported  # noqa: E402
-from converter.pipeline import PortOptions, port  # noqa: E402
+from converter.port import port  # noqa: E402
 from converter.targets import get as get_target  # noqa: E402
 from converter.targets.base import ExportOptions  # noqa: E402
 from converter.targets.tflite._generated import schema_generated as fb  # noqa: E402
 from converter.verify.metrics import sqnr_db  # noqa: E402
-from converter.verify.runtime import onnx_runner  # noqa: E402
+from converter.runtimes.onnxruntime import onnx_runner  # noqa: E402
 
 #: Least SQNR (dB, median over held-out samples) of an int8 file against the float model.  The
 #: QDQ models of these seeded zoo models reach 41-49 dB; LiteRT's integer kernels lose < 1 dB
@@ -48,9 +48,7 @@ def ported(zoo_onnx_path, data, tmp_path_factory):
     def run(name: str, hw: str):
         if (name, hw) not in cache:
             out = tmp_path_factory.mktemp(f"{name}_{hw}") / "out"
-            result = port(str(zoo_onnx_path(name)), PortOptions(
-                target="tflite", hw=hw, out_dir=out, quantize="int8" if hw != "edgetpu" else None,
-                calibration=str(data / "calib.npz"), inputs_npz=str(data / "held.npz")))
+            result = port(str(zoo_onnx_path(name)), to="tflite", hw=hw, out=out, quantize="int8" if hw != "edgetpu" else None, calibration=str(data / "calib.npz"), inputs=str(data / "held.npz"))
             cache[name, hw] = (result, out)
         return cache[name, hw]
 
@@ -143,11 +141,11 @@ def test_int8_file_is_smaller_and_reexport_is_byte_identical(ported, tmp_path):
     model = with_corrected_biases(onnx.load(str(out / "float.onnx")), onnx.load(str(out / "quantized.onnx")))
     assert params["bias_correction"]["applied"] is True
     spec = {"mode": "int8", "params": params, "full_integer": False}
-    first = target.export(model, tmp_path / "a", "cpu", ExportOptions(extra={"name": "m", "quantization": spec}))
-    second = target.export(model, tmp_path / "b", "cpu", ExportOptions(extra={"name": "m", "quantization": spec}))
+    first = target.export(model, tmp_path / "a", "cpu", ExportOptions(name="m", quantization=spec))
+    second = target.export(model, tmp_path / "b", "cpu", ExportOptions(name="m", quantization=spec))
     assert first.files[0].read_bytes() == second.files[0].read_bytes()
     assert first.files[0].read_bytes() == tflite_file(out).read_bytes()
-    plain = target.export(model, tmp_path / "f", "cpu", ExportOptions(extra={"name": "m"}))
+    plain = target.export(model, tmp_path / "f", "cpu", ExportOptions(name="m"))
     # int8 weights and int32 biases: about a quarter of the float buffers.  (The whole file of this
     # 32x32 test model is ~0.56x: per-channel scales and int64 zero points of tiny layers weigh as
     # much as their weights; benchmarks/bench_tflite_int8.py measures the MobileNetV2-size ratio.)
@@ -192,8 +190,7 @@ def test_op_without_int8_kernel_stays_float_or_is_refused(tmp_path):
     out = tmp_path / "out"
     profile = tmp_path / "tol.yaml"
     profile.write_text("min_sqnr_db: 10\n")  # Exp's heavy tail costs the QDQ model itself ~30 dB
-    result = port(str(model_path), PortOptions(target="tflite", hw="cpu", out_dir=out, quantize="int8",
-                                               calibration=str(tmp_path / "c.npz"), tolerances=str(profile)))
+    result = port(str(model_path), to="tflite", hw="cpu", out=out, quantize="int8", calibration=str(tmp_path / "c.npz"), tolerances=str(profile))
     assert result.status == "ok", result.reason
     meta = result.report["artifact"]["meta"]
     assert [(f["op"], f["reason"]) for f in meta["int8"]["float_ops"]] == [("EXP", "EXP has no int8 kernel mapping")]
@@ -202,7 +199,7 @@ def test_op_without_int8_kernel_stays_float_or_is_refused(tmp_path):
     params = json.loads((out / "quantization.json").read_text())["params"]
     with pytest.raises(Unsupported, match=r"full-integer int8: EXP -> '.*' cannot run in int8: EXP has no int8 kernel"):
         get_target("tflite").export(onnx.load(str(out / "float.onnx")), tmp_path / "fi", "edgetpu", ExportOptions(
-            extra={"quantization": {"mode": "int8", "params": params, "full_integer": True}}))
+            quantization={"mode": "int8", "params": params, "full_integer": True}))
     assert not (tmp_path / "fi").exists() or not list((tmp_path / "fi").iterdir())
 
 
@@ -230,8 +227,7 @@ def test_int8_op_versions_follow_op_version_cc():
 
 def test_int8_weights_is_dynamic_range_with_hybrid_kernels(zoo_onnx_path, data, tmp_path):
     out = tmp_path / "out"
-    result = port(str(zoo_onnx_path("mobilenetv2")), PortOptions(
-        target="tflite", hw="cpu", out_dir=out, quantize="int8-weights", inputs_npz=str(data / "held.npz")))
+    result = port(str(zoo_onnx_path("mobilenetv2")), to="tflite", hw="cpu", out=out, quantize="int8-weights", inputs=str(data / "held.npz"))
     assert result.status == "ok", result.reason
     (judged,) = result.report["quantization"]["file_verification"]["outputs"]
     assert judged["sqnr_db"] >= 35.0 and judged["top1"] >= 0.95
@@ -263,8 +259,7 @@ def test_per_channel_fixes_the_squash_in_litert(tmp_path):
         out = tmp_path / f"pt{int(per_tensor)}"
         profile = tmp_path / "tol.yaml"
         profile.write_text("min_sqnr_db: 0\n")
-        result = port(str(model_path), PortOptions(target="tflite", hw="cpu", out_dir=out, quantize="int8-weights",
-                                                   per_tensor=per_tensor, tolerances=str(profile)))
+        result = port(str(model_path), to="tflite", hw="cpu", out=out, quantize="int8-weights", per_tensor=per_tensor, tolerances=str(profile))
         assert result.status == "ok", result.reason
         from converter.targets.base import Artifact
 
@@ -292,8 +287,7 @@ def test_int8_kernels_beyond_conv_run_in_litert(hw, versions, tmp_path):
     onnx.save(ops_mix_model(), str(model_path))
     np.savez(tmp_path / "c.npz", x=np.stack([s["x"] for s in gaussian_samples((1, 3, 16, 16), 32, 0, "x")]))
     out = tmp_path / "out"
-    result = port(str(model_path), PortOptions(target="tflite", hw=hw, out_dir=out, quantize="int8",
-                                               calibration=str(tmp_path / "c.npz")))
+    result = port(str(model_path), to="tflite", hw=hw, out=out, quantize="int8", calibration=str(tmp_path / "c.npz"))
     assert result.status == "ok", result.reason
     assert result.report["artifact"]["meta"]["int8"]["float_ops"] == []
     (judged,) = result.report["quantization"]["file_verification"]["outputs"]

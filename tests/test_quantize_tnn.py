@@ -13,13 +13,13 @@ import pytest
 from quant_models import calibration_folder
 from rank_runtimes import tnn_run
 
-from converter.pipeline import PortOptions, port
+from converter.port import port
 from converter.quantize.bias_correction import with_corrected_biases
 from converter.targets import get as get_target
 from converter.targets.base import ExportOptions
 from converter.targets.tnn.reader import read
 from converter.verify.metrics import sqnr_db
-from converter.verify.runtime import onnx_runner
+from converter.runtimes.onnxruntime import onnx_runner
 
 #: Least SQNR (dB) of the int8 TNN file against the float model on held-out inputs: the QDQ
 #: models reach 41-44 dB; TNN's symmetric blob scales (zero point 0, as its own tool writes them)
@@ -40,9 +40,7 @@ def data(tmp_path_factory):
 ])
 def test_int8_tnn_layers_resources_and_real_runtime(name, quantized, zoo_onnx_path, data, tmp_path):
     out = tmp_path / "out"
-    result = port(str(zoo_onnx_path(name)), PortOptions(target="tnn", hw="arm", out_dir=out, quantize="int8",
-                                                       calibration=str(data / "calib.npz"),
-                                                       inputs_npz=str(data / "held.npz")))
+    result = port(str(zoo_onnx_path(name)), to="tnn", hw="arm", out=out, quantize="int8", calibration=str(data / "calib.npz"), inputs=str(data / "held.npz"))
     assert result.status == "ok", result.reason
     meta = result.report["artifact"]["meta"]
     assert {k: v for k, v in meta["layer_types"].items() if k.startswith("Quantized")} == quantized
@@ -82,13 +80,12 @@ def test_int8_tnn_layers_resources_and_real_runtime(name, quantized, zoo_onnx_pa
 
 def test_int8_tnn_reexport_is_byte_identical(zoo_onnx_path, data, tmp_path):
     out = tmp_path / "out"
-    port(str(zoo_onnx_path("resnet")), PortOptions(target="tnn", hw="arm", out_dir=out, quantize="int8",
-                                                   calibration=str(data / "calib.npz"), verify=False))
+    port(str(zoo_onnx_path("resnet")), to="tnn", hw="arm", out=out, quantize="int8", calibration=str(data / "calib.npz"), verify=False)
     params = json.loads((out / "quantization.json").read_text())["params"]
     spec = {"mode": "int8", "params": params, "full_integer": False}
     # the file carries the bias-corrected biases (its per-channel weights are the QDQ model's)
     model = with_corrected_biases(onnx.load(str(out / "float.onnx")), onnx.load(str(out / "quantized.onnx")))
-    a = get_target("tnn").export(model, tmp_path / "a", "arm", ExportOptions(extra={"name": "resnet", "quantization": spec}))
+    a = get_target("tnn").export(model, tmp_path / "a", "arm", ExportOptions(name="resnet", quantization=spec))
     for path in a.files:
         assert path.read_bytes() == (out / Path(path).name).read_bytes()
     proto = a.files[0].read_text()
@@ -108,9 +105,7 @@ def test_int8_tnn_carries_the_bias_correction_and_gains_in_tnn(zoo_onnx_path, da
     sqnr, nets = {}, {}
     for correct in (True, False):
         out = tmp_path / str(correct)
-        result = port(str(zoo_onnx_path("mobilenetv2")), PortOptions(
-            target="tnn", hw="arm", out_dir=out, quantize="int8", calibration=str(data / "calib.npz"),
-            inputs_npz=str(data / "held.npz"), bias_correction=correct, runtimes={"tnn": str(TNN_RUN)}))
+        result = port(str(zoo_onnx_path("mobilenetv2")), to="tnn", hw="arm", out=out, quantize="int8", calibration=str(data / "calib.npz"), inputs=str(data / "held.npz"), bias_correction=correct, runtimes={"tnn": str(TNN_RUN)})
         assert result.status == "ok", result.reason
         quant = result.report["quantization"]
         judged = quant["file_verification"]
@@ -140,8 +135,6 @@ def test_int8_tnn_carries_the_bias_correction_and_gains_in_tnn(zoo_onnx_path, da
     assert sum(not np.array_equal(a, b) for a, b in zip(biases[True], biases[False])) >= 10
 
     out = tmp_path / "per-tensor"
-    result = port(str(zoo_onnx_path("mobilenetv2")), PortOptions(
-        target="tnn", hw="arm", out_dir=out, quantize="int8", calibration=str(data / "calib.npz"),
-        per_tensor=True, verify=False))
+    result = port(str(zoo_onnx_path("mobilenetv2")), to="tnn", hw="arm", out=out, quantize="int8", calibration=str(data / "calib.npz"), per_tensor=True, verify=False)
     record = result.report["quantization"]["bias_correction"]
     assert record["applied"] is False and "own scheme" in record["why"], record

@@ -14,7 +14,7 @@ import onnxruntime as ort
 import pytest
 from onnx import TensorProto, helper, numpy_helper
 
-from converter.pipeline import PortOptions, load_stage, port
+from converter.port import PortRequest, PortSession, port
 from rank_runtimes import mace_run
 
 torch = pytest.importorskip("torch")
@@ -85,7 +85,7 @@ def _mace_cpu_output(model, name: str, x: np.ndarray, tmp_path) -> np.ndarray:
     from converter import targets
     from converter.targets.base import ExportOptions
 
-    art = targets.get("mace").export(model, tmp_path / "m", "cpu", ExportOptions(extra={"name": name}))
+    art = targets.get("mace").export(model, tmp_path / "m", "cpu", ExportOptions(name=name))
     return mace_run(art, {"x": x}, tmp_path / "run")["y"]
 
 
@@ -105,9 +105,17 @@ def swin_pt(tmp_path_factory):
 
 
 @pytest.fixture(scope="module")
-def swin_loaded(swin_pt, tmp_path_factory):
-    """(original, normalized): loaded once, ported to every target below."""
-    return load_stage(str(swin_pt), PortOptions("tflite", "cpu", tmp_path_factory.mktemp("o"), input_shapes={"": SHAPE}))
+def swin_session(swin_pt):
+    """The model loaded once, ported to every target below."""
+    with PortSession.open(PortRequest.from_flags(str(swin_pt), input_shapes={"": SHAPE})) as session:
+        session.load()
+        yield session
+
+
+@pytest.fixture(scope="module")
+def swin_loaded(swin_session):
+    """(original, normalized)."""
+    return swin_session.load()
 
 
 def test_shifted_window_shape_computations_fold_to_constants(swin_loaded):
@@ -125,10 +133,10 @@ def test_shifted_window_shape_computations_fold_to_constants(swin_loaded):
 
 
 @pytest.mark.parametrize("to, hw", [("tflite", "cpu"), ("tnn", "x86"), ("mace", "cpu"), ("coreml", "cpu")])
-def test_shifted_window_block_ports_and_verifies(swin_pt, swin_loaded, tmp_path, to, hw):
+def test_shifted_window_block_ports_and_verifies(swin_session, tmp_path, to, hw):
     if to == "coreml":
         pytest.importorskip("coremltools")
-    result = port(str(swin_pt), PortOptions(to, hw, tmp_path / "out", input_shapes={"": SHAPE}), preloaded=swin_loaded)
+    result = swin_session.port_pair(to, hw, tmp_path / "out")
     assert result.status == "ok", result.reason
     assert not result.report.get("custom_layers")
     stage = target_stage(result)
@@ -151,10 +159,10 @@ def test_tnn_scalar_gather_index_reads_back_as_a_scalar(tmp_path):
     (gather_layer.cc); the reader used to make it [1], keeping the axis."""
     from converter import targets
     from converter.targets.base import ExportOptions
-    from converter.targets.tnn.reader import load_as_onnx
+    from converter.targets.tnn.reader_onnx import load_as_onnx
 
     model = _gather_scalar_model()
-    art = targets.get("tnn").export(model, tmp_path, "x86", ExportOptions(extra={"name": "g"}))
+    art = targets.get("tnn").export(model, tmp_path, "x86", ExportOptions(name="g"))
     back = load_as_onnx(art.files[0], art.files[1])
     out = back.graph.output[0]
     assert [d.dim_value for d in out.type.tensor_type.shape.dim] == [1, 4, 5]
@@ -182,7 +190,7 @@ def test_mace_eltwise_constant_broadcast_along_a_non_channel_axis(tmp_path, hw):
     expanded to the full shape on the GPU, whose kernel broadcasts only [N,1,1,C] / [N,H,W,1]."""
     path = tmp_path / "affine.onnx"
     onnx.save(_last_axis_affine_model(), path)
-    result = port(str(path), PortOptions("mace", hw, tmp_path / "out"))
+    result = port(str(path), to="mace", hw=hw, out=tmp_path / "out")
     assert result.status == "ok", result.reason
     stage = target_stage(result)
     assert stage.status == "pass"
@@ -206,7 +214,7 @@ def test_torchscript_with_fused_attention_loads_through_the_second_route(tmp_pat
     decomposes the fused op and exports that.  Same interface names as the first route."""
     from torch import nn
 
-    from converter.load import load_model
+    from converter.frontend.load import load_model
 
     class Encoder(nn.Module):
         def __init__(self):
@@ -257,7 +265,7 @@ def test_mace_global_pool_over_three_spatial_axes(tmp_path, op):
     model = _global_pool_3d_model(op)
     path = tmp_path / "pool.onnx"
     onnx.save(model, path)
-    result = port(str(path), PortOptions("mace", "cpu", tmp_path / "out"))
+    result = port(str(path), to="mace", hw="cpu", out=tmp_path / "out")
     assert result.status == "ok", result.reason
     assert target_stage(result).outputs[0].metrics.max_abs < 1e-6
 
@@ -272,7 +280,7 @@ def test_nodes_after_a_post_processing_cut_are_not_rewritten(tmp_path):
     (the GPU has no Transpose and no rule helps); the Slice after it used to be rewritten
     into a shift convolution first, which post-processing cannot run, so the cut broke and the port
     raised.  Everything downstream of a post-processed node now stays for the cut."""
-    from converter.legalize import legalize
+    from converter.legalize.apply import legalize
 
     rng = np.random.default_rng(0)
     x = helper.make_tensor_value_info("x", TensorProto.FLOAT, [1, 3, 4, 4])
@@ -293,7 +301,7 @@ def test_nodes_after_a_post_processing_cut_are_not_rewritten(tmp_path):
     assert not any(node == "slice" for _, node in legal.applied), legal.applied
     path = tmp_path / "head.onnx"
     onnx.save(model, path)
-    result = port(str(path), PortOptions("mace", "gpu", tmp_path / "out"))
+    result = port(str(path), to="mace", hw="gpu", out=tmp_path / "out")
     assert result.status == "ok", result.reason
     stage = next(s for s in result.verification.stages if s.name.startswith("target:"))
     assert stage.outputs[0].metrics.max_abs < 1e-6
@@ -318,7 +326,7 @@ def test_coreml_channel_shuffle_runs_as_an_interleaved_concat(tmp_path):
         helper.make_graph(nodes, "g", [a, b], [y], inits), opset_imports=[helper.make_opsetid("", 17)], ir_version=8))
     path = tmp_path / "shuffle.onnx"
     onnx.save(model, path)
-    result = port(str(path), PortOptions("coreml", "cpu", tmp_path / "out"))
+    result = port(str(path), to="coreml", hw="cpu", out=tmp_path / "out")
     assert result.status == "ok", result.reason
     assert target_stage(result).outputs[0].metrics.max_abs == 0.0
 
@@ -342,7 +350,7 @@ def test_mace_concat_with_a_constant_operand(tmp_path):
         helper.make_graph(nodes, "g", [x], [y], [token]), opset_imports=[helper.make_opsetid("", 17)], ir_version=8))
     path = tmp_path / "cls.onnx"
     onnx.save(model, path)
-    result = port(str(path), PortOptions("mace", "cpu", tmp_path / "out"))
+    result = port(str(path), to="mace", hw="cpu", out=tmp_path / "out")
     assert result.status == "ok", result.reason
     assert target_stage(result).outputs[0].metrics.max_abs == 0.0
 
@@ -365,7 +373,7 @@ def test_mace_average_pool_counting_the_padding(tmp_path):
         helper.make_graph([node], "g", [x], [y]), opset_imports=[helper.make_opsetid("", 17)], ir_version=8))
     path = tmp_path / "pool.onnx"
     onnx.save(model, path)
-    result = port(str(path), PortOptions("mace", "cpu", tmp_path / "out"))
+    result = port(str(path), to="mace", hw="cpu", out=tmp_path / "out")
     assert result.status == "ok", result.reason
     assert target_stage(result).outputs[0].metrics.max_abs < 1e-6
 
@@ -379,7 +387,7 @@ def test_reshape_allowzero_without_zeros_is_normalized_away():
     """The dynamo exporter (the TorchScript loader's second route, .pt2 files) writes Reshape
     allowzero=1 everywhere; MACE refused it.  With a constant target without 0 it means the same
     as the default and normalization drops it; with a 0 in the target it stays."""
-    from converter.normalize import normalize
+    from converter.frontend.normalize import normalize
 
     x = helper.make_tensor_value_info("x", TensorProto.FLOAT, [2, 3, 4])
     y = helper.make_tensor_value_info("y", TensorProto.FLOAT, None)
@@ -406,6 +414,6 @@ def test_tflite_division_by_a_scalar_constant(tmp_path):
         opset_imports=[helper.make_opsetid("", 17)], ir_version=8))
     path = tmp_path / "div.onnx"
     onnx.save(model, path)
-    result = port(str(path), PortOptions("tflite", "cpu", tmp_path / "out"))
+    result = port(str(path), to="tflite", hw="cpu", out=tmp_path / "out")
     assert result.status == "ok", result.reason
     assert target_stage(result).outputs[0].metrics.max_abs < 1e-6

@@ -14,7 +14,7 @@ import zlib
 import numpy as np
 import pytest
 
-from converter.check import check_targets
+from converter.legalize.check import check_targets
 from converter.matrix import load_matrix
 from converter.report.matrix_page import build_matrix_page
 

@@ -11,8 +11,8 @@ import onnx
 import pytest
 from onnx import TensorProto, helper, numpy_helper
 
-from converter.graph import op_histogram, to_graph
-from converter.rewrites import REGISTRY, apply_rule
+from converter.ir.graph import op_histogram, to_graph
+from converter.legalize.rewrites import REGISTRY, apply_rule
 
 N = helper.make_node
 #: The rules this module proves (tests/test_rewrites_rules.py checks every registered rule is proved).
@@ -93,7 +93,7 @@ def test_erf_polynomial_minmax_is_within_its_bound():
 
 
 def test_erf_on_mace_chains_polynomial_and_sigmoid_exp():
-    from converter.legalize import legalize
+    from converter.legalize.apply import legalize
 
     model = model_of([N("Erf", ["x"], ["y"])], {"x": [2, 64]})
     result = legalize(model, "mace", "cpu")

@@ -11,9 +11,9 @@ import onnxruntime as ort
 import pytest
 from onnx import TensorProto, helper, numpy_helper
 
-from converter.graph import op_histogram, to_graph
-from converter.rewrites import REGISTRY, apply_rule
-from converter.rewrites.convtranspose import geometry, phase_selector
+from converter.ir.graph import op_histogram, to_graph
+from converter.legalize.rewrites import REGISTRY, apply_rule
+from converter.legalize.rewrites.convtranspose import geometry, phase_selector
 
 EXACT_RULES = ("convtranspose_to_subpixel", "convtranspose_to_depth_to_space")
 
@@ -178,7 +178,7 @@ def test_dynamic_shape_is_declined_with_reason():
 def test_resize_conv_fit_computes_both_layers_as_onnxruntime_does(spec):
     """The closed-form fit (rewrites/retrain.py) computes the ConvTranspose and the rule's
     Resize + Conv + Slice in numpy: both must be what onnxruntime runs, for every geometry."""
-    from converter.rewrites import retrain
+    from converter.legalize.rewrites import retrain
 
     model, feeds = ct_model(**spec)
     graph = to_graph(model)

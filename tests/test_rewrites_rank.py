@@ -1,4 +1,4 @@
-"""Rank lowering (converter/rewrites/rank.py): every rule against onnxruntime, bit for bit, with
+"""Rank lowering (converter/legalize/rewrites/rank.py): every rule against onnxruntime, bit for bit, with
 every tensor of the result at rank <= 4; the attention / Swin patterns real models make; and the
 planner's promise that data movement never becomes a custom layer."""
 
@@ -10,9 +10,9 @@ import onnxruntime as ort
 import pytest
 from onnx import TensorProto, helper, numpy_helper
 
-from converter.graph import op_histogram
-from converter.rewrites import REGISTRY, apply_rule
-from converter.rewrites.rank import BROADCAST, LOWERED_OPS, REDUCE, SAME_ORDER, SOFTMAX, UNARY
+from converter.ir.graph import op_histogram
+from converter.legalize.rewrites import REGISTRY, apply_rule
+from converter.legalize.rewrites.rank import BROADCAST, LOWERED_OPS, REDUCE, SAME_ORDER, SOFTMAX, UNARY
 
 N = helper.make_node
 #: The rules this module proves (tests/test_rewrites_rules.py checks every registered rule is proved).
@@ -222,10 +222,10 @@ def test_attention_qkv_split(anchor, batch, bias):
     assert hist["MatMul"] == 3 + 2 and hist.get("Add", 0) == (3 if bias else 0) and "Gather" not in hist
     assert max(ranks(out).values()) == 4
     # the generic lowering costs more: the planner prefers the split
-    from converter.plan import ChainSearch
-    from converter.graph import to_graph
+    from converter.legalize.plan import ChainSearch
+    from converter.ir.graph import to_graph
 
-    from converter.normalize import normalize
+    from converter.frontend.normalize import normalize
 
     g = to_graph(normalize(model))  # (named nodes: the planner tries a rule on a copy, found by name)
     node = next(n for n in g.nodes if n.op == anchor.capitalize() and len(n.outputs[0].shape) == 5)
@@ -233,7 +233,7 @@ def test_attention_qkv_split(anchor, batch, bias):
 
 
 def test_attention_qkv_split_declines_with_reasons():
-    from converter.graph import to_graph
+    from converter.ir.graph import to_graph
 
     model = qkv_attention_model()
     model.graph.node[3].input[1] = "i2"  # q taken twice is fine; now break the perm instead
@@ -309,7 +309,7 @@ def test_rank_6_transpose_without_mergeable_axes_uses_rank_4_block_moves():
 
 
 def test_rank_lowering_declines_with_reasons():
-    from converter.graph import to_graph
+    from converter.ir.graph import to_graph
 
     # a rank-5 graph output cannot be lowered away
     model = model_of([N("Unsqueeze", ["x", "ax1"], ["y"])], X4, BASE)
@@ -357,7 +357,7 @@ def test_a_component_longer_than_the_planners_context_lowers_whole():
     """Found by real_zoo (maxvit_t on tflite:gpu): the planner tried lower_rank_* on a copy of
     the node's neighbourhood, which cut a long rank-5 component, and the rule failed inside the
     trial ("no producer in the component").  The copy now holds all the rule rewrites."""
-    from converter.legalize import legalize
+    from converter.legalize.apply import legalize
 
     model = _long_rank5_component(12)
     result = legalize(model, "tflite", "gpu")

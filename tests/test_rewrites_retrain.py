@@ -10,10 +10,10 @@ import onnx
 import pytest
 import torch
 
-from converter import zoo
+from converter.demo import zoo
 from converter.errors import BadInput
-from converter.graph import op_histogram
-from converter.rewrites import retrain
+from converter.ir.graph import op_histogram
+from converter.legalize.rewrites import retrain
 
 
 def _err(a, b):
@@ -108,8 +108,8 @@ def test_user_hook_from_spec(tmp_path, monkeypatch):
     ("no_colon", "must look like pkg.module:function"),
     ("a:b:c", "must look like"),
     ("surely_not_a_module_xyz:f", "cannot import module 'surely_not_a_module_xyz'"),
-    ("converter.zoo:no_such_function", "has no attribute 'no_such_function'"),
-    ("converter.zoo:NAMES", "is not callable"),
+    ("converter.demo.zoo:no_such_function", "has no attribute 'no_such_function'"),
+    ("converter.demo.zoo:NAMES", "is not callable"),
 ])
 def test_load_hook_errors_are_one_line(spec, message):
     with pytest.raises(BadInput, match=message) as err:
@@ -124,7 +124,7 @@ def test_unknown_mode():
 
 def test_onnx_fit_of_resize_conv_weights():
     """The ONNX-side default hook fits the retrain rule's Conv weights to the original layer."""
-    from converter.rewrites.convtranspose import TransposeGeometry, resize_conv_init
+    from converter.legalize.rewrites.convtranspose import TransposeGeometry, resize_conv_init
 
     rng = np.random.default_rng(0)
     w = (rng.standard_normal((8, 4, 4, 4)) / 8).astype(np.float32)

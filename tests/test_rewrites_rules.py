@@ -8,8 +8,8 @@ import onnxruntime as ort
 import pytest
 from onnx import TensorProto, helper, numpy_helper
 
-from converter.graph import Provenance, op_histogram
-from converter.rewrites import REGISTRY, apply_rule
+from converter.ir.graph import Provenance, op_histogram
+from converter.legalize.rewrites import REGISTRY, apply_rule
 
 RNG_SEED = 1234
 
@@ -169,7 +169,7 @@ def test_rule_matches_onnxruntime(rule_name, model, expected, atol, feed_opts):
 
 
 def test_rule_declines_with_reason():
-    from converter.graph import to_graph
+    from converter.ir.graph import to_graph
 
     model = make_model([N("Div", ["x", "z"], ["y"])], {"x": [2, 3], "z": [2, 3]})
     graph = to_graph(model)

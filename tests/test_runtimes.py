@@ -20,9 +20,9 @@ import pytest
 from onnx import TensorProto, helper, numpy_helper
 
 from converter.errors import BadInput, Unsupported
-from converter.pipeline import PortOptions, port
-from converter.runtimes import (ENV, READER, RUNTIME, RuntimeRefused, bind, builtin_oracle,
-                                oracle_of, parse_runtime_flags, resolve)
+from converter.port import port
+from converter.runtimes import READER, RUNTIME, RuntimeRefused
+from converter.targets.oracles import bind, builtin_oracle, oracle_of, parse_runtime_flags, pluggable, resolve
 from rank_runtimes import MACE_RUN, TNN_RUN, TNN_TEST, need
 
 ROOT = Path(__file__).resolve().parents[1]
@@ -66,8 +66,8 @@ def test_runtime_flags_env_and_bad_paths(tmp_path, monkeypatch):
     for bad in ("tnn", "tnn=", "tflite=/x"):
         with pytest.raises(BadInput, match="--runtime"):
             parse_runtime_flags([bad])
-    for fw in ENV:
-        monkeypatch.delenv(ENV[fw], raising=False)
+    for env in pluggable().values():
+        monkeypatch.delenv(env, raising=False)
     assert resolve("tnn") is None and resolve("tflite") is None
     monkeypatch.setenv("EDGECONV_TNN_RUNTIME", str(tmp_path / "missing"))
     with pytest.raises(BadInput, match="no such file"):
@@ -122,11 +122,11 @@ def test_port_tnn_with_real_runtime_names_it_everywhere(tmp_path):
 def test_port_mace_runtime_from_the_environment(tmp_path):
     need(MACE_RUN)
     path = save(conv_model(), tmp_path / "m.onnx")
-    result = port(path, PortOptions(target="mace", hw="cpu", out_dir=tmp_path / "o"))
+    result = port(path, to="mace", hw="cpu", out=tmp_path / "o")
     assert result.oracle.startswith("edgeconv MACE reader (onnxruntime ")
     os.environ["EDGECONV_MACE_RUNTIME"] = str(MACE_RUN)
     try:
-        result = port(path, PortOptions(target="mace", hw="cpu", out_dir=tmp_path / "o2"))
+        result = port(path, to="mace", hw="cpu", out=tmp_path / "o2")
     finally:
         del os.environ["EDGECONV_MACE_RUNTIME"]
     assert result.status == "ok" and result.oracle == "MACE CPU runtime (mace_run)"
@@ -141,14 +141,14 @@ def test_port_mace_runtime_from_the_environment(tmp_path):
 def test_reader_that_cannot_run_the_file_leaves_the_port_unverified(tmp_path, monkeypatch):
     """A TNN reader failure (the issue's ViT: the reader's shape inference, not the file) is exit
     8, never verify_failed; with the real runtime the same file is judged, and passes."""
-    import converter.targets.tnn.reader as reader
+    import converter.targets.tnn.reader_onnx as reader
 
     def broken(*_args, **_kwargs):
         raise RuntimeError("[ShapeInferenceError] Incompatible dimensions for matrix multiplication")
 
     monkeypatch.setattr(reader, "load_as_onnx", broken)
     path = save(conv_model(), tmp_path / "m.onnx")
-    result = port(path, PortOptions(target="tnn", hw="arm", out_dir=tmp_path / "o"))
+    result = port(path, to="tnn", hw="arm", out=tmp_path / "o")
     assert (result.status, result.exit_code) == ("unverified", 8)
     assert result.reason.startswith("target stage unverified: reader could not run it (edgeconv TNN reader")
     assert "Incompatible dimensions" in result.reason
@@ -156,7 +156,7 @@ def test_reader_that_cannot_run_the_file_leaves_the_port_unverified(tmp_path, mo
     assert stages == {"normalized": "pass", "legalized": "pass", "target:tnn": "unverified"}
     assert (tmp_path / "o" / "m.tnnproto").exists()
     need(TNN_RUN)
-    result = port(path, PortOptions(target="tnn", hw="arm", out_dir=tmp_path / "o2", runtimes={"tnn": str(TNN_RUN)}))
+    result = port(path, to="tnn", hw="arm", out=tmp_path / "o2", runtimes={"tnn": str(TNN_RUN)})
     assert (result.status, result.oracle) == ("ok", "TNN x86 runtime (tnn_run)")
 
 
@@ -167,7 +167,7 @@ def test_real_runtime_refusing_the_file_fails_the_port(tmp_path):
     from converter.targets import get
     from converter.verify.pipeline import verify_port
 
-    from converter.normalize import normalize
+    from converter.frontend.normalize import normalize
 
     model = normalize(conv_model("edge"))
     tnn = get("tnn")
@@ -201,7 +201,7 @@ def test_edge_pad_ports_to_tnn_and_mace_as_slices_judged_by_the_runtimes(tmp_pat
     need(MACE_RUN)
     path = save(conv_model("edge"), tmp_path / "m.onnx")
     for fw, hw, tool in (("tnn", "arm", TNN_RUN), ("tnn", "naive", TNN_RUN), ("mace", "cpu", MACE_RUN)):
-        result = port(path, PortOptions(target=fw, hw=hw, out_dir=tmp_path / f"{fw}-{hw}", runtimes={fw: str(tool)}))
+        result = port(path, to=fw, hw=hw, out=tmp_path / f"{fw}-{hw}", runtimes={fw: str(tool)})
         assert result.status == "ok", (fw, hw, result.reason)
         assert [a["rule"] for a in result.report["applied_rules"]] == ["edge_pad_to_slice_concat"]
         stage = result.report["verification"]["stages"][-1]
@@ -216,7 +216,7 @@ def test_vit_encoder_on_tnn_is_judged_by_tnn_runtime(tmp_path):
     from accelerator_models import vit
 
     path = save(vit(), tmp_path / "vit.onnx")
-    result = port(path, PortOptions(target="tnn", hw="x86", out_dir=tmp_path / "o", runtimes={"tnn": str(TNN_RUN)}))
+    result = port(path, to="tnn", hw="x86", out=tmp_path / "o", runtimes={"tnn": str(TNN_RUN)})
     assert (result.status, result.oracle) == ("ok", "TNN x86 runtime (tnn_run)"), result.reason
     stage = result.report["verification"]["stages"][-1]
     assert stage["name"] == "target:tnn" and max(o["metrics"]["max_abs"] for o in stage["outputs"]) <= 1e-4
@@ -252,7 +252,7 @@ def test_real_runtime_localizes_a_wrong_weight_in_the_file(tmp_path):
     noise floor), and the runtime's own intermediates (every blob exposed as an output) name
     the layer."""
     need(TNN_RUN)
-    from converter.normalize import normalize
+    from converter.frontend.normalize import normalize
     from converter.targets import get
     from converter.verify.pipeline import verify_port
 
@@ -384,7 +384,7 @@ def _float64_runner(model):
 def test_noise_floor_passes_a_faithful_runtime_and_catches_a_wrong_weight():
     from converter.verify import Stage, verify_stages
     from converter.verify.noise import estimate
-    from converter.verify.runtime import onnx_runner
+    from converter.runtimes.onnxruntime import onnx_runner
     from converter.verify.stages import Tolerances
 
     model = head_model()
@@ -447,7 +447,7 @@ def test_mace_dsp_never_ships_a_float_file(tmp_path):
     assert res.returncode == 2 and "needs calibration data" in res.stderr and not (tmp_path / "a").exists()
     calib = tmp_path / "calib.npz"
     np.savez(calib, x=np.random.default_rng(0).uniform(-1, 1, (16, 1, 3, 8, 8)).astype(np.float32))
-    result = port(path, PortOptions(target="mace", hw="dsp", out_dir=tmp_path / "b", calibration=str(calib)))
+    result = port(path, to="mace", hw="dsp", out=tmp_path / "b", calibration=str(calib))
     assert (result.status, result.exit_code) == ("unverified", 8), result.reason
     assert "no DSP runtime exists here" in result.reason
     ops = json.loads((tmp_path / "b" / "report.json").read_text())["artifact"]["meta"]["ops"]
@@ -459,7 +459,7 @@ def test_mace_runtime_judges_cpu_files_only(tmp_path):
     the reader, and says so, instead of failing."""
     need(MACE_RUN)
     path = save(conv_model(), tmp_path / "m.onnx")
-    result = port(path, PortOptions(target="mace", hw="gpu", out_dir=tmp_path / "g", runtimes={"mace": str(MACE_RUN)}))
+    result = port(path, to="mace", hw="gpu", out=tmp_path / "g", runtimes={"mace": str(MACE_RUN)})
     assert result.status == "ok" and result.oracle.startswith("edgeconv MACE reader")
     assert resolve("mace", {"mace": str(MACE_RUN)}, "gpu") is None
     assert resolve("mace", {"mace": str(MACE_RUN)}, "cpu").oracle_name("cpu") == "MACE CPU runtime (mace_run)"
@@ -471,8 +471,7 @@ def test_zoo_detector_on_mace_cpu_in_mace_run(tmp_path, zoo_onnx_path):
     (allocate_opt_strategy.cc:213-216), off by 0.5 while the reader said ok.  The exporter now
     copies such outputs (Eltwise x 1.0), and mace_run agrees."""
     need(MACE_RUN)
-    result = port(str(zoo_onnx_path("detector")), PortOptions(target="mace", hw="cpu", out_dir=tmp_path / "o",
-                                                               runtimes={"mace": str(MACE_RUN)}))
+    result = port(str(zoo_onnx_path("detector")), to="mace", hw="cpu", out=tmp_path / "o", runtimes={"mace": str(MACE_RUN)})
     assert result.oracle == "MACE CPU runtime (mace_run)"
     assert result.status == "ok", result.reason
 
@@ -481,7 +480,7 @@ def test_port_judged_by_tnn_own_tnntest(tmp_path):
     """TNN's own TNNTest as the runtime (the tool a TNN user has): text I/O, six decimals."""
     need(TNN_TEST)
     path = save(conv_model(), tmp_path / "m.onnx")
-    result = port(path, PortOptions(target="tnn", hw="arm", out_dir=tmp_path / "o", runtimes={"tnn": str(TNN_TEST)}))
+    result = port(path, to="tnn", hw="arm", out=tmp_path / "o", runtimes={"tnn": str(TNN_TEST)})
     assert (result.status, result.oracle) == ("ok", "TNN x86 runtime (TNNTest, 6-decimal text output)")
     stage = result.report["verification"]["stages"][-1]
     assert 0 < stage["outputs"][0]["metrics"]["max_abs"] <= 1e-5  # the six printed decimals

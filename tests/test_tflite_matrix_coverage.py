@@ -330,8 +330,8 @@ def _max_error(ref: np.ndarray, got: np.ndarray) -> float:
 
 @pytest.mark.parametrize("case", CASES, ids=[c.id for c in CASES])
 def test_op_matches_onnxruntime(case, tmp_path):
-    art = TARGET.export(case.model, tmp_path / "a", "cpu", ExportOptions(extra={"name": "m"}))
-    again = TARGET.export(case.model, tmp_path / "b", "cpu", ExportOptions(extra={"name": "m"}))
+    art = TARGET.export(case.model, tmp_path / "a", "cpu", ExportOptions(name="m"))
+    again = TARGET.export(case.model, tmp_path / "b", "cpu", ExportOptions(name="m"))
     assert art.files[0].read_bytes() == again.files[0].read_bytes()
     names = op_names(art.files[0])  # builtin-only resolver: fails on any Flex/custom op
     assert not any(n.startswith("Flex") or n == "CUSTOM" for n in names)
@@ -353,7 +353,7 @@ def test_op_versions_follow_op_version_cc(tmp_path):
     for case_id, builtin, version in (("Expand", "BROADCAST_TO", 2), ("Range", "RANGE", 2),
                                       ("Range-float", "RANGE", 1), ("NonZero", "WHERE", 2),
                                       ("Add-int64", "ADD", 4), ("Conv-3d", "CONV_3D", 1)):
-        art = TARGET.export(by_id[case_id].model, tmp_path / case_id, "cpu", ExportOptions(extra={"name": "m"}))
+        art = TARGET.export(by_id[case_id].model, tmp_path / case_id, "cpu", ExportOptions(name="m"))
         assert opcodes(art.files[0])[builtin] == version, case_id
 
 
@@ -362,7 +362,7 @@ def test_unmapped_ops_are_refused(tmp_path):
     scores = np.array([[[0.9, 0.8, 0.7]]], np.float32)
     case = one("NonMaxSuppression", {"b": boxes, "s": scores}, inits={"m": i64(2)})
     with pytest.raises(Unsupported) as err:
-        TARGET.export(case.model, tmp_path, "cpu", ExportOptions(extra={"name": "m"}))
+        TARGET.export(case.model, tmp_path, "cpu", ExportOptions(name="m"))
     assert "NonMaxSuppression" in str(err.value) and "\n" not in str(err.value)
     assert not list(tmp_path.iterdir())
 
@@ -373,7 +373,7 @@ def test_lstm_state_is_reset_between_sequences(tmp_path):
     from ai_edge_litert.interpreter import Interpreter
 
     case = next(c for c in CASES if c.id == "LSTM")
-    art = TARGET.export(case.model, tmp_path, "cpu", ExportOptions(extra={"name": "m"}))
+    art = TARGET.export(case.model, tmp_path, "cpu", ExportOptions(name="m"))
     interp = Interpreter(model_path=str(art.files[0]))
     interp.allocate_tensors()
     x_index = interp.get_input_details()[0]["index"]
@@ -402,7 +402,7 @@ def test_refused_variants_name_the_reason(tmp_path):
     ]
     for case in refused:
         with pytest.raises(Unsupported) as err:
-            TARGET.export(case.model, tmp_path / case.id, "cpu", ExportOptions(extra={"name": "m"}))
+            TARGET.export(case.model, tmp_path / case.id, "cpu", ExportOptions(name="m"))
         assert case.op in str(err.value) and "\n" not in str(err.value), case.id
 
 
@@ -430,7 +430,7 @@ def test_op_on_nhwc_data(tmp_path, tail):
     front = [node("Conv", ["x", "front_w"], ["h"])]
     outputs = [o for n in nodes for o in n.output if o in ("y", "yi")]
     case = chain(tail[0], front + nodes, {"x": f32(1, 4, 5, 6)}, dict(inits, front_w=f32(4, 4, 1, 1)), outputs=outputs)
-    art = TARGET.export(case.model, tmp_path, "cpu", ExportOptions(extra={"name": "m"}))
+    art = TARGET.export(case.model, tmp_path, "cpu", ExportOptions(name="m"))
     assert "CONV_2D" in op_names(art.files[0])
     sess = ort.InferenceSession(case.model.SerializeToString(), providers=["CPUExecutionProvider"])
     ref = dict(zip([o.name for o in sess.get_outputs()], sess.run(None, case.feeds)))

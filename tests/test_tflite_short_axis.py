@@ -180,7 +180,7 @@ def test_other_hardware_keeps_softmax(tmp_path, hw):
     from converter.targets.base import ExportOptions
 
     model = _detection_head()
-    art = TARGET.export(model, tmp_path, hw, ExportOptions(extra={"name": "m"}))
+    art = TARGET.export(model, tmp_path, hw, ExportOptions(name="m"))
     ops = [op for op, _ in ops_with_shapes(art.files[0])]
     assert "SOFTMAX" in ops and "EXP" not in ops
     feeds = feeds_for(model)
@@ -192,15 +192,14 @@ def test_int8_files_keep_softmax(tmp_path):
     island): the rule is for float files only."""
     import onnx
 
-    from converter.pipeline import PortOptions, port
+    from converter.port import port
 
     nodes = [node("Conv", ["x", "wc", "bc"], ["c"], pads=[1, 1, 1, 1]), node("Reshape", ["c", "s5"], ["logits"]),
              node("Softmax", ["logits"], axis=2)]
     inits = {"wc": _w(20, 8, 3, 3), "bc": _w(20), "s5": np.array([1, 4, 5, 16, 16], np.int64)}
     onnx.save(make_model(nodes, {"x": (1, 8, 16, 16)}, inits), str(tmp_path / "head.onnx"))
     np.savez(tmp_path / "c.npz", x=np.random.default_rng(0).standard_normal((16, 1, 8, 16, 16)).astype(np.float32))
-    result = port(str(tmp_path / "head.onnx"), PortOptions(target="tflite", hw="cpu", out_dir=tmp_path / "out",
-                                                           quantize="int8", calibration=str(tmp_path / "c.npz")))
+    result = port(str(tmp_path / "head.onnx"), to="tflite", hw="cpu", out=tmp_path / "out", quantize="int8", calibration=str(tmp_path / "c.npz"))
     assert result.status == "ok", result.reason
     meta = result.report["artifact"]["meta"]
     assert meta["ops"].get("SOFTMAX") == 1 and "EXP" not in meta["ops"] and meta["int8"]["float_ops"] == []

@@ -5,7 +5,7 @@ from __future__ import annotations
 import numpy as np
 import pytest
 
-from converter import zoo
+from converter.demo import zoo
 from converter.errors import BadInput, Unsupported
 from converter.targets import get as get_target
 from converter.targets.base import ExportOptions

@@ -11,7 +11,7 @@ import onnxruntime as ort
 import pytest
 from onnx import TensorProto, helper, numpy_helper
 
-from converter import zoo
+from converter.demo import zoo
 from converter.errors import BadInput, Unsupported
 from converter.targets import base
 from converter.targets.tnn import TARGET

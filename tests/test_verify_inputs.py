@@ -1,4 +1,4 @@
-"""Seeded inputs with per-input ranges and .npz calibration data (converter.verify.inputs)."""
+"""Seeded inputs with per-input ranges and .npz calibration data (converter.runtimes.feeds)."""
 
 from __future__ import annotations
 
@@ -8,7 +8,7 @@ import pytest
 from onnx import TensorProto, helper
 
 from converter.errors import BadInput
-from converter.verify.inputs import load_npz, parse_range, random_inputs
+from converter.runtimes.feeds import load_npz, parse_range, random_inputs
 from converter.verify.replay import npz_bytes
 
 

@@ -1,6 +1,6 @@
 """Fault injection: a deliberately wrong rewrite deep in the zoo's ResNet must be named exactly.
 
-The faulty rules are registered with the real rule engine (converter.rewrites.base.Rule +
+The faulty rules are registered with the real rule engine (converter.legalize.rewrites.base.Rule +
 REGISTRY, applied with apply_rule, which records provenance as every rule does); the transposed
 weight is injected with a direct onnx-graphsurgeon edit plus ``record_node``, as a target mapping
 would record it.
@@ -16,11 +16,12 @@ import numpy as np
 import onnx_graphsurgeon as gs
 import pytest
 
-from converter.graph import NameAllocator, Provenance, constant_value, provenance_of, to_graph, to_model
-from converter.rewrites import REGISTRY, apply_rule
-from converter.rewrites.base import EXACT, Rule
-from converter.verify import Stage, Tolerances, localize, onnx_runner, verify_stages
-from converter.verify.inputs import random_inputs
+from converter.ir.graph import NameAllocator, Provenance, constant_value, provenance_of, to_graph, to_model
+from converter.legalize.rewrites import REGISTRY, apply_rule
+from converter.legalize.rewrites.base import EXACT, Rule
+from converter.verify import Stage, Tolerances, onnx_runner, verify_stages
+from converter.verify.localize import localize
+from converter.runtimes.feeds import random_inputs
 from converter.verify.localize import UNCHANGED, expose_intermediates
 
 FAULTY = "faulty_negate_conv_weight"

@@ -9,11 +9,11 @@ import threading
 import numpy as np
 import pytest
 
-from converter import pipeline
+from converter.port import verification
 from converter.errors import BadInput
-from converter.pipeline import PortOptions, port, shared_work
-from converter.shared_work import MemoRunner, SharedWork
-from converter.verify import runtime
+from converter.port import PortRequest, PortSession, port
+from converter.port.shared_work import MemoRunner, SharedWork
+from converter.runtimes import onnxruntime as runtime
 
 
 def _count_sessions(monkeypatch) -> list:
@@ -30,24 +30,24 @@ def _count_sessions(monkeypatch) -> list:
 
 def test_a_port_prefetches_in_a_worker_and_the_verdict_is_unchanged(zoo_onnx_path, zoo_model, tmp_path,
                                                                    monkeypatch):
-    from converter.load import load_model
+    from converter.frontend.load import load_model
 
     path = str(zoo_onnx_path("detector"))
-    preloaded = (load_model(path), zoo_model("detector"))
+    session = PortSession.with_models(PortRequest.from_flags(path), load_model(path), zoo_model("detector"))
     made = _count_sessions(monkeypatch)
-    shared = shared_work(preloaded)
-    early = port(path, PortOptions(target="mace", hw="cpu", out_dir=tmp_path / "early"), preloaded=preloaded,
-                 shared=shared)
+    shared = session.shared
+    early = session.port_pair("mace", "cpu", tmp_path / "early")
     assert early.status == "ok"
     assert early.report["postprocess"], "the detector's head is cut off for mace: a legalized model of its own"
     # original, normalized and legalized each ran once, all three in the worker thread
     assert shared.original.computed == 1 and shared.normalized.computed == 1
     assert made == ["edgeconv-prefetch"] * 3
 
-    monkeypatch.setattr(pipeline, "start_reference_runs", lambda *a: None)
-    monkeypatch.setattr(pipeline, "prefetch_legalized", lambda *a: None)
+    monkeypatch.setattr(verification, "start_reference_runs", lambda *a: None)
+    monkeypatch.setattr(verification, "prefetch_legalized", lambda *a: None)
     made.clear()
-    late = port(path, PortOptions(target="mace", hw="cpu", out_dir=tmp_path / "late"), preloaded=preloaded)
+    late = PortSession.with_models(PortRequest.from_flags(path), load_model(path), zoo_model("detector")).port_pair(
+        "mace", "cpu", tmp_path / "late")
     assert made and "edgeconv-prefetch" not in made
     assert json.dumps(early.report["verification"], sort_keys=True) == \
         json.dumps(late.report["verification"], sort_keys=True)
@@ -56,7 +56,7 @@ def test_a_port_prefetches_in_a_worker_and_the_verdict_is_unchanged(zoo_onnx_pat
 def test_an_unchanged_model_runs_once_for_the_normalized_and_legalized_stages(zoo_onnx_path, tmp_path,
                                                                              monkeypatch):
     made = _count_sessions(monkeypatch)
-    result = port(str(zoo_onnx_path("resnet")), PortOptions(target="tflite", hw="cpu", out_dir=tmp_path / "p"))
+    result = port(str(zoo_onnx_path("resnet")), to="tflite", hw="cpu", out=tmp_path / "p")
     assert result.status == "ok" and result.report["applied_rules"] == []
     stages = {s["name"]: s for s in result.report["verification"]["stages"]}
     assert stages["legalized"]["status"] == "pass"

@@ -18,9 +18,9 @@ import pytest
 import typer
 
 from converter.errors import EXIT_BAD_INPUT, EXIT_VERIFY_FAILED, EdgeconvError
-from converter.graph import provenance_of, to_graph, to_model
+from converter.ir.graph import provenance_of, to_graph, to_model
 from converter.verify import Stage, onnx_runner, verify_stages
-from converter.verify.inputs import random_inputs
+from converter.runtimes.feeds import random_inputs
 from converter.verify.localize import LayerResult
 from converter.verify.report import html_section, print_report, rmse_chart_svg, to_json
 
@@ -123,7 +123,7 @@ def invoke(args: list[str]) -> tuple[int, str]:
     """Run ``edgeconv verify`` as converter.cli.main does: EdgeconvError -> its exit code."""
     from contextlib import redirect_stdout
 
-    from converter.commands import verify as verify_command
+    from converter.cli.commands import verify as verify_command
 
     app = typer.Typer()
     verify_command.register(app)
@@ -229,7 +229,7 @@ def test_cli_missing_model_file(files, tmp_path):
 
 
 def test_command_module_imports_light():
-    code = ("import sys, typer; from converter.commands import verify; app = typer.Typer(); verify.register(app); "
+    code = ("import sys, typer; from converter.cli.commands import verify; app = typer.Typer(); verify.register(app); "
             "heavy = [m for m in ('onnx', 'numpy', 'torch', 'onnxruntime', 'rich') if m in sys.modules]; print(heavy)")
     out = subprocess.run([sys.executable, "-c", code], cwd=ROOT, capture_output=True, text=True, check=True)
     assert out.stdout.strip() == "[]"

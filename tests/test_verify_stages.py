@@ -8,10 +8,10 @@ import onnx_graphsurgeon as gs
 import pytest
 
 from converter.errors import BadInput, RuntimeUnavailable
-from converter.graph import to_graph, to_model
+from converter.ir.graph import to_graph, to_model
 from converter.verify import (Stage, Tolerance, Tolerances, compose, load_tolerances, onnx_runner,
                               target_runner, verify_port, verify_stages)
-from converter.verify.inputs import random_inputs
+from converter.runtimes.feeds import random_inputs
 
 
 @pytest.fixture(scope="module")
@@ -214,7 +214,7 @@ def test_output_shape_and_missing_output_fail(resnet):
 
 
 def test_verify_port_runs_every_stage_and_writes_replay(resnet, zoo_onnx_path, tmp_path):
-    from converter.rewrites import apply_rule
+    from converter.legalize.rewrites import apply_rule
 
     raw = onnx.load(zoo_onnx_path("resnet"))
     legalized = apply_rule(resnet, "relu_to_max", "relu_4")

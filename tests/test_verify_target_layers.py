@@ -28,12 +28,12 @@ import numpy as np
 import onnx
 import pytest
 
-from converter.graph import constant_value, to_graph
-from converter.legalize import legalize
+from converter.ir.graph import constant_value, to_graph
+from converter.legalize.apply import legalize
 from converter.targets import get as get_target
 from converter.targets.base import Artifact, ExportOptions, supports_intermediates
 from converter.verify import Stage, verify_port, verify_stages
-from converter.verify.inputs import random_inputs
+from converter.runtimes.feeds import random_inputs
 from converter.verify.report import html_section, layer_table, to_json
 from converter.verify.target_layers import NOT_MATERIALIZED, TargetLocalizer, localize_target
 
@@ -65,7 +65,7 @@ def exported(resnet, tmp_path_factory):
         if fw not in cache:
             legalized = legalize(resnet, fw, HW[fw]).model
             out = tmp_path_factory.mktemp(f"clean-{fw}")
-            artifact = get_target(fw).export(legalized, out, HW[fw], ExportOptions(extra={"name": "resnet"}))
+            artifact = get_target(fw).export(legalized, out, HW[fw], ExportOptions(name="resnet"))
             cache[fw] = (legalized, artifact)
         return cache[fw]
 
@@ -181,7 +181,7 @@ def test_deterministic_tensor_maps(exported, resnet, tmp_path):
     """The recorded maps are part of the export: identical on a re-export, files byte-identical."""
     for fw in ("tflite", "tnn", "mace"):
         legalized, first = exported(fw)
-        again = get_target(fw).export(legalized, tmp_path / fw, HW[fw], ExportOptions(extra={"name": "resnet"}))
+        again = get_target(fw).export(legalized, tmp_path / fw, HW[fw], ExportOptions(name="resnet"))
         assert again.meta == first.meta
         for a, b in zip(first.files, again.files):
             assert Path(a).read_bytes() == Path(b).read_bytes()
@@ -226,7 +226,7 @@ def test_fp16_coreml_program_maps_its_cast_fp16_vars(resnet, sample, tmp_path):
     """--hw ane computes in fp16: coremltools renames every op output ``<name>_cast_fp16``.
     All 23 layers still map, and fp16 rounding stays below the layer tolerance (no false blame)."""
     legalized = legalize(resnet, "coreml", "ane").model
-    artifact = get_target("coreml").export(legalized, tmp_path, "ane", ExportOptions(extra={"name": "resnet"}))
+    artifact = get_target("coreml").export(legalized, tmp_path, "ane", ExportOptions(name="resnet"))
     report = localize_target(legalized, get_target("coreml"), artifact, sample)
     assert len(report.layers) == 23 and report.first is None
     assert all(layer.candidate_tensor == f"{layer.tensor}_cast_fp16" for layer in report.layers)

@@ -1,4 +1,4 @@
-"""Big weights held once, by reference (converter/weights.py): the mechanisms and their bytes."""
+"""Big weights held once, by reference (converter/ir/weights.py): the mechanisms and their bytes."""
 
 from __future__ import annotations
 
@@ -11,10 +11,11 @@ import onnx_graphsurgeon as gs
 import pytest
 from onnx import TensorProto, helper, numpy_helper
 
-from converter import weights
-from converter.graph import to_graph, to_model
-from converter.load import load_onnx, save_onnx
-from converter.pipeline import PortOptions, load_stage, port
+from converter.ir import weights
+from converter.ir.graph import to_graph, to_model
+from converter.frontend.load import load_onnx, save_onnx
+from converter.port import PortRequest, PortSession, port
+from converter.port.loading import load_stage
 
 import test_large_model as large
 
@@ -103,7 +104,7 @@ def test_graph_round_trip_shares_the_array_and_keeps_the_reference():
 
 
 def test_onnxruntime_runs_references():
-    from converter.verify.runtime import run_session, session
+    from converter.runtimes.onnxruntime import run_session, session
 
     store = weights.WeightStore()
     model, full, big = _referenced_model(store)
@@ -129,8 +130,9 @@ def test_port_shares_weights_and_writes_the_same_bytes(tmp_path):
     above where it started (1.03x measured: the store's one copy; ~5 copies before)."""
     model_path = large._write_big_model(tmp_path, rows=ROWS)
     size = ROWS * large.DIM * 4
-    opts = PortOptions(target="tflite", hw="cpu", out_dir=tmp_path / "full")
-    full = port(str(model_path), opts, preloaded=load_stage(str(model_path), opts))
+    request = PortRequest.from_flags(str(model_path))
+    full = PortSession.with_models(request, *load_stage(request.source, True)).port_pair("tflite", "cpu",
+                                                                                     tmp_path / "full")
     assert full.status == "ok"
     del full
     import gc
@@ -139,7 +141,7 @@ def test_port_shares_weights_and_writes_the_same_bytes(tmp_path):
     before = _status_bytes("VmRSS")
     with open("/proc/self/clear_refs", "w") as f:
         f.write("5")  # VmHWM := VmRSS
-    shared = port(str(model_path), PortOptions(target="tflite", hw="cpu", out_dir=tmp_path / "shared"))
+    shared = port(str(model_path), to="tflite", hw="cpu", out=tmp_path / "shared")
     peak = _status_bytes("VmHWM")
     assert shared.status == "ok"
     assert peak - before < 1.5 * size, f"peak {(peak - before) / size:.2f}x the weights above the start"
@@ -151,7 +153,7 @@ def test_port_shares_weights_and_writes_the_same_bytes(tmp_path):
 def test_onnxruntime_maps_weights_read_from_a_file(tmp_path):
     """A reference loaded from external data reaches onnxruntime as that file (mapped, only the
     rows a Gather reads come in), not as an external initializer onnxruntime copies."""
-    from converter.verify.runtime import run_session, session
+    from converter.runtimes.onnxruntime import run_session, session
 
     path = large._write_big_model(tmp_path, rows=ROWS)
     store = weights.WeightStore()
@@ -204,7 +206,7 @@ def test_streamed_flatbuffer_is_the_same_file_without_copying_the_weights(tmp_pa
 def test_external_data_writer_takes_references(tmp_path):
     """A model over protobuf's limit is saved with external data: references write their arrays
     to the .data file and stay references in the model."""
-    from converter.load import write_with_external_weights
+    from converter.frontend.load import write_with_external_weights
 
     store = weights.WeightStore()
     model, full, big = _referenced_model(store)

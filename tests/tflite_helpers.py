@@ -28,7 +28,7 @@ def make_model(nodes, inputs: dict, initializers: dict | None = None, outputs=("
 
 
 def feeds_for(model, seed=0) -> dict[str, np.ndarray]:
-    from converter.normalize import seeded_inputs
+    from converter.frontend.normalize import seeded_inputs
 
     return seeded_inputs(model, seed)
 
@@ -39,8 +39,7 @@ def reference(model, feeds) -> dict[str, np.ndarray]:
 
 
 def export(model, tmp_path, name="m", **opts):
-    extra = {"name": name}
-    return TARGET.export(model, tmp_path, "cpu", ExportOptions(extra=extra, **opts))
+    return TARGET.export(model, tmp_path, "cpu", ExportOptions(name=name, **opts))
 
 
 def max_error(ref: dict, got: dict) -> float:

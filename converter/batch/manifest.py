@@ -40,10 +40,12 @@ from typing import Any
 
 from ..errors import BadInput
 from ..matrix.loader import line_of, read_yaml_with_lines
+from ..port.request import FLAGS
 
-_MODEL_KEYS = {"path", "name", "input_shapes", "calibration", "atol", "rtol", "tolerances", "trust_pickle",
-               "targets", "fp16_weights", "keep_nchw_io", "custom_ops", "inputs", "quantize", "calibration_method",
-               "per_tensor", "bias_correction", "preprocess", "runtimes", "timeout", "max_memory"}
+#: A model entry: where the model is and which targets, plus the port's own options by their flat
+#: names (converter/port/request.py), except those that are the batch's, not a model's.
+_MODEL_KEYS = {"path", "name", "targets"} | (set(FLAGS) - {"matrix", "matrix_overlays", "verify", "seed", "retrain_hook",
+                                                           "command_line", "example_inputs"})
 _TOP_KEYS = {"output", "defaults", "targets", "models", "runtimes"}
 _SAFE_NAME = re.compile(r"^[A-Za-z0-9_.-]+$")
 
@@ -127,7 +129,7 @@ def load_manifest(path: str | Path) -> Manifest:
             if key in entry and (not isinstance(entry[key], (int, float)) or entry[key] < 0):
                 fail(at + (key,), "must be a non-negative number")
         if "max_memory" in entry:
-            from ..memory import parse_size
+            from ..ir.memory import parse_size
 
             try:
                 entry["max_memory"] = parse_size(str(entry["max_memory"]))
@@ -197,7 +199,9 @@ def _check_quantization(entry: dict, base: Path, at: tuple, fail) -> None:
 
 def _check_runtimes(value, at: tuple, base: Path, fail) -> dict[str, str]:
     """``runtimes: {tnn: PATH, mace: PATH}`` with paths resolved against the manifest."""
-    from ..runtimes import ENV
+    from ..targets.oracles import pluggable
+
+    ENV = pluggable()
 
     if value is None:
         return {}

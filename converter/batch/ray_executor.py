@@ -1,6 +1,6 @@
 """Fan batch jobs out over a Ray cluster (the ``ray`` extra, imported only here).
 
-The same ``run_job`` function runs on each Ray worker, so cache keys, atomic job directories
+The same ``run_group`` function (one session per model) runs on each Ray worker, so cache keys, atomic job directories
 and summaries are identical to the local process pool.  The output directory must be on a file
 system every node sees (on a single machine, or a shared mount on a cluster).
 """
@@ -18,7 +18,7 @@ def run_on_ray(todo, out_dir: str, address: str | None) -> Iterator[dict]:
         raise MissingExtra("ray", "--executor ray")
     import ray
 
-    from .runner import run_job
+    from .jobs import by_model, run_group
 
     started_here = False
     if not ray.is_initialized():
@@ -30,18 +30,20 @@ def run_on_ray(todo, out_dir: str, address: str | None) -> Iterator[dict]:
             started_here = True
         except Exception as err:  # noqa: BLE001
             raise BadInput(f"cannot connect to Ray{' at ' + address if address else ''}: {err}") from None
-    remote = ray.remote(num_cpus=1, max_retries=0)(run_job)
-    pending = {remote.remote(job, out_dir, key): job for job, key in todo}
+    remote = ray.remote(num_cpus=1, max_retries=0)(run_group)
+    pending = {remote.remote(group, out_dir): group for group in by_model(todo)}
     try:
         while pending:
             done, _ = ray.wait(list(pending), num_returns=1)
             for ref in done:
-                job = pending.pop(ref)
+                group = pending.pop(ref)
                 try:
-                    yield ray.get(ref)
-                except Exception as err:  # noqa: BLE001 - a lost worker fails only its job
-                    yield {"id": job.id, "model": job.model_name, "target": job.target, "hw": job.hw,
-                           "status": "error", "exit_code": 70, "reason": f"ray task failed: {type(err).__name__}"}
+                    yield from ray.get(ref)
+                except Exception as err:  # noqa: BLE001 - a lost worker fails only its model's jobs
+                    for job, _ in group:
+                        yield {"id": job.id, "model": job.model_name, "target": job.target, "hw": job.hw,
+                               "status": "error", "exit_code": 70,
+                               "reason": f"ray task failed: {type(err).__name__}"}
     finally:
         for ref in pending:
             ray.cancel(ref, force=True)

@@ -6,7 +6,7 @@ import html
 from pathlib import Path
 from xml.etree import ElementTree as ET
 
-from ..fsutil import atomic_write_bytes, atomic_write_text
+from ..infra.fsutil import atomic_write_bytes, atomic_write_text
 
 
 #: Port outcomes that are not passing: files written, but not shippable as they are.

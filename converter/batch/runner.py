@@ -1,10 +1,8 @@
-"""Run a manifest's jobs: content-hash cache, worker processes or Ray, atomic job directories.
+"""Run a manifest's jobs: content-hash cache, worker processes or Ray, one session per model.
 
-A job's files appear only when the job is complete: each job is ported into
-``<out>/.partial-<job>-<token>/`` and then renamed to ``<out>/<job>/`` (a directory rename is
-atomic), so a batch killed at any moment (even ``kill -9``) leaves either the old complete job
-directory or none, plus temp directories that the next run removes.  ``job.json`` inside the job
-directory records the cache key; a rerun skips a job whose key is unchanged.
+Jobs whose cache key is unchanged are skipped (``job.json`` inside a job directory records it);
+the others are grouped by model and each group runs in one worker through one
+:class:`~converter.port.PortSession` (:mod:`.jobs`), whose job directories appear atomically.
 """
 
 from __future__ import annotations
@@ -12,43 +10,16 @@ from __future__ import annotations
 import concurrent.futures as cf
 import hashlib
 import json
-import os
-import shutil
-import time
-import uuid
-from dataclasses import asdict, dataclass, field
+from dataclasses import asdict, dataclass
 from pathlib import Path
-from typing import Any
 
 from .. import __version__
-from ..fsutil import atomic_write_text, remove_stale, swap_in_dir
+from ..infra.fsutil import atomic_write_text, remove_stale
+from .jobs import JOB_FILE, PORT_STATUSES, JobResult, by_model, run_group
 from .manifest import Job, load_manifest
 from .reports import write_html_index, write_junit
 
-JOB_FILE = "job.json"
 EXIT_BATCH_FAILED = 6
-#: Statuses of a port that finished (its directory is complete); only "ok" passes.
-PORT_STATUSES = ("ok", "unsupported", "verify_failed", "needs_custom", "unverified")
-
-
-@dataclass
-class JobResult:
-    id: str
-    model: str
-    target: str
-    hw: str
-    status: str  # ok | unsupported | verify_failed | needs_custom | unverified | bad_input | error | interrupted
-    exit_code: int
-    reason: str = ""
-    seconds: float = 0.0
-    cached: bool = False
-    files: list[str] = field(default_factory=list)
-    #: What judged the target stage ("TNN x86 runtime (tnn_run)", "edgeconv MACE reader (...)").
-    oracle: str = ""
-
-    @property
-    def passed(self) -> bool:
-        return self.status == "ok"
 
 
 @dataclass
@@ -94,12 +65,6 @@ def _hash_path(h, path: Path) -> None:
                 h.update(chunk)
 
 
-def _npz(path: str | None) -> str | None:
-    """A manifest's calibration .npz also serves as verification inputs (what it meant before
-    quantization existed); a calibration directory does not."""
-    return path if path and path.lower().endswith(".npz") else None
-
-
 def _cached_result(job: Job, key: str, out_dir: Path) -> JobResult | None:
     record = out_dir / job.id / JOB_FILE
     try:
@@ -111,57 +76,6 @@ def _cached_result(job: Job, key: str, out_dir: Path) -> JobResult | None:
     result = JobResult(**data["result"])
     result.cached = True
     return result
-
-
-def run_job(job: Job, out_dir: str, key: str) -> dict[str, Any]:
-    """Port one job into a temp directory, then move it into place.  Runs in a worker."""
-    from ..errors import EdgeconvError
-    from ..pipeline import PortOptions, port
-
-    out = Path(out_dir)
-    partial = out / f".partial-{os.getpid()}-{uuid.uuid4().hex[:8]}-{job.id}"
-    e = job.entry
-    shapes = {k: tuple(v) for k, v in (e.get("input_shapes") or {}).items()}
-    opts = PortOptions(
-        target=job.target, hw=job.hw, out_dir=partial, input_shapes=shapes,
-        trust_pickle=bool(e.get("trust_pickle")), fp16_weights=bool(e.get("fp16_weights")),
-        keep_nchw_io=bool(e.get("keep_nchw_io")), custom_ops=tuple(e.get("custom_ops") or ()),
-        inputs_npz=e.get("inputs") or _npz(e.get("calibration")), atol=e.get("atol"), rtol=e.get("rtol"),
-        tolerances=e.get("tolerances"), command_line=f"edgeconv batch (job {job.id})",
-        quantize=e.get("quantize"), calibration=e.get("calibration"),
-        calibration_method=e.get("calibration_method", "minmax"), per_tensor=bool(e.get("per_tensor")),
-        bias_correction=bool(e.get("bias_correction", True)),
-        preprocess=e.get("preprocess"), runtimes=dict(e.get("runtimes") or {}),
-        timeout=e.get("timeout"), max_memory=e.get("max_memory"),
-    )
-    from ..isolate import set_time_limit
-
-    set_time_limit(e.get("timeout"))  # this worker's onnxruntime runs too
-    start = time.perf_counter()
-    result = JobResult(job.id, job.model_name, job.target, job.hw, "error", 70)
-    try:
-        port_result = port(str(job.model_path), opts)
-        result.status, result.exit_code, result.reason = port_result.status, port_result.exit_code, port_result.reason
-        result.files = port_result.files
-        result.oracle = port_result.oracle
-    except EdgeconvError as err:
-        result.status = "bad_input" if err.exit_code == 2 else "error"
-        result.exit_code, result.reason = err.exit_code, str(err)
-    except Exception as err:  # noqa: BLE001 - one failing job never stops the others
-        result.reason = f"internal error: {type(err).__name__}: {err}"
-    result.seconds = round(time.perf_counter() - start, 3)
-    if result.status in PORT_STATUSES:
-        partial.mkdir(parents=True, exist_ok=True)
-        atomic_write_text(partial / JOB_FILE, json.dumps({"cache_key": key, "status": result.status,
-                                                          "result": asdict(result)}, indent=2, sort_keys=True))
-        _swap_into_place(partial, out / job.id)
-    else:
-        shutil.rmtree(partial, ignore_errors=True)
-    return asdict(result)
-
-
-def _swap_into_place(partial: Path, final: Path) -> None:
-    swap_in_dir(partial, final)
 
 
 def _clean_stale(out_dir: Path) -> None:
@@ -177,11 +91,11 @@ def run_batch(manifest_path: str | Path, out_dir: str | Path | None = None, jobs
     """``runtimes``: ``--runtime`` flags (framework -> path), over the manifest's ``runtimes:``
     and the EDGECONV_*_RUNTIME variables; the chosen paths are part of each job's cache key."""
     from ..matrix import DEFAULT_MATRIX
-    from ..runtimes import ENV, chosen_path, validate
+    from ..targets.oracles import chosen_path, pluggable, validate
 
     manifest = load_manifest(manifest_path)
     for job in manifest.jobs:
-        chosen = {fw: p for fw in ENV if (p := chosen_path(fw, {**(job.entry.get("runtimes") or {}),
+        chosen = {fw: p for fw in pluggable() if (p := chosen_path(fw, {**(job.entry.get("runtimes") or {}),
                                                                  **(runtimes or {})}))}
         if chosen:
             validate(chosen)
@@ -241,25 +155,29 @@ def _never_raises(progress):
 
 
 def _run_local(todo, out: Path, jobs: int, results: dict, progress) -> None:
-    if jobs <= 1:
-        for job, key in todo:
-            results[job.id] = r = JobResult(**run_job(job, str(out), key))
+    """One session per model (its targets share the load and the reference outputs); up to
+    ``jobs`` models at once, each in a worker process."""
+    groups = by_model(todo)
+
+    def record(data_list):
+        for data in data_list:
+            results[data["id"]] = r = JobResult(**data)
             if progress:
                 progress(r)
+
+    if jobs <= 1:
+        for group in groups:
+            record(run_group(group, str(out)))
         return
     pool = cf.ProcessPoolExecutor(max_workers=jobs, initializer=_ignore_sigint)
     try:
-        futures = {pool.submit(run_job, job, str(out), key): job for job, key in todo}
+        futures = {pool.submit(run_group, group, str(out)): group for group in groups}
         for fut in cf.as_completed(futures):
-            job = futures[fut]
             try:
-                r = JobResult(**fut.result())
-            except Exception as err:  # a crashed worker (e.g. killed): that job failed, the rest go on
-                r = JobResult(job.id, job.model_name, job.target, job.hw, "error", 70,
-                              f"worker failed: {type(err).__name__}: {err}")
-            results[job.id] = r
-            if progress:
-                progress(r)
+                record(fut.result())
+            except Exception as err:  # a crashed worker (e.g. killed): its jobs failed, the rest go on
+                record([asdict(JobResult.of(job, "error", 70, f"worker failed: {type(err).__name__}: {err}"))
+                        for job, _ in futures[fut]])
     except KeyboardInterrupt:
         # Take the worker list first: shutdown() drops the executor's reference to it.
         workers = list((getattr(pool, "_processes", None) or {}).values())
@@ -277,7 +195,7 @@ def _ignore_sigint() -> None:
     # behind a rerun's back.
     import signal
 
-    from ..isolate import die_with_parent
+    from ..infra.isolate import die_with_parent
 
     signal.signal(signal.SIGINT, signal.SIG_IGN)
     die_with_parent()

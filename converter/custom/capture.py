@@ -14,7 +14,7 @@ from dataclasses import dataclass
 import numpy as np
 import onnx
 
-from ..graph import to_graph, to_model
+from ..ir.graph import to_graph, to_model
 from .spec import CustomOp
 
 
@@ -38,18 +38,18 @@ def _run(model: onnx.ModelProto, feeds: dict, names: list[str]) -> dict[str, np.
     opts = ort.SessionOptions()
     opts.graph_optimization_level = ort.GraphOptimizationLevel.ORT_DISABLE_ALL
     opts.log_severity_level = 3
-    from ..weights import onnxruntime_source
+    from ..ir.weights import onnxruntime_source
 
     source, _held = onnxruntime_source(exposed, opts)  # weight-store arrays as external initializers
     session = ort.InferenceSession(source, opts, providers=["CPUExecutionProvider"])
     wanted = {i.name for i in session.get_inputs()}
-    from ..isolate import guarded_run  #  (--timeout and Ctrl-C stop a model that never ends)
+    from ..infra.isolate import guarded_run  #  (--timeout and Ctrl-C stop a model that never ends)
 
     return dict(zip(names, guarded_run(session, names, {k: v for k, v in feeds.items() if k in wanted})))
 
 
 def capture(model: onnx.ModelProto, ops: list[CustomOp], seed: int = 0) -> dict[str, NodeData]:
-    from ..legalize import seeded_inputs
+    from ..frontend.normalize import seeded_inputs
 
     feeds = seeded_inputs(model, seed) or {}
     inputs = sorted({t.name for op in ops for t in op.inputs if t.constant is None})

@@ -1,6 +1,6 @@
 """Files every custom layer gets, whatever the framework: the reference kernel, the harness and
-the saved node data.  Framework wrappers (``tflite.py``, ``tnn.py``, ``mace.py``, ``coreml.py``)
-add their own files around these.
+the saved node data.  Each target adds its own wrapper files around these
+(``Target.custom_layer_files``, in ``converter/targets/<name>/custom.py`` with its templates).
 """
 
 from __future__ import annotations
@@ -20,10 +20,12 @@ ATOL, RTOL = 1e-5, 1e-5
 _SAFE = set(string.ascii_letters + string.digits + "_.-")
 
 
-def render(template: str, **context) -> str:
+def render(template: str, directory: Path = TEMPLATES_DIR, **context) -> str:
+    """Render ``template`` from ``directory`` (the shared templates here, or a target's own
+    ``templates/``)."""
     import jinja2
 
-    env = jinja2.Environment(loader=jinja2.FileSystemLoader(str(TEMPLATES_DIR)), keep_trailing_newline=True,
+    env = jinja2.Environment(loader=jinja2.FileSystemLoader(str(directory)), keep_trailing_newline=True,
                              undefined=jinja2.StrictUndefined, autoescape=False)
     return env.get_template(template).render(**context)
 

@@ -14,7 +14,7 @@ import numpy as np
 import onnx_graphsurgeon as gs
 
 from ..errors import Unsupported
-from ..graph import dtype_name, static_shape, constant_value
+from ..ir.graph import dtype_name, static_shape, constant_value
 
 #: Ops with a complete reference kernel in ``kernels/``: op -> (header, check(attrs, op) -> why not | None).
 KERNELS: dict[str, str] = {"GridSample": "gridsample.hpp", "Einsum": "einsum.hpp"}

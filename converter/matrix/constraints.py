@@ -210,7 +210,7 @@ def _compile_dtype(spec):
     text = f"{_where_text(where)} dtype in {allowed}"
 
     def test(node, op):
-        from ..graph import dtype_name
+        from ..ir.graph import dtype_name
 
         tensor = _tensor(node, where)
         if tensor is None:

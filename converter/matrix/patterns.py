@@ -77,7 +77,7 @@ def _sole_consumer(tensor, keep=frozenset()):
 
 
 def _scalar(tensor) -> float | None:
-    from ..graph import constant_value
+    from ..ir.graph import constant_value
 
     value = constant_value(tensor)
     if value is None or np.asarray(value).size != 1:
@@ -143,7 +143,7 @@ def output_padding_in_end_pads(node, keep=frozenset()) -> Match | None:
     real transposed-convolution outputs the exporter keeps by cropping less (CoreML's and TNN's
     exporters do exactly that).  Beyond the end pad the rows hold only the bias: the planner's
     ``convtranspose_output_padding_to_pad`` rule adds them with a Pad."""
-    from ..graph import attr
+    from ..ir.graph import attr
 
     whole = Match((node,), node.inputs[0], node.outputs[0])
     adj = [int(a) for a in (attr(node, "output_padding") or [])]

@@ -34,7 +34,7 @@ def _tensor(node, where):
 def _const(tensor):
     if tensor is None:
         return None
-    from ..graph import constant_value
+    from ..ir.graph import constant_value
 
     return constant_value(tensor)
 

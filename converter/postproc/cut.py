@@ -35,7 +35,7 @@ from dataclasses import dataclass, field
 import onnx
 import onnx_graphsurgeon as gs
 
-from ..graph import is_constant, to_graph
+from ..ir.graph import is_constant, to_graph
 from .program import lower_node, node_label
 
 

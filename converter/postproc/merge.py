@@ -23,7 +23,7 @@ import numpy as np
 import onnx_graphsurgeon as gs
 
 from ..errors import Unsupported
-from ..graph import NameAllocator, dtype_name, make_constant, make_variable, static_shape
+from ..ir.graph import NameAllocator, dtype_name, make_constant, make_variable, static_shape
 
 MERGED_NAME = "edgeconv_merged"
 

@@ -16,7 +16,7 @@ import numpy as np
 import onnx
 import onnx_graphsurgeon as gs
 
-from ..graph import attr, constant_value
+from ..ir.graph import attr, constant_value
 
 #: dtypes the generated Python and C++ handle (bool is uint8_t 0/1 in C++).
 DTYPES = ("float32", "float64", "int64", "int32", "int8", "uint8", "bool")

@@ -26,8 +26,8 @@ import onnx
 import onnx_graphsurgeon as gs
 
 from ..errors import BadInput, Unsupported
-from ..fsutil import atomic_output_dir
-from ..graph import constant_value, dtype_name, to_graph, to_model
+from ..infra.fsutil import atomic_output_dir
+from ..ir.graph import constant_value, dtype_name, to_graph, to_model
 from . import codegen_cpp, codegen_py
 from .cut import Cut, find_cut
 from .merge import merge_outputs

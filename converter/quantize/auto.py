@@ -34,7 +34,7 @@ import onnx
 import numpy as np
 
 from ..verify.localize import expose_intermediates
-from ..verify.runtime import onnx_runner, run_session, session
+from ..runtimes.onnxruntime import onnx_runner, run_session, session
 from ..verify.stages import Tolerances
 from .debug import INPUT_OP, OUTLIER_RATIO, LayerTable, debug_layers
 from .qdq import QuantConfig, quantize_model

@@ -36,9 +36,9 @@ import numpy as np
 import onnx
 from onnx import helper, numpy_helper
 
-from .params import QdqView, QuantEdge, dequantize, int32_bias
+from .params import BIAS_CORRECTION_KEY as METADATA_KEY
+from .params import QdqView, QuantEdge, bias_correction_record, dequantize, int32_bias
 
-METADATA_KEY = "edgeconv.bias_correction"
 #: Calibration samples the keep-or-drop check runs.
 CHECK_SAMPLES = 16
 #: Calibration samples the mean input maps are taken over: the correction is their spatial mean
@@ -85,7 +85,7 @@ def _float_pass(float_model: onnx.ModelProto, names: list[str], samples: list[di
                 check: int) -> tuple[dict[str, np.ndarray], list[dict[str, np.ndarray]]]:
     """One float run per sample: the mean (over samples and batch, layout kept) of each named
     tensor, and the model outputs of the first ``check`` samples (the SQNR references)."""
-    from ..verify.runtime import run_session, session
+    from ..runtimes.onnxruntime import run_session, session
 
     outputs = [o.name for o in float_model.graph.output]
     inner = [n for n in dict.fromkeys(names) if n not in samples[0] and n not in outputs]
@@ -108,7 +108,7 @@ def _float_pass(float_model: onnx.ModelProto, names: list[str], samples: list[di
 
 def _conv_shift(layer: _Layer, mean_input: np.ndarray) -> np.ndarray:
     """Per output channel: spatial mean of conv(E[x], dW) (one onnxruntime Conv)."""
-    from ..verify.runtime import run_session, session
+    from ..runtimes.onnxruntime import run_session, session
 
     node = helper.make_node("Conv", ["x", "w"], ["y"], **_attrs(layer.node))
     graph = helper.make_graph([node], "bias_shift", [helper.make_tensor_value_info("x", onnx.TensorProto.FLOAT, None)],
@@ -129,7 +129,7 @@ def _gemm_shift(layer: _Layer, mean_input: np.ndarray) -> np.ndarray:
 
 def _worst_sqnr(qdq_model: onnx.ModelProto, samples: list[dict], references: list[dict]) -> float:
     """The lowest, over the outputs, of the median SQNR of ``qdq_model`` (every Q/DQ applied)."""
-    from ..verify.runtime import onnx_runner
+    from ..runtimes.onnxruntime import onnx_runner
     from .verify import compare_quantized
 
     by_sample = {id(sample): reference for sample, reference in zip(samples, references)}
@@ -215,10 +215,3 @@ def with_corrected_biases(float_model: onnx.ModelProto, qdq_model: onnx.ModelPro
             value = dequantize(numpy_helper.to_array(view.inits[edge.quantized]), edge)
             init.CopyFrom(numpy_helper.from_array(value.astype(np.float32).reshape(init.dims), init.name))
     return out
-
-
-def bias_correction_record(model: onnx.ModelProto) -> dict | None:
-    for prop in model.metadata_props:
-        if prop.key == METADATA_KEY:
-            return json.loads(prop.value)
-    return None

@@ -26,7 +26,7 @@ import numpy as np
 import onnx
 
 from ..errors import BadInput
-from ..verify.inputs import input_specs, read_npz, samples_from_arrays
+from ..runtimes.feeds import input_specs, read_npz, samples_from_arrays
 from .preprocess import IMAGE_SUFFIXES, PreprocessSpec, apply_spec, bind, decode_image
 
 FLAG = "--calibration"

@@ -44,10 +44,10 @@ from dataclasses import dataclass, field
 import numpy as np
 import onnx
 
-from ..graph import to_graph
+from ..ir.graph import to_graph
 from ..verify import metrics
 from ..verify.localize import expose_intermediates
-from ..verify.runtime import run_session, session
+from ..runtimes.onnxruntime import run_session, session
 from .params import QdqView
 
 BASELINE_SQNR_DB = {"int8": 40.0, "uint8": 40.0, "int8-weights": 40.0, "fp16": 58.0}

@@ -19,7 +19,7 @@ import onnx
 
 from ..verify import metrics
 from ..verify.localize import expose_intermediates
-from ..verify.runtime import run_session, session
+from ..runtimes.onnxruntime import run_session, session
 from .params import QdqView
 
 #: A file that loses this much more than its QDQ model at a tensor is named (half a bit).

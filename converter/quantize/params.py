@@ -33,10 +33,13 @@ per channel along ``axis`` when it is not null.
 
 from __future__ import annotations
 
+import json
 from dataclasses import dataclass
 
 import numpy as np
 import onnx
+
+from ..ir.integers import int32_bias  # noqa: F401  (part of this module's API)
 from onnx import numpy_helper
 
 FORMAT = "edgeconv.quant/1"
@@ -165,16 +168,8 @@ def dequantize(q: np.ndarray, edge: QuantEdge) -> np.ndarray:
     return (q.astype(np.float64) - zero) * scale
 
 
-def int32_bias(bias: np.ndarray, scale) -> np.ndarray:
-    """A bias as int32 on ``scale`` (input scale x weight scale, per channel or one): round half to
-    even, saturated, as onnxruntime's quantizer, TensorFlow's converter and MACE's write it."""
-    q = np.round(np.asarray(bias, np.float64).reshape(-1) / np.asarray(scale, np.float64).reshape(-1))
-    return np.clip(q, -(2**31), 2**31 - 1).astype(np.int32)
-
-
 def quant_params(view: QdqView, config) -> dict:
     """The record described in the module docstring."""
-    from .bias_correction import bias_correction_record
     qdq = view.qdq_model
     init_names = {i.name for i in qdq.graph.initializer}
 
@@ -205,3 +200,15 @@ def quant_params(view: QdqView, config) -> dict:
         "float_nodes": view.float_only_nodes() if integer else [],
         "bias_correction": bias_correction_record(qdq),
     }
+
+
+#: The QDQ model's metadata key holding the bias correction record.
+BIAS_CORRECTION_KEY = "edgeconv.bias_correction"
+
+
+def bias_correction_record(model: onnx.ModelProto) -> dict | None:
+    """What bias correction recorded in a QDQ model's metadata (:mod:`.bias_correction`), or None."""
+    for prop in model.metadata_props:
+        if prop.key == BIAS_CORRECTION_KEY:
+            return json.loads(prop.value)
+    return None

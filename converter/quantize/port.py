@@ -28,31 +28,18 @@ from collections.abc import Callable
 import numpy as np
 import onnx
 
-from ..fsutil import atomic_write_text
+from ..infra.fsutil import atomic_write_text
+from ..verify.spec import VerifySpec
 from .modes import QuantPlan, QuantRequest, plan_quantization
 
-#: Modes each target exports natively today.  fp16 maps onto the exporters' float16 weights
-#: (TFLite float16 quantization, TNN/MACE half weights, CoreML fp16 compute precision); integer
-#: modes wait for the native int8 exporters (a target lists them in ``quantized_modes``).
-NATIVE_FP16 = ("tflite", "tnn", "mace", "coreml")
-
-
-def request_from(opts) -> QuantRequest:
-    return QuantRequest(mode=getattr(opts, "quantize", None), calibration=getattr(opts, "calibration", None),
-                        method=getattr(opts, "calibration_method", "minmax") or "minmax",
-                        per_tensor=bool(getattr(opts, "per_tensor", False)), preprocess=getattr(opts, "preprocess", None),
-                        bias_correction=bool(getattr(opts, "bias_correction", True)))
-
-
-def plan_for_port(opts, matrix, framework: str, hw: str) -> QuantPlan | None:
+def plan_for_port(request: QuantRequest, matrix, framework: str, hw: str) -> QuantPlan | None:
     """The quantization this port does (None: none); bad options are one BadInput line."""
-    return plan_quantization(request_from(opts), matrix.properties(framework, hw).get("dtypes"), framework, hw)
+    return plan_quantization(request, matrix.properties(framework, hw).get("dtypes"), framework, hw)
 
 
 def native_export(target, plan: QuantPlan) -> bool:
-    if plan.mode == "fp16":
-        return target.name in NATIVE_FP16
-    return plan.mode in getattr(target, "quantized_modes", ())
+    """Does ``target`` write ``plan``'s mode itself (``Target.quantized_modes``)?"""
+    return plan.mode in target.quantized_modes
 
 
 @dataclass
@@ -133,21 +120,22 @@ class QuantResult:
         })
 
 
-def quantize_for_port(model: onnx.ModelProto, opts, plan: QuantPlan, target, out_dir: Path,
-                      postprocess: Callable | None = None, warn: Callable[[str], None] | None = None,
-                      hw: str = "") -> QuantResult:
+def quantize_for_port(model: onnx.ModelProto, request: QuantRequest, verify: VerifySpec | None, plan: QuantPlan,
+                      target, out_dir: Path, postprocess: Callable | None = None,
+                      warn: Callable[[str], None] | None = None, hw: str = "") -> QuantResult:
     """Quantize the legalized (cut) float ``model`` as ``plan`` says for ``target`` on ``hw``
-    (default: the target's own); write the files into ``out_dir``."""
-    from ..load import save_onnx
-    from ..verify.inputs import load_npz, random_inputs
-    from ..verify.runtime import onnx_runner
+    (default: the target's own); write the files into ``out_dir``.  ``verify``: the port's
+    verification options (``--inputs`` are the held-out evaluation samples)."""
+    from ..ir.onnx_file import save_onnx
+    from ..runtimes.feeds import load_npz, random_inputs
+    from ..runtimes.onnxruntime import onnx_runner
     from ..verify.stages import compose, load_tolerances
     from .debug import debug_layers
     from .params import QdqView, quant_params
     from .qdq import QuantConfig, quantize_model
     from .verify import compare_quantized
 
-    request = request_from(opts)
+    verify = verify or VerifySpec()
     warnings: list[str] = []
     spec, preprocess_info = None, None
     if request.preprocess:
@@ -164,7 +152,7 @@ def quantize_for_port(model: onnx.ModelProto, opts, plan: QuantPlan, target, out
         calibration = load_calibration(request.calibration, model, spec)
         warnings += calibration.warnings
         cal_info = {"source": calibration.source, "samples": len(calibration.samples), "bytes": calibration.nbytes}
-    held_out = load_npz(opts.inputs_npz, model) if getattr(opts, "inputs_npz", None) else None
+    held_out = load_npz(verify.inputs, model) if verify.inputs else None
     if spec is not None:
         from .input_checks import check_inputs
         from .preprocess import IMAGE_SUFFIXES
@@ -174,10 +162,9 @@ def quantize_for_port(model: onnx.ModelProto, opts, plan: QuantPlan, target, out
         if calibration is not None and not images:
             warnings += check_inputs(calibration.samples, spec, f"--calibration {request.calibration}")
         if held_out:
-            warnings += check_inputs(held_out, spec, f"--inputs {opts.inputs_npz}")
-    evaluation = held_out or (calibration.samples if calibration else random_inputs(model, getattr(opts, "seed", 0),
-                                                                                     samples=8))
-    tolerances = load_tolerances(getattr(opts, "tolerances", None))
+            warnings += check_inputs(held_out, spec, f"--inputs {verify.inputs}")
+    evaluation = held_out or (calibration.samples if calibration else random_inputs(model, verify.seed, samples=8))
+    tolerances = load_tolerances(verify.tolerances)
     # A target that quantizes the float weights itself either hands its integers to the QDQ model
     # (MACE's CPU: target_weights.py) or writes other ones (TNN of per-tensor QDQ weights, MACE's
     # DSP): a correction fitted to the QDQ model's weight errors would be noise for the latter.

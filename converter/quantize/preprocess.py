@@ -201,7 +201,7 @@ def _range(value, where: str) -> tuple[float, float]:
 
 def image_inputs(model: onnx.ModelProto) -> list[tuple[str, tuple]]:
     """The model's float graph inputs of rank 4, with their shapes."""
-    from ..verify.inputs import input_specs
+    from ..runtimes.feeds import input_specs
 
     return [(s.name, s.shape) for s in input_specs(model) if len(s.shape) == 4 and np.issubdtype(s.dtype, np.floating)]
 

@@ -18,8 +18,8 @@ from pathlib import Path
 
 import numpy as np
 
-from ..fsutil import atomic_output_dir
-from ..graph import constant_value, dtype_name
+from ..infra.fsutil import atomic_output_dir
+from ..ir.graph import constant_value, dtype_name
 from ..postproc import codegen_cpp, codegen_py
 from ..postproc.codegen_py import Role
 from ..postproc.program import Step, lower_node

@@ -34,7 +34,7 @@ import onnx
 import onnx_graphsurgeon as gs
 
 from ..errors import BadInput
-from ..graph import NameAllocator, attr, constant_value, to_graph, to_model
+from ..ir.graph import NameAllocator, attr, constant_value, to_graph, to_model
 from .preprocess import PreprocessSpec
 
 FOLD_RULE = "preprocess-fold"

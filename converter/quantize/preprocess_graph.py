@@ -15,7 +15,7 @@ import numpy as np
 import onnx
 import onnx_graphsurgeon as gs
 
-from ..graph import CANONICAL_OPSET, to_model
+from ..ir.graph import CANONICAL_OPSET, to_model
 from .preprocess import PreprocessSpec
 
 IMAGE = "image"

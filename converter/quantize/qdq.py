@@ -35,7 +35,7 @@ import onnx
 import onnx_graphsurgeon as gs
 
 from ..errors import RuntimeUnavailable
-from ..graph import NameAllocator, attr, constant_value, to_graph, to_model
+from ..ir.graph import NameAllocator, attr, constant_value, to_graph, to_model
 from .ranges import quiet_onnxruntime_quantization, range_of, share_add_ranges
 
 MODES = ("int8", "uint8", "int8-weights", "fp16")

@@ -105,7 +105,7 @@ def collect_ranges(model: onnx.ModelProto, samples: list[dict[str, np.ndarray]],
 
 class _GuardedSession:
     """The calibrator's session, each of its runs stopped by ``--timeout`` and Ctrl-C like every
-    other onnxruntime run (:func:`converter.isolate.guarded_run`); the rest is the session's."""
+    other onnxruntime run (:func:`converter.infra.isolate.guarded_run`); the rest is the session's."""
 
     def __init__(self, session):
         self._session = session
@@ -114,7 +114,7 @@ class _GuardedSession:
         return getattr(self._session, name)
 
     def run(self, names, feeds, run_options=None):
-        from ..isolate import guarded_run
+        from ..infra.isolate import guarded_run
 
         return guarded_run(self._session, names, feeds, "calibration (onnxruntime)")
 

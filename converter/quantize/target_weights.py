@@ -23,7 +23,8 @@ import numpy as np
 import onnx
 from onnx import numpy_helper
 
-from .params import QdqView, int32_bias
+from ..ir.integers import int32_bias
+from .params import QdqView
 
 #: ``(float weight) -> (integers, scale, zero point)``, one scale and zero point per tensor.
 WeightIntegers = Callable[[np.ndarray], tuple[np.ndarray, float, int]]

@@ -4,7 +4,7 @@
 framework x hardware, colored by status, constraint text and source on hover and in a details
 panel on click, where each source is a link to the cited upstream lines on github.com) with search
 and filters; with ``checks`` (a list of
-:class:`~converter.check.CheckResult` for every framework x hardware) the model's ops are
+:class:`~converter.legalize.check.CheckResult` for every framework x hardware) the model's ops are
 highlighted and its per-node verdicts are shown side by side.
 
 The data travels as one JSON blob inside the page; the script renders and filters it.  Output is

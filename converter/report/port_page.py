@@ -8,7 +8,7 @@ import html
 import json
 from pathlib import Path
 
-from ..fsutil import atomic_write_text
+from ..infra.fsutil import atomic_write_text
 
 _STATUS_COLOR = {"supported": "#dafbe1", "unverified": "#fff8c5", "unsupported": "#ffebe9"}
 _RESULT_COLOR = {"ok": "#1a7f37", "unsupported": "#9a6700", "verify_failed": "#cf222e", "needs_custom": "#9a6700",

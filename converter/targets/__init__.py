@@ -48,8 +48,3 @@ def get(name: str) -> Target:
     if isinstance(entry, str):
         entry = importlib.import_module(entry)
     return entry.TARGET if isinstance(entry, ModuleType) else entry
-
-
-def default_hw(name: str) -> str:
-    """The hardware ``--hw`` means when the user names none: the framework's CPU."""
-    return get(name).default_hw

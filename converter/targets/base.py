@@ -11,7 +11,7 @@ A target is a :class:`Target` subclass instance, found by name through
   cannot, and the pipeline refuses such a port before exporting,
 * ``ops`` — its :class:`~converter.targets.registry.OpRegistry` (loaded from ``ops_module``),
 * ``export(model, out_dir, hw, options) -> Artifact`` — write real files for a *legalized*,
-  normalized ONNX model (opset ``converter.graph.CANONICAL_OPSET``), deterministically; an
+  normalized ONNX model (opset ``converter.ir.graph.CANONICAL_OPSET``), deterministically; an
   ``hw`` outside ``hardware`` is :class:`~converter.errors.BadInput` (:meth:`Target.check_hw`),
   a node the format cannot express is :class:`~converter.errors.Unsupported`,
 * ``run(artifact, inputs) -> dict[str, np.ndarray]`` — execute the written files on the
@@ -48,13 +48,30 @@ import onnx
 from ..errors import BadInput
 
 
-@dataclass
+@dataclass(frozen=True)
 class ExportOptions:
+    """What an exporter is told besides the model: the user's choices (``--fp16-weights``,
+    ``--keep-nchw-io``) and what the port learnt on the way (the file name, the nodes that fall
+    back to the CPU, the quantization to write)."""
+
+    #: Store weights as float16 (``--fp16-weights``, ``--quantize fp16``).
     fp16_weights: bool = False
     #: TFLite: keep NCHW model inputs/outputs (a Transpose at each end) instead of NHWC ones.
     keep_nchw_io: bool = False
-    #: Free-form per-target options (documented by each target).
-    extra: dict[str, Any] = field(default_factory=dict)
+    #: The files' stem (sanitized by each target); None: the ONNX graph name, else "model".
+    name: str | None = None
+    #: Nodes the plan leaves to the runtime's CPU fallback (``converter.legalize.partition``).
+    fallback_nodes: tuple[str, ...] = ()
+    #: SHA-256 of the user's model file, which the files then name (CoreML's metadata); None:
+    #: the exporter hashes the ONNX it was given.
+    source_sha256: str | None = None
+    #: The native integer export: ``{"mode", "params", "full_integer"}``
+    #: (:meth:`converter.quantize.port.QuantResult.export_spec`); None: a float file.
+    quantization: dict[str, Any] | None = None
+    #: TFLite: the interpreter threads ``run`` uses (None: LiteRT's default).
+    num_threads: int | None = None
+    #: CoreML: "fp16" or "fp32" compute precision instead of the hardware's default.
+    compute_precision: str | None = None
 
 
 @dataclass
@@ -120,8 +137,15 @@ class Target(ABC):
     #: What ``--hw`` defaults to: the framework's CPU (one of ``hardware``).
     default_hw: str
     custom_layers: bool = True
-    #: ``--quantize`` modes the exporter writes natively (other modes keep the QDQ model only).
+    #: ``--quantize`` modes the exporter writes natively (other modes keep the QDQ model only);
+    #: "fp16" means float16 weights (``ExportOptions.fp16_weights``).
     quantized_modes: tuple[str, ...] = ()
+    #: What ``run`` executes its files with on this machine (``Artifact.runtime``): "litert",
+    #: "tnn-reader+onnxruntime", ... (:meth:`executor_oracle` names it).
+    executor: str = ""
+    #: The environment variable naming this framework's real runtime (``--runtime NAME=PATH``
+    #: overrides it; :mod:`converter.targets.oracles`); None: no pluggable runtime.
+    runtime_env: str | None = None
     #: The module whose import fills the target's op registry (its ``OPS``); None for a target
     #: that does not map ONNX ops one by one.
     ops_module: str | None = None
@@ -144,6 +168,50 @@ class Target(ABC):
         (converter/quantize/target_weights.py), so that its verdict and the bias correction
         compute with the file's weights."""
         return None
+
+    def executor_name(self) -> str:
+        """``executor``, for targets whose executor depends on the machine (CoreML: the device
+        runtime on macOS, the MIL executor elsewhere)."""
+        return self.executor
+
+    @property
+    def executors(self) -> tuple[str, ...]:
+        """Every executor name ``run`` may use (on any machine)."""
+        return (self.executor,) if self.executor else ()
+
+    def executor_oracle(self, executor: str):
+        """The :class:`~converter.runtimes.base.Oracle` of a built-in executor (default: a reader
+        of that name)."""
+        from ..runtimes.base import READER, Oracle
+
+        return Oracle(executor or "unknown executor", READER)
+
+    def load_runtime(self, path: Path):
+        """The :class:`~converter.runtimes.base.RealRuntime` adapter for the tool at ``path``
+        (BadInput when it is not one); only targets with a ``runtime_env``."""
+        raise BadInput(f"no pluggable runtime for '{self.name}'")
+
+    # ------------------------------------------------------------- custom layers (remedy 4)
+    #: The module holding ``scaffold_files(ops, name)`` and ``REGISTRATION`` (the scaffold's
+    #: wrapper files around the shared kernel and how an app registers them); None: no scaffold.
+    custom_module: str | None = None
+
+    def custom_layer_name(self, op) -> str:
+        """The type string a custom op gets in this framework's file."""
+        return op.symbol
+
+    def custom_layer_files(self, ops, name: str) -> dict[str, bytes]:
+        """``{relative path: bytes}``: this framework's wrapper files for one custom op type."""
+        return self._custom().scaffold_files(ops, name)
+
+    def custom_layer_registration(self, op, name: str) -> str:
+        """How an app registers the generated layer (one paragraph of the scaffold's README)."""
+        return self._custom().REGISTRATION.format(op=op.slug, name=name, symbol=op.symbol, upper=name.upper())
+
+    def _custom(self):
+        if self.custom_module is None:
+            raise BadInput(f"no custom-layer scaffold for {self.title}")
+        return importlib.import_module(self.custom_module)
 
     def check_hw(self, hw: str) -> None:
         """BadInput unless ``hw`` is one of the target's hardware names."""

@@ -3,7 +3,7 @@
 Every format forbids some characters in file stems or tensor/layer names (TNN splits its text
 format on ``,`` ``"`` ``:`` and blanks; MIL names are identifiers; ...).  A :class:`NameRule`
 says which characters and what to do around them; ``rule(name)`` applies it.  Unique names are
-:func:`converter.graph.unique_name` (``base``, ``base_1``, ...).
+:func:`converter.ir.graph.unique_name` (``base``, ``base_1``, ...).
 """
 
 from __future__ import annotations

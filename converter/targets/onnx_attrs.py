@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from typing import Any
 
-from ..graph import attr
+from ..ir.graph import attr
 
 
 def text(value: Any) -> Any:

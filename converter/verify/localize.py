@@ -21,11 +21,10 @@ from dataclasses import dataclass, field
 
 import numpy as np
 import onnx
-import onnx_graphsurgeon as gs
 
-from ..graph import Provenance, provenance_of, to_graph, to_model
+from ..ir.graph import Provenance, provenance_of, to_graph
 from . import metrics
-from .runtime import one_line, run_session, session
+from ..runtimes.onnxruntime import expose_intermediates, intermediate_values, one_line, run_session, session  # noqa: F401
 
 #: Default per-layer normalized rMSE above which a layer counts as diverging.  float32
 #: re-association (BN folding, fused bias, reordered sums) stays below ~1e-6; quantization-free
@@ -120,42 +119,6 @@ class LayerReport:
             "target": self.target,
             "summary": self.summary(),
         }
-
-
-def _with_types(model: onnx.ModelProto) -> onnx.ModelProto:
-    """Shape/type inference on a copy when some intermediate tensor has no recorded type."""
-    known = {v.name for v in list(model.graph.value_info) + list(model.graph.output)}
-    if all(out in known for node in model.graph.node for out in node.output if out):
-        return model
-    try:
-        return onnx.shape_inference.infer_shapes(model, check_type=False, strict_mode=False)
-    except Exception:  # inference is an aid here, not a requirement
-        return model
-
-
-def expose_intermediates(model: onnx.ModelProto) -> tuple[onnx.ModelProto, list[str]]:
-    """A copy of ``model`` whose outputs are its own outputs plus every typed node output.
-
-    Returns the copy and the names of the tensors it exposes, in topological order.
-    """
-    graph = to_graph(_with_types(model))
-    graph.toposort()
-    exposed: list[gs.Variable] = list(graph.outputs)
-    seen = {t.name for t in exposed}
-    for node in graph.nodes:
-        for out in node.outputs:
-            if isinstance(out, gs.Variable) and out.name and out.name not in seen and out.dtype is not None:
-                exposed.append(out)
-                seen.add(out.name)
-    graph.outputs = exposed
-    order = [out.name for node in graph.nodes for out in node.outputs if out.name in seen]
-    return to_model(graph, cleanup=False), order
-
-
-def intermediate_values(model: onnx.ModelProto, inputs: dict[str, np.ndarray]) -> dict[str, np.ndarray]:
-    """Every typed intermediate tensor of ``model`` on ``inputs``, from one onnxruntime run."""
-    exposed, _ = expose_intermediates(model)
-    return run_session(session(exposed), inputs)
 
 
 def _producers(model: onnx.ModelProto) -> dict[str, onnx.NodeProto]:

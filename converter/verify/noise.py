@@ -57,7 +57,7 @@ def _nudge(values: np.ndarray, rng: np.random.Generator) -> np.ndarray:
 
 def perturbed_model(model: onnx.ModelProto, seed: int = 0) -> onnx.ModelProto:
     """``model`` with every float32 initializer (and Constant node) moved by one rounding."""
-    from ..weights import to_array
+    from ..ir.weights import to_array
 
     rng = np.random.default_rng(seed)
     twin = onnx.ModelProto()
@@ -76,7 +76,7 @@ def perturbed_model(model: onnx.ModelProto, seed: int = 0) -> onnx.ModelProto:
 def estimate(model: onnx.ModelProto, samples: list[dict[str, np.ndarray]], ref_outs: list[dict[str, np.ndarray]],
              seed: int = 0) -> dict[str, NoiseFloor]:
     """Per output: the float32 noise floor over ``samples`` (``ref_outs``: the model's outputs)."""
-    from .runtime import onnx_runner
+    from ..runtimes.onnxruntime import onnx_runner
 
     run = onnx_runner(perturbed_model(model, seed))
     rng = np.random.default_rng(seed + 1)

@@ -11,12 +11,13 @@ from collections.abc import Callable
 import numpy as np
 import onnx
 
-from ..fsutil import atomic_write_text
-from ..graph import provenance_of
-from .inputs import DEFAULT_FLOAT_RANGE, load_npz, random_inputs
+from ..infra.fsutil import atomic_write_text
+from ..ir.graph import provenance_of
+from ..runtimes.feeds import DEFAULT_FLOAT_RANGE, load_npz, random_inputs
 from .replay import write_replay
 from .report import standalone_html, to_json
-from .runtime import Runner, onnx_runner
+from ..runtimes.base import Runner
+from ..runtimes.onnxruntime import onnx_runner
 from ..targets.base import supports_intermediates
 from .stages import Stage, Tolerances, VerifyReport, compose, target_runner, verify_stages
 from .target_layers import TargetLocalizer
@@ -60,7 +61,7 @@ def localization_reference(original: onnx.ModelProto, converted: onnx.ModelProto
     if shared >= sum(len(n.output) for n in converted.graph.node):
         return original
     try:
-        from ..normalize import normalize
+        from ..frontend.normalize import normalize
 
         normalized = normalize(original)
     except Exception:  # normalization is only a better guess here; keep the original
@@ -89,7 +90,7 @@ def verify_files(
 ) -> VerifyReport:
     """Compare the ONNX file ``converted_path`` with ``original_path`` (localizing on failure)."""
     from ..errors import BadInput
-    from ..load import load_onnx
+    from ..frontend.load import load_onnx
 
     for path in (original_path, converted_path):
         if not Path(path).is_file():
@@ -143,8 +144,8 @@ def verify_target_file(
     """Compare an exported file (run by its framework's real runtime when one is chosen, else by
     the target's own executor) with the ONNX ``original_path``: the target stage of a port, alone."""
     from ..errors import BadInput
-    from ..load import load_onnx
-    from ..runtimes import bind, oracle_of, resolve
+    from ..frontend.load import load_onnx
+    from ..targets.oracles import bind, oracle_of, resolve
 
     if not Path(original_path).is_file():
         raise BadInput(f"{original_path}: no such file")
@@ -188,7 +189,7 @@ def port_stages(
         stages.append(Stage("legalized", compose(run, postprocess) if postprocess else run,
                             model=legalized, reference=normalized))
     if target is not None and artifact is not None:
-        from ..runtimes import oracle_of
+        from ..targets.oracles import oracle_of
 
         run = target_runner(target, artifact)
         localizer = None

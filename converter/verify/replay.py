@@ -1,6 +1,6 @@
 """Replay a failing verification: the exact inputs it used and the command that reruns it.
 
-The inputs go to an ``.npz`` that :func:`converter.verify.inputs.load_npz` reads back (one array
+The inputs go to an ``.npz`` that :func:`converter.runtimes.feeds.load_npz` reads back (one array
 per input, samples stacked on a new leading axis when there are several).  The file is written
 byte-for-byte deterministically (fixed zip timestamps, stored members), so rerunning a failing
 verification rewrites the same bytes.
@@ -16,7 +16,7 @@ from pathlib import Path
 
 import numpy as np
 
-from ..fsutil import atomic_write_bytes, atomic_write_text
+from ..infra.fsutil import atomic_write_bytes, atomic_write_text
 from .stages import Tolerances, VerifyReport
 
 INPUTS_FILE = "verify-inputs.npz"

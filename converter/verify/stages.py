@@ -1,7 +1,7 @@
 """Compare every stage of a port against the original model, output by output.
 
 A stage is a name and a runner, ``runner(inputs) -> {output name: array}``: the normalized and
-legalized ONNX graphs run in onnxruntime (:func:`~converter.verify.runtime.onnx_runner`), a cut
+legalized ONNX graphs run in onnxruntime (:func:`~converter.runtimes.onnxruntime.onnx_runner`), a cut
 model followed by its generated post-processing is ``compose(onnx_runner(cut), postprocess)``, and
 a target file runs through ``TARGET.run(artifact, inputs)`` (:func:`target_runner`).  A stage that
 also carries its ONNX ``model`` is localized when it fails: see :mod:`converter.verify.localize`;
@@ -45,7 +45,8 @@ from .localize import DEFAULT_LAYER_TOL, LayerReport, localize
 from .metrics import Metrics, Tolerance
 from .noise import DEFAULT_MULTIPLE as DEFAULT_NOISE_MULTIPLE
 from .noise import NoiseFloor
-from .runtime import Runner, one_line, onnx_runner
+from ..runtimes.base import Runner
+from ..runtimes.onnxruntime import one_line, onnx_runner
 
 PASS, FAIL, ERROR, SKIPPED = "pass", "fail", "error", "skipped"
 #: A target stage whose built-in reader could not run the file: neither passed nor failed.
@@ -197,27 +198,11 @@ def compose(runner: Runner, postprocess: Callable[[dict[str, np.ndarray]], dict[
 
 
 def target_runner(target, artifact) -> Runner:
-    """A runner executing an exported artifact on its target's runtime (``TARGET.run``, or a
-    real runtime bound with :func:`converter.runtimes.bind`).
+    """The runner of an exported artifact on its target's executor, or a real runtime bound
+    with :func:`converter.targets.oracles.bind` (:class:`~converter.runtimes.base.TargetRunner`)."""
+    from ..targets.oracles import runner_of
 
-    When the oracle is a built-in *reader* and it cannot run the file, that is the reader's
-    limit, not the file's: :class:`~converter.runtimes.ReaderCannotRun` makes the stage
-    ``unverified`` instead of failed.  A real runtime that refuses the file fails the stage."""
-    from ..runtimes import READER, ReaderCannotRun, RuntimeRefused, oracle_of
-
-    def run(inputs):
-        try:
-            return target.run(artifact, inputs)
-        except (RuntimeUnavailable, RuntimeRefused, ReaderCannotRun):
-            raise
-        except Exception as err:  # noqa: BLE001 - any reader failure is the reader's
-            oracle = oracle_of(target, artifact)
-            if oracle.kind != READER:
-                raise
-            raise ReaderCannotRun(f"target stage unverified: reader could not run it ({oracle.name}: "
-                                  f"{one_line(err)})") from None
-
-    return run
+    return runner_of(target, artifact)
 
 
 StageLike = Stage | tuple

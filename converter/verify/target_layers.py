@@ -26,10 +26,10 @@ from typing import Any
 import numpy as np
 import onnx
 
-from ..graph import provenance_of
+from ..ir.graph import provenance_of
 from . import metrics
 from .localize import DEFAULT_LAYER_TOL, LayerReport, LayerResult, _comparable, _topological_nodes, intermediate_values
-from .runtime import one_line
+from ..runtimes.onnxruntime import one_line
 
 #: Why a legalized tensor has no counterpart in the file.
 NOT_MATERIALIZED = "not materialized by the target (fused into a later layer, or computed inside one)"

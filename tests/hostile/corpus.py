@@ -114,7 +114,7 @@ def _torch_save_zip(data_pkl: bytes) -> bytes:
 def build_torch_files(root: Path) -> dict[str, Path]:
     """A real ExportedProgram and TorchScript files, made in a separate interpreter: torch's
     thread pools must not start in the caller (a process with threads cannot fork the
-    loader's child, see converter.isolate, and would start a fresh interpreter per load)."""
+    loader's child, see converter.infra.isolate, and would start a fresh interpreter per load)."""
     import subprocess
     import sys
 

@@ -9,12 +9,12 @@
   they are recorded in the model's metadata and in ``artifact.meta``.
 * Precision: the Neural Engine computes in fp16 only, so ``--hw ane`` defaults to fp16 compute
   precision (fp16 weights, fp32 model I/O with casts at the ends); cpu/gpu default to fp32.
-  Override with ``ExportOptions.extra["compute_precision"] = "fp16" | "fp32"``;
+  Override with ``ExportOptions.compute_precision = "fp16" | "fp32"``;
   ``ExportOptions.fp16_weights`` also selects fp16.
 * ``run`` uses ``MLModel.predict`` on macOS (``artifact.runtime == "coreml"``); elsewhere it
   executes the saved program op by op in numpy (``"mil-numpy"``, see ``mil_executor``).
 
-Options in ``ExportOptions.extra``: ``name`` (package file stem, default the ONNX graph name),
+Options in ``ExportOptions.name`` (package file stem, default the ONNX graph name),
 ``source_sha256`` (hash of the user's source file, default the hash of the ONNX model given),
 ``compute_precision``.
 """
@@ -33,7 +33,7 @@ import onnx
 
 from ... import __version__
 from ...errors import BadInput, EdgeconvError, Unsupported
-from ...fsutil import sha256_bytes
+from ...infra.fsutil import sha256_bytes
 from ..base import Artifact, ExportOptions, Target
 from .mil_builder import sanitize
 from .mil_registry import OPS
@@ -49,7 +49,7 @@ FP16_TOLERANCE = {"atol": 4e-3, "rtol": 4e-3}
 
 
 def _precision(hw: str, options: ExportOptions) -> str:
-    chosen = options.extra.get("compute_precision")
+    chosen = options.compute_precision
     if chosen is None:
         return "fp16" if hw == "ane" or options.fp16_weights else "fp32"
     if chosen not in ("fp16", "fp32"):
@@ -61,7 +61,20 @@ def _precision(hw: str, options: ExportOptions) -> str:
 
 class CoreMLTarget(Target):
     name = "coreml"
+    custom_module = "converter.targets.coreml.custom"
     title = OPS.title
+
+    executors = ("mil-numpy", "coreml")
+
+    def executor_name(self) -> str:
+        return _runtime_name()
+
+    def executor_oracle(self, executor: str):
+        from ...runtimes.base import READER, Oracle, package_version
+
+        if executor == "coreml":
+            return Oracle(f"CoreML runtime (coremltools {package_version('coremltools')})")
+        return Oracle("CoreML MIL executor (no device)", READER)
     ops_module = "converter.targets.coreml.mil_mappings"
     hardware = ("cpu", "gpu", "ane")
     default_hw = "cpu"
@@ -70,7 +83,7 @@ class CoreMLTarget(Target):
     custom_layers = False
     #: --quantize modes written natively (besides fp16 compute precision): int8 weights as
     #: constexpr_affine_dequantize (quantized.py).
-    quantized_modes = ("int8-weights",)
+    quantized_modes = ("int8-weights", "fp16")
 
     def preload(self) -> None:
         from . import mil_executor, package_writer  # noqa: F401 - imported early, see Target.preload
@@ -107,7 +120,7 @@ class CoreMLTarget(Target):
         built = build_program(model, target)
         program = built.program
         compressed = None
-        quant = options.extra.get("quantization")
+        quant = options.quantization
         if quant is not None and quant.get("mode") == "int8-weights":
             from .quantized import compress_weights
 
@@ -131,8 +144,8 @@ class CoreMLTarget(Target):
         except (ValueError, TypeError, NotImplementedError) as err:  # coremltools' own refusals
             raise Unsupported(f"coremltools rejected the program: {str(err).splitlines()[0]}") from None
 
-        name = sanitize(str(options.extra.get("name") or model.graph.name or "model"))
-        source_sha = options.extra.get("source_sha256") or sha256_bytes(
+        name = sanitize(str(options.name or model.graph.name or "model"))
+        source_sha = options.source_sha256 or sha256_bytes(
             model.SerializeToString(deterministic=True))
         io = {"inputs": [s.to_json() for s in built.inputs],
               "outputs": [s.to_json() for s in built.outputs]}

@@ -19,7 +19,7 @@ from pathlib import Path
 import numpy as np
 import onnx
 
-from ...graph import dtype_name, to_graph
+from ...ir.graph import dtype_name, to_graph
 from ..base import Artifact, Intermediates
 
 FP16_SUFFIX = "_cast_fp16"

@@ -16,7 +16,7 @@ import itertools
 import math
 import numpy as np
 
-from ...conv_math import conv_columns, conv_transpose_full, windows
+from ...ir.conv_math import conv_columns, conv_transpose_full, windows
 from ...errors import Unsupported
 from . import kernels_tensor, kernels_vision  # noqa: F401  (importing this module loads every kernel family)
 from .kernel_registry import KERNELS, as_f32, text

@@ -21,7 +21,7 @@ import onnx
 import onnx_graphsurgeon as gs
 
 from ...errors import BadInput, Unsupported
-from ...graph import constant_value, static_shape, to_graph, unique_name
+from ...ir.graph import constant_value, static_shape, to_graph, unique_name
 from ..driver import NodeContext, lower_nodes
 from ..naming import NameRule
 from .mil_mappings import OPS, supported_onnx_ops  # noqa: F401  (re-exported)

@@ -10,7 +10,7 @@ its result (a MIL Var, a list of them, or a build-time numpy constant) to ``ctx.
 from __future__ import annotations
 
 from ...errors import Unsupported
-from ...graph import static_shape
+from ...ir.graph import static_shape
 from ..driver import cannot_express
 from ..registry import OpRegistry
 

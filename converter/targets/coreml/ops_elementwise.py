@@ -5,7 +5,7 @@ from __future__ import annotations
 
 import numpy as np
 
-from ...graph import attr, static_shape
+from ...ir.graph import attr, static_shape
 from .mil_registry import OPS, output_shape, unsupported
 
 _BINARY = {"Add": "add", "Sub": "sub", "Mul": "mul", "Div": "real_div", "Pow": "pow",

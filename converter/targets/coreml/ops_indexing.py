@@ -7,7 +7,7 @@ from __future__ import annotations
 
 import numpy as np
 
-from ...graph import attr, constant_value
+from ...ir.graph import attr, constant_value
 from ..onnx_attrs import str_attr
 from .mil_registry import OPS, input_shape, unsupported
 

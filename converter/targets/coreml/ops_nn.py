@@ -7,7 +7,7 @@ from typing import Any
 
 import numpy as np
 
-from ...graph import attr, static_shape
+from ...ir.graph import attr, static_shape
 from .mil_registry import OPS, unsupported
 
 def _spatial_pads(node, rank: int) -> tuple[str, list[int]]:

@@ -9,7 +9,7 @@ from __future__ import annotations
 
 import numpy as np
 
-from ...graph import attr
+from ...ir.graph import attr
 from ..onnx_attrs import str_attr
 from .mil_registry import OPS, input_shape, unsupported
 

@@ -6,7 +6,7 @@ from __future__ import annotations
 import numpy as np
 import onnx
 
-from ...graph import attr, static_shape
+from ...ir.graph import attr, static_shape
 from .mil_registry import OPS, output_shape, unsupported
 
 @OPS.register("Reshape", "Flatten")

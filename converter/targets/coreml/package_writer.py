@@ -26,7 +26,7 @@ import tempfile
 import uuid
 from pathlib import Path
 
-from ...fsutil import sha256_bytes
+from ...infra.fsutil import sha256_bytes
 
 MODEL_ITEM = ("model.mlmodel", "com.apple.CoreML", "CoreML Model Specification")
 WEIGHTS_ITEM = ("weights", "com.apple.CoreML", "CoreML Model Weights")

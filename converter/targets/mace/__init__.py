@@ -12,7 +12,7 @@ from pathlib import Path
 import numpy as np
 import onnx
 
-from ...fsutil import atomic_output_dir, sha256_bytes
+from ...infra.fsutil import atomic_output_dir, sha256_bytes
 from ..base import Artifact, ExportOptions, Target
 from ..naming import NameRule
 from .registry import OPS
@@ -24,13 +24,26 @@ FILE_NAME = NameRule(r"[^\w-]")
 
 class MaceTarget(Target):
     name = "mace"
+    custom_module = "converter.targets.mace.custom"
     title = OPS.title
+    executor = "mace-reader+onnxruntime"
+    runtime_env = "EDGECONV_MACE_RUNTIME"
+
+    def executor_oracle(self, executor: str):
+        from ...runtimes.base import READER, Oracle, package_version
+
+        return Oracle(f"edgeconv MACE reader (onnxruntime {package_version('onnxruntime')})", READER)
+
+    def load_runtime(self, path):
+        from .runtime import mace_runtime
+
+        return mace_runtime(path)
     ops_module = "converter.targets.mace.ops"
     hardware = ("cpu", "gpu", "dsp", "apu")
     default_hw = "cpu"
     #: --quantize modes written natively (besides fp16): uint8 ops on the CPU (quantized.py) and
     #: Hexagon NN nodes on the DSP (hexagon.py).
-    quantized_modes = ("uint8",)
+    quantized_modes = ("uint8", "fp16")
 
     def weight_integers(self, mode: str, hw: str):
         """The CPU's uint8 file quantizes each convolution's float weights itself, per tensor
@@ -54,14 +67,14 @@ class MaceTarget(Target):
         options = options or ExportOptions()
         self.check_hw(hw)
         out_dir = Path(out_dir)
-        name = options.extra.get("name") or (model.graph.name or "model")
+        name = options.name or (model.graph.name or "model")
         name = FILE_NAME(name)
-        quantization = (options.extra.get("quantization") or {}).get("params")
+        quantization = (options.quantization or {}).get("params")
         pb, data, inputs, outputs, meta = netdef_writer.build(model, hw, name, options.fp16_weights, quantization)
         files = {f"{name}.pb": pb, f"{name}.data": data}
         yml = deploy_yaml.render(name, hw, f"{name}.pb", sha256_bytes(pb), f"{name}.data",
                                  sha256_bytes(data), inputs, outputs, options.fp16_weights,
-                                 fallback=bool(options.extra.get("fallback_nodes")), quantize=quantization is not None)
+                                 fallback=bool(options.fallback_nodes), quantize=quantization is not None)
         files[f"{name}.yml"] = yml.encode()
         with atomic_output_dir(out_dir) as tmp:
             for file_name, content in files.items():
@@ -74,8 +87,8 @@ class MaceTarget(Target):
         """Feed NCHW arrays as a MaceTensor with data_format NCHW would be: transposed to the
         model's NHWC ``input_info`` (and outputs back), then execute through the reader."""
         from .intermediates import feeds
-        from ...isolate import guarded_run  # --timeout and Ctrl-C stop it like every other run
-        from ...verify.runtime import session
+        from ...infra.isolate import guarded_run  # --timeout and Ctrl-C stop it like every other run
+        from ...runtimes.onnxruntime import session
         from .reader import read
 
         name = artifact.meta["name"]

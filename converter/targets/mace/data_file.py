@@ -44,3 +44,20 @@ def unpack(blob: bytes, dims, dtype: int, offset: int, data_size: int) -> np.nda
         raise ValueError(f"tensor at offset {offset} with {data_size} elements overruns .data "
                          f"({len(blob)} bytes)")
     return np.frombuffer(blob[offset:end], dtype=np_dtype).reshape([int(d) for d in dims]).copy()
+
+
+def set_arg(arg, name: str, kind: str, value) -> None:
+    """Fill a NetDef ``Argument``: ``kind`` i, f, s, ints or floats (``mace/proto/mace.proto``)."""
+    arg.name = name
+    if kind == "i":
+        arg.i = int(value)
+    elif kind == "f":
+        arg.f = float(value)
+    elif kind == "s":
+        arg.s = value.encode() if isinstance(value, str) else bytes(value)
+    elif kind == "ints":
+        arg.ints.extend(int(v) for v in value)
+    elif kind == "floats":
+        arg.floats.extend(float(v) for v in value)
+    else:  # pragma: no cover - programming error
+        raise ValueError(kind)

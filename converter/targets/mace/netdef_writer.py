@@ -19,11 +19,11 @@ import numpy as np
 import onnx
 
 from ...errors import BadInput, Unsupported
-from ...graph import constant_value, dtype_name, static_shape, to_graph, unique_name
+from ...ir.graph import constant_value, dtype_name, static_shape, to_graph, unique_name
 from ..driver import NodeContext, lower_nodes
 from ._generated import mace_pb2
 from .custom import convert_custom
-from .data_file import DT_FLOAT, DT_HALF, DT_INT32, pack
+from .data_file import DT_FLOAT, DT_HALF, DT_INT32, pack, set_arg
 from .ops import APU_OPS, DF_AUTO, DF_NCHW, DF_NHWC, DF_NONE, DSP_OPS, FRAMEWORK_ONNX, GPU_OPS, OPS
 
 #: include/mace/public/mace.h RuntimeType, keyed by our hardware names.
@@ -131,7 +131,7 @@ class Emitter(NodeContext):
         if transposable:
             common.append(("has_data_format", "i", 1))
         for arg_name, kind, value in [*common, *args]:
-            _set_arg(op.arg.add(), arg_name, kind, value)
+            set_arg(op.arg.add(), arg_name, kind, value)
         for out in outputs:
             dims = self.shapes.get(out)
             if dims is not None:
@@ -171,22 +171,6 @@ def _copy_aliased_outputs(em: Emitter, output_names: list[str]) -> None:
             em.op("Eltwise", f"{out}_copy", [alias], [out], T=dtype,
                   args=[("type", "i", PROD), ("scalar_input", "f", 1.0), ("scalar_input_index", "i", 1)],
                   output_types=[DT_INT32] if dtype == DT_INT32 else None)
-
-
-def _set_arg(arg, name: str, kind: str, value) -> None:
-    arg.name = name
-    if kind == "i":
-        arg.i = int(value)
-    elif kind == "f":
-        arg.f = float(value)
-    elif kind == "s":
-        arg.s = value.encode() if isinstance(value, str) else bytes(value)
-    elif kind == "ints":
-        arg.ints.extend(int(v) for v in value)
-    elif kind == "floats":
-        arg.floats.extend(float(v) for v in value)
-    else:  # pragma: no cover - programming error
-        raise ValueError(kind)
 
 
 def _nhwc(dims: list[int]) -> list[int]:
@@ -266,7 +250,7 @@ def build(model: onnx.ModelProto, hw: str, name: str, fp16_weights: bool = False
 
         net_args.append((QUANTIZE_FLAG, "i", 1))  # transformer.py quantize_nodes
     for arg_name, kind, value in net_args:
-        _set_arg(net.arg.add(), arg_name, kind, value)
+        set_arg(net.arg.add(), arg_name, kind, value)
     quant_weights = em.quant_weights
     for (tensor_name, (value, dtype)), (offset, size) in zip(em.weights.items(), placed):
         dims = (uint8 or {}).get("const_dims", {}).get(tensor_name, list(value.shape))

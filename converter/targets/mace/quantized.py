@@ -48,8 +48,8 @@ from dataclasses import dataclass
 import numpy as np
 
 from ...errors import Unsupported
-from ...graph import unique_name
-from ...quantize.params import int32_bias
+from ...ir.graph import unique_name
+from ...ir.integers import int32_bias
 from .data_file import DT_FLOAT, DT_INT32, DT_UINT8
 
 QUANTIZE_FLAG = "quantize_flag"  # base_converter.py MaceKeyword.mace_quantize_flag_arg_str
@@ -315,10 +315,10 @@ def quantize_net(em, inputs, outputs, record: dict, hw: str) -> dict:
         op = mace_pb2.OperatorDef(name=name, type=op_type)
         op.input.append(src)
         op.output.append(dst)
-        from .netdef_writer import _set_arg
+        from .data_file import set_arg
 
         for arg_name, kind, value in [("T", "i", DT_UINT8), *args]:
-            _set_arg(op.arg.add(), arg_name, kind, value)
+            set_arg(op.arg.add(), arg_name, kind, value)
         if shape:
             op.output_shape.add().dims.extend(shape)
         if output_type is not None:

@@ -14,7 +14,7 @@ tensor's ``perm`` (stored = onnx.transpose(perm)); :meth:`TFLiteTarget.run` appl
 always pass and get ONNX-layout arrays.
 
 Options: ``fp16_weights`` stores float weights as float16 (+ DEQUANTIZE);
-``extra["name"]`` names the file (default: the ONNX graph name); ``extra["num_threads"]``
+``ExportOptions.name`` names the file (default: the ONNX graph name); ``num_threads``
 sets LiteRT's thread count in :meth:`run`.  Hardware (``cpu``, ``gpu``, ``nnapi``, ``edgetpu``)
 is the matrix column the planner legalized for; the float32 file itself is the same for all
 (int8 for the Edge TPU is a later issue), except that only ``cpu`` files compute a softmax or
@@ -29,9 +29,9 @@ from pathlib import Path
 import numpy as np
 import onnx
 
-from ...errors import BadInput, MissingExtra, Unsupported
-from ...fsutil import atomic_write_bytes, sha256_bytes
-from ...graph import dtype_name, to_graph
+from ...errors import MissingExtra, Unsupported
+from ...infra.fsutil import atomic_write_bytes, sha256_bytes
+from ...ir.graph import dtype_name, to_graph
 from ..base import Artifact, ExportOptions, Target
 from ..naming import FILE_STEM
 from . import layout as L
@@ -40,12 +40,19 @@ from .registry import OPS
 
 class TFLiteTarget(Target):
     name = "tflite"
+    custom_module = "converter.targets.tflite.custom"
     title = OPS.title
+    executor = "litert"
+
+    def executor_oracle(self, executor: str):
+        from ...runtimes.base import Oracle, package_version
+
+        return Oracle(f"LiteRT {package_version('ai-edge-litert')}")
     ops_module = "converter.targets.tflite.ops"
     hardware = ("cpu", "gpu", "nnapi", "edgetpu")
     default_hw = "cpu"
     #: --quantize modes written natively (besides fp16): int8 tensors, see quantized.py.
-    quantized_modes = ("int8", "int8-weights")
+    quantized_modes = ("int8", "int8-weights", "fp16")
 
     def carries_qdq_weight_integers(self, per_channel: bool) -> bool:
         return True  # quantized.py writes the QDQ model's weight integers, per channel or not
@@ -57,13 +64,13 @@ class TFLiteTarget(Target):
         from .writer import FlatbufferFile
 
         data, meta = convert(model, options, hw)
-        name = FILE_STEM(options.extra.get("name") or model.graph.name or "model")
+        name = FILE_STEM(options.name or model.graph.name or "model")
         out_dir = Path(out_dir)
         streamed = isinstance(data, FlatbufferFile)
         sha256 = data.sha256_meanwhile() if streamed else lambda: sha256_bytes(data)
         path = atomic_write_bytes(out_dir / f"{name}.tflite", data.write if streamed else data)
         meta.update(sha256=sha256(), size=len(data), hw=hw,
-                    num_threads=options.extra.get("num_threads"))
+                    num_threads=options.num_threads)
         return Artifact(target=self.name, hw=hw, files=[path], out_dir=out_dir, meta=meta, runtime="litert")
 
     def preload(self) -> None:
@@ -77,11 +84,13 @@ class TFLiteTarget(Target):
         except ImportError:  # pragma: no cover - depends on the environment
             raise MissingExtra("tflite", "running a .tflite file") from None
         path = next(p for p in artifact.files if str(p).endswith(".tflite"))
-        from ...fsutil import quiet_native_stderr
+        from ...infra.fsutil import quiet_native_stderr
 
         with quiet_native_stderr():  # LiteRT prints "INFO: Created ... delegate" from C++
             interpreter = Interpreter(model_path=str(path), num_threads=artifact.meta.get("num_threads"))
             interpreter.allocate_tensors()
+        from .interface import feed_inputs
+
         feed_inputs(interpreter, artifact, inputs)
         interpreter.invoke()
         out_by_name = {d["name"]: d for d in interpreter.get_output_details()}
@@ -111,25 +120,6 @@ class Int8Summary:
         self.quantize_ops = self.dequantize_ops = self.requantize_ops = 0
 
 
-def feed_inputs(interpreter, artifact: Artifact, inputs: dict[str, np.ndarray]) -> None:
-    """Set the interpreter's inputs from ONNX-layout arrays (transposed as the file stores them)."""
-    by_name = {d["name"]: d for d in interpreter.get_input_details()}
-    for spec in artifact.meta["inputs"]:
-        if spec["name"] not in inputs:
-            raise BadInput(f"tflite: missing input '{spec['name']}'")
-        value = np.asarray(inputs[spec["name"]])
-        if spec.get("quantization") and value.dtype != np.dtype(spec["dtype"]):
-            # an int8 input (full-integer file) fed real values: quantize as the file says
-            q, info = spec["quantization"], np.iinfo(np.dtype(spec["dtype"]))
-            value = np.clip(np.rint(value.astype(np.float64) / q["scale"][0]) + q["zero_point"][0], info.min, info.max)
-        value = value.astype(np.dtype(spec["dtype"]), copy=False)
-        if tuple(value.shape) != tuple(spec["shape"]):
-            raise BadInput(f"tflite: input '{spec['name']}' has shape {tuple(value.shape)}, "
-                           f"the model wants {tuple(spec['shape'])}")
-        # np.array, not np.ascontiguousarray: the latter turns a 0-d (scalar) input into shape (1,)
-        interpreter.set_tensor(by_name[spec["name"]]["index"], np.array(value.transpose(spec["perm"]), order="C"))
-
-
 def convert(model: onnx.ModelProto, options: ExportOptions, hw: str = "cpu") -> tuple[bytes, dict]:
     """The ``.tflite`` bytes for ``model`` (a :class:`~.writer.FlatbufferFile` unless custom
     operators were rewritten: ``len``, ``write``, ``sha256``, ``tobytes``) and the interface
@@ -144,7 +134,7 @@ def convert(model: onnx.ModelProto, options: ExportOptions, hw: str = "cpu") -> 
     graph = to_graph(model)
     fuse.fuse_gelu(graph)
     fuse.fold_crd_into_conv(graph)
-    if options.extra.get("quantization") is None:
+    if options.quantization is None:
         # Float files only: the int8 pass takes activation ranges by the float model's tensor
         # names and weight integers from the QDQ model, which the folded Conv would not match.
         fuse.fold_channel_affine_into_conv(graph)
@@ -154,7 +144,7 @@ def convert(model: onnx.ModelProto, options: ExportOptions, hw: str = "cpu") -> 
     lowering = Lowering(writer)
     # measured on LiteRT's CPU path (XNNPACK); the GPU delegate stores channels in slices of 4,
     # where a channel softmax is native, and int8 files quantize SOFTMAX whole
-    lowering.short_axis_layouts = hw == "cpu" and options.extra.get("quantization") is None
+    lowering.short_axis_layouts = hw == "cpu" and options.quantization is None
     lowering.graph_outputs = frozenset(t.name for t in graph.outputs)
     inputs, in_meta = [], []
     for t in graph.inputs:
@@ -185,13 +175,13 @@ def convert(model: onnx.ModelProto, options: ExportOptions, hw: str = "cpu") -> 
 
     keep = set(outputs)
     folded = fuse.fold_bias_add(writer, keep)
-    if options.extra.get("quantization") is None:  # the int8 pass takes the QDQ model's biases
+    if options.quantization is None:  # the int8 pass takes the QDQ model's biases
         folded += fuse.fold_channel_offset_into_conv(writer, keep)
         fuse.fold_reshape_into_reduce(writer, keep)
     fused = fuse.fuse_activations(writer, keep)
     fuse.prune_dead_ops(writer, keep)
     int8 = None
-    quant_spec = options.extra.get("quantization")
+    quant_spec = options.quantization
     if quant_spec is not None and quant_spec.get("mode") == "int8-weights":
         from .quantized import quantize_weights_only
 
@@ -200,7 +190,7 @@ def convert(model: onnx.ModelProto, options: ExportOptions, hw: str = "cpu") -> 
         # --quantize int8: the float ops rewritten as int8 ones with the QDQ model's parameters
         from .quantized import count_int8_weights, quantize_int8
 
-        quant = options.extra["quantization"]
+        quant = options.quantization
         int8 = quantize_int8(writer, lowering, inputs, outputs, quant["params"], bool(quant.get("full_integer")))
         int8.weights = count_int8_weights(writer)
         inputs, outputs = int8.inputs, int8.outputs

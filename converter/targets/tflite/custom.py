@@ -79,3 +79,24 @@ def finish_custom(data: bytes, customs: dict[str, tuple[str, bytes]]) -> bytes:
     builder = flatbuffers.Builder(len(data) + 1024)
     builder.Finish(model.Pack(builder), file_identifier=b"TFL3")
     return bytes(builder.Output())
+
+
+#: How an app registers the generated op (the scaffold's README).
+REGISTRATION = ("Add `{op}_tflite.cc` to the app and call `resolver.AddCustom(\"{name}\", "
+                "edgeconv_custom::Register_{symbol}())` on the `tflite::MutableOpResolver` "
+                "(e.g. `BuiltinOpResolver`) before `InterpreterBuilder`. Compile with "
+                "`-DEDGECONV_HARNESS_TFLITE` to run the harness through the TfLiteRegistration too.")
+
+
+def scaffold_files(ops, name: str) -> dict[str, bytes]:
+    """The TFLite wrapper of one custom op type (every node of it in ``ops``)."""
+    from pathlib import Path
+
+    from ...custom.scaffold import node_dir, render
+
+    op = ops[0]
+    files = {f"{op.slug}_tflite.cc": render("tflite_op.cc.j2", Path(__file__).with_name("templates"), op=op,
+                                            name=name, fixed_inputs=len({len(o.inputs) for o in ops}) == 1).encode()}
+    for each in ops:  # the exact custom_options bytes the .tflite holds, for the harness
+        files[f"data/{node_dir(each.node)}/tflite_custom_options.bin"] = custom_options(each.attrs)
+    return files

@@ -19,7 +19,7 @@ from __future__ import annotations
 import numpy as np
 import onnx_graphsurgeon as gs
 
-from ...graph import attr, constant_value
+from ...ir.graph import attr, constant_value
 from ...matrix.patterns import gelu_erf
 from .ops_nn import crd_to_dcr_channels
 

@@ -46,7 +46,7 @@ def tensor_map(lowering, writer, inputs: list[int], outputs: list[int], dtypes: 
 def intermediates(artifact: Artifact, inputs: dict[str, np.ndarray]) -> Intermediates:
     from ai_edge_litert.interpreter import Interpreter, OpResolverType
 
-    from . import feed_inputs
+    from .interface import feed_inputs
 
     path = next(p for p in artifact.files if str(p).endswith(".tflite"))
     with warnings.catch_warnings():

@@ -12,7 +12,7 @@ from __future__ import annotations
 import numpy as np
 import onnx_graphsurgeon as gs
 
-from ...graph import constant_value, static_shape
+from ...ir.graph import constant_value, static_shape
 from ..driver import NodeContext
 from . import layout as L
 from ._generated import schema_generated as fb

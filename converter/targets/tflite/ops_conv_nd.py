@@ -17,7 +17,7 @@ from __future__ import annotations
 import numpy as np
 import onnx_graphsurgeon as gs
 
-from ...graph import attr
+from ...ir.graph import attr
 from . import layout as L
 from . import ops_nn as nn
 from .registry import OPS

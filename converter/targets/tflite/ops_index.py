@@ -12,7 +12,7 @@ from __future__ import annotations
 
 import numpy as np
 
-from ...graph import attr
+from ...ir.graph import attr
 from . import layout as L
 from ._generated import schema_generated as fb
 from .ops_logic import TFLITE_TYPE, dtype_of

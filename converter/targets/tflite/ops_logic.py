@@ -13,7 +13,7 @@ from __future__ import annotations
 import numpy as np
 import onnx_graphsurgeon as gs
 
-from ...graph import attr
+from ...ir.graph import attr
 from . import layout as L
 from ._generated import schema_generated as fb
 from .registry import OPS

@@ -12,7 +12,7 @@ import math
 
 import numpy as np
 
-from ...graph import attr
+from ...ir.graph import attr
 from ..onnx_attrs import str_attr
 from . import layout as L
 from ._generated import schema_generated as fb

@@ -13,7 +13,7 @@ from __future__ import annotations
 
 import numpy as np
 
-from ...graph import attr
+from ...ir.graph import attr
 from . import layout as L
 from .ops_logic import perm_of
 from .registry import OPS

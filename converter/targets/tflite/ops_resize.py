@@ -12,7 +12,7 @@ from __future__ import annotations
 
 import numpy as np
 
-from ...graph import attr
+from ...ir.graph import attr
 from . import layout as L
 from ..onnx_attrs import str_attr
 from .ops_nn import require_2d

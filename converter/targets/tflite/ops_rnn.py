@@ -20,7 +20,7 @@ from __future__ import annotations
 
 import numpy as np
 
-from ...graph import attr
+from ...ir.graph import attr
 from ..onnx_attrs import str_attr, text
 from ._generated import schema_generated as fb
 from .registry import OPS

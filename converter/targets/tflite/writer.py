@@ -21,7 +21,7 @@ from typing import Any
 import flatbuffers
 import numpy as np
 
-from ...graph import unique_name
+from ...ir.graph import unique_name
 from ._generated import schema_generated as fb
 from .versions import builtin_version
 
@@ -320,7 +320,7 @@ class FlatbufferFile:
     def sha256_meanwhile(self):
         """A function returning :meth:`sha256`, which a thread computes from now on (hashlib
         releases the GIL: the file is hashed while it is written)."""
-        from ...fsutil import meanwhile
+        from ...infra.fsutil import meanwhile
 
         return meanwhile(self.sha256, "edgeconv-sha256", background=len(self) >= STREAMED_MIN_BYTES)
 

@@ -5,7 +5,7 @@
 not installable from a registry, so ``run`` executes the written files through an independent
 reader (``reader.py``: TNN's parser semantics -> ONNX) on onnxruntime.
 
-``ExportOptions.extra``: ``name`` (file stem, default ``model``).
+``ExportOptions.name`` (file stem, default ``model``).
 """
 
 from __future__ import annotations
@@ -16,7 +16,7 @@ from pathlib import Path
 import numpy as np
 import onnx
 
-from ...fsutil import atomic_output_dir
+from ...infra.fsutil import atomic_output_dir
 from ..base import Artifact, ExportOptions, Target
 from .registry import OPS
 
@@ -29,12 +29,30 @@ RUNTIME = "tnn-reader+onnxruntime"
 
 class TnnTarget(Target):
     name = "tnn"
+    custom_module = "converter.targets.tnn.custom"
+
+    def custom_layer_name(self, op) -> str:
+        from .custom import layer_name
+
+        return layer_name(op)
     title = OPS.title
+    executor = RUNTIME
+    runtime_env = "EDGECONV_TNN_RUNTIME"
+
+    def executor_oracle(self, executor: str):
+        from ...runtimes.base import READER, Oracle, package_version
+
+        return Oracle(f"edgeconv TNN reader (onnxruntime {package_version('onnxruntime')})", READER)
+
+    def load_runtime(self, path):
+        from .runtime import tnn_runtime
+
+        return tnn_runtime(path)
     ops_module = "converter.targets.tnn.emit"
     hardware = HARDWARE
     default_hw = "arm"
     #: --quantize modes written natively (besides fp16): Quantized* layers, see quantized.py.
-    quantized_modes = ("int8",)
+    quantized_modes = ("int8", "fp16")
 
     def carries_qdq_weight_integers(self, per_channel: bool) -> bool:
         """TNN's tool quantizes Convolution / InnerProduct weights per output channel,
@@ -53,13 +71,13 @@ class TnnTarget(Target):
 
         options = options or ExportOptions()
         self.check_hw(hw)
-        stem = sanitize(str(options.extra.get("name") or "model"))
+        stem = sanitize(str(options.name or "model"))
         net, blob_names = build_net(model, fp16_weights=options.fp16_weights)
         int8 = None
-        if options.extra.get("quantization") is not None:
+        if options.quantization is not None:
             from .quantized import quantize_net
 
-            int8 = quantize_net(net, blob_names, options.extra["quantization"]["params"])
+            int8 = quantize_net(net, blob_names, options.quantization["params"])
         proto, weights = proto_text(net), model_bytes(net)
         out_dir = Path(out_dir)
         files = [out_dir / f"{stem}.tnnproto", out_dir / f"{stem}.tnnmodel"]
@@ -84,10 +102,10 @@ class TnnTarget(Target):
         return Artifact(target=self.name, hw=hw, files=files, out_dir=out_dir, meta=meta, runtime=RUNTIME)
 
     def run(self, artifact: Artifact, inputs: dict[str, np.ndarray]) -> dict[str, np.ndarray]:
-        from ...isolate import guarded_run  # --timeout and Ctrl-C stop it like every other run
-        from ...verify.runtime import session
+        from ...infra.isolate import guarded_run  # --timeout and Ctrl-C stop it like every other run
+        from ...runtimes.onnxruntime import session
         from .intermediates import feeds
-        from .reader import load_as_onnx
+        from .reader_onnx import load_as_onnx
 
         model = load_as_onnx(artifact.files[0], artifact.files[1])
         # Graph optimizations off: an int8 net's Q/DQ pairs stay as the reader wrote them, never

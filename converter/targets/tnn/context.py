@@ -11,7 +11,7 @@ import numpy as np
 import onnx_graphsurgeon as gs
 
 from ...errors import BadInput
-from ...graph import constant_value, static_shape, unique_name
+from ...ir.graph import constant_value, static_shape, unique_name
 from ..driver import NodeContext
 from ..naming import NameRule
 from .layer_types import DATA_FLOAT, DATA_INT8, DATA_INT32, DATA_UINT32

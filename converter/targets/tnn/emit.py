@@ -15,7 +15,7 @@ import numpy as np
 import onnx
 
 from ...errors import BadInput, Unsupported
-from ...graph import to_graph
+from ...ir.graph import to_graph
 from ..driver import lower_nodes
 from . import layers, layers_extra, layers_nn, layers_shape  # noqa: F401  (they fill OPS)
 from .context import TNN_DTYPES, ExportContext

@@ -18,7 +18,7 @@ import numpy as np
 import onnx
 
 from ...errors import BadInput
-from ...graph import dtype_name, to_graph
+from ...ir.graph import dtype_name, to_graph
 from ..base import Artifact, Intermediates
 
 
@@ -45,8 +45,8 @@ def feeds(model: onnx.ModelProto, artifact: Artifact, inputs: dict[str, np.ndarr
 
 
 def intermediates(artifact: Artifact, inputs: dict[str, np.ndarray]) -> Intermediates:
-    from ...verify.localize import expose_intermediates
-    from ...verify.runtime import run_session, session
+    from ...runtimes.onnxruntime import expose_intermediates
+    from ...runtimes.onnxruntime import run_session, session
     from .reader import read
     from .reader_onnx import to_onnx
 

@@ -142,7 +142,7 @@ def slice_(ctx: ExportContext, node: gs.Node) -> None:
 
 #: Pad types the exporter writes.  TNN's format has type 2 (edge), but its arm/x86 kernels refuse it
 #: at Forward (x86_pad_layer_acc.cc:153-155) and the naive one fails: legalization rewrites an edge
-#: pad as Slice + Concat (converter/rewrites/pad.py) instead.
+#: pad as Slice + Concat (converter/legalize/rewrites/pad.py) instead.
 _PAD_MODES = {"constant": 0, "reflect": 1}
 
 

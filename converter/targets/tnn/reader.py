@@ -3,7 +3,7 @@
 Written from TNN's *parsers*, not from edgeconv's writers: record splitting and field defaults
 follow ``source/tnn/interpreter/tnn/model_interpreter.cc`` and the ``GET_*_OR_DEFAULT`` macros of
 ``layer_interpreter/layer_interpreter_macro.h``; each resource block is read with the field
-sequence of the layer's ``InterpretResource``.  :func:`load_as_onnx` then turns the network into
+sequence of the layer's ``InterpretResource``.  :func:`~.reader_onnx.load_as_onnx` then turns the network into
 an ONNX model (``reader_onnx.py``) that onnxruntime executes.
 """
 
@@ -293,13 +293,3 @@ def read(proto_path: str | Path, model_path: str | Path) -> ParsedNet:
     except (OSError, UnicodeDecodeError) as err:
         raise BadInput(f"cannot read TNN model: {err}") from None
     return net
-
-
-def load_as_onnx(proto_path: str | Path, model_path: str | Path):
-    from .reader_int8 import dequantize_int8, quantize_blobs
-    from .reader_onnx import to_onnx
-
-    net = read(proto_path, model_path)
-    scales = dequantize_int8(net)
-    model = to_onnx(net)
-    return quantize_blobs(model, scales) if scales else model

@@ -7,8 +7,8 @@ import onnx
 import onnx_graphsurgeon as gs
 
 from ...errors import BadInput
-from ... import light_model
-from ...graph import CANONICAL_OPSET
+from ...ir import light_model
+from ...ir.graph import CANONICAL_OPSET
 from .layer_types import DATA_FLOAT, DATA_HALF, DATA_INT8, DATA_INT32, DATA_INT64, DATA_UINT32
 from ..registry import OpRegistry
 from .reader import ParsedNet, ProtoLayer

@@ -82,7 +82,7 @@ def quantize_blobs(model: onnx.ModelProto, scales: dict[str, tuple[np.ndarray, n
                                    name=f"{base}/dequantize", **attrs)]
     graph.node.extend(nodes)
     # keep the node list topologically sorted (the pairs were appended last)
-    from ...graph import to_graph, to_model
+    from ...ir.graph import to_graph, to_model
 
     g = to_graph(model)
     g.toposort()

@@ -12,13 +12,14 @@ function registers under its layer type id in ``reader_builder.LAYER_READERS`` (
 from __future__ import annotations
 
 import math
+from pathlib import Path
 
 import numpy as np
 import onnx
 import onnx_graphsurgeon as gs
 
 from ...errors import BadInput
-from ...graph import CANONICAL_OPSET
+from ...ir.graph import CANONICAL_OPSET
 from .reader import ParsedNet, ProtoLayer
 from . import reader_extra, reader_shape  # noqa: F401  (they fill LAYER_READERS)
 from .reader_builder import LAYER_READERS, NP_TYPES, Builder, as_float, resource_of
@@ -361,3 +362,14 @@ def to_onnx(net: ParsedNet) -> onnx.ModelProto:
     model.producer_name = "edgeconv-tnn-reader"
     model.ir_version = 8  # opset 17's IR version; newer onnx packages stamp one onnxruntime may not know
     return model
+
+
+def load_as_onnx(proto_path: str | Path, model_path: str | Path):
+    from .reader_int8 import dequantize_int8, quantize_blobs
+
+    from .reader import read
+
+    net = read(proto_path, model_path)
+    scales = dequantize_int8(net)
+    model = to_onnx(net)
+    return quantize_blobs(model, scales) if scales else model

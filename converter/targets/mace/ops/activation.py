@@ -5,7 +5,7 @@ from __future__ import annotations
 import numpy as np
 import onnx_graphsurgeon as gs
 
-from ....graph import attr
+from ....ir.graph import attr
 from ..registry import OPS
 from .common import CLIP, const_input, fail, optional_const, rank_of
 

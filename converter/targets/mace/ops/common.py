@@ -6,7 +6,7 @@ import numpy as np
 import onnx_graphsurgeon as gs
 
 from ....errors import Unsupported
-from ....graph import attr, constant_value
+from ....ir.graph import attr, constant_value
 from ...driver import cannot_express
 from ..data_file import DT_FLOAT, DT_INT32  # noqa: F401  (re-exported)
 from ..registry import OPS

@@ -5,7 +5,7 @@ from __future__ import annotations
 
 import onnx_graphsurgeon as gs
 
-from ....graph import attr
+from ....ir.graph import attr
 from ..registry import OPS
 from .common import (POOL_AVG, POOL_MAX, ROUND_CEIL, ROUND_FLOOR, const_input, explicit_pad_op,
                      explicit_pads, fail, mace_pad_ok, optional_const, split_pads)

@@ -5,7 +5,7 @@ from __future__ import annotations
 import numpy as np
 import onnx_graphsurgeon as gs
 
-from ....graph import attr, constant_value
+from ....ir.graph import attr, constant_value
 from ..registry import OPS
 from .common import const_input, fail, rank_of
 

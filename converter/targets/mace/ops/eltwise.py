@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import onnx_graphsurgeon as gs
 
-from ....graph import constant_value
+from ....ir.graph import constant_value
 from ..registry import OPS
 from .common import ABS, DIV, DT_INT32, EQUAL, MAX, MIN, NEG, POW, PROD, SIGN, SUB, SUM, fail, rank_of
 

@@ -5,7 +5,7 @@ from __future__ import annotations
 import numpy as np
 import onnx_graphsurgeon as gs
 
-from ....graph import attr, constant_value
+from ....ir.graph import attr, constant_value
 from ..registry import OPS
 from .common import DT_FLOAT, DT_INT32, NCHW_TO_NHWC_AXIS, NEG, const_input, fail, optional_const, rank_of
 

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import numpy as np
 
-from ....graph import attr
+from ....ir.graph import attr
 from ..registry import OPS
 from .common import const_input, fail, rank_of
 

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import onnx_graphsurgeon as gs
 
-from ....graph import attr
+from ....ir.graph import attr
 from ..registry import OPS
 from .common import (NCHW_TO_NHWC_AXIS, REDUCE_MAX, REDUCE_MEAN, REDUCE_MIN, REDUCE_PROD, REDUCE_SUM,
                      const_input, fail, rank_of)

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import onnx_graphsurgeon as gs
 
-from ....graph import attr
+from ....ir.graph import attr
 from ...onnx_attrs import str_attr
 from ..registry import OPS
 from .common import fail, optional_const

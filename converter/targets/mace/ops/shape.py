@@ -6,7 +6,7 @@ from __future__ import annotations
 import numpy as np
 import onnx_graphsurgeon as gs
 
-from ....graph import attr, constant_value
+from ....ir.graph import attr, constant_value
 from ..data_file import DT_FLOAT, DT_INT32
 from ..registry import OPS
 from .common import (NCHW_TO_NHWC_AXIS, PAD_CONSTANT, PAD_REFLECT, const_input, fail, optional_const,

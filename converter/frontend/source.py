@@ -1,0 +1,131 @@
+"""What a command reads -- the model and the support matrix -- as typed values, not loose flags.
+
+:class:`ModelSource` is what ``edgeconv port MODEL -s ... --trust-pickle --timeout ...``, a batch
+manifest entry and the Python API all turn into.  It loads (:meth:`ModelSource.load`) and
+normalizes (:meth:`ModelSource.normalized`); :mod:`converter.port` holds the port's own loading
+(weights held once, imports overlapped with a child's load).
+"""
+
+from __future__ import annotations
+
+import re
+from dataclasses import dataclass, field
+from typing import Any
+
+from ..errors import BadInput
+
+
+@dataclass(frozen=True)
+class ModelSource:
+    """A model file (or, for the Python API, an in-memory model) and how to read it."""
+
+    #: A path (``.onnx``, ``.pt2``, ``.pt``, ``.pb``, ``.tflite``, ``.keras``, a SavedModel
+    #: directory) or an ``onnx.ModelProto``.
+    model: Any
+    #: Fixed input shapes by input name; ``""`` names the first input.
+    input_shapes: dict[str, tuple[int, ...]] = field(default_factory=dict)
+    #: Allow code inside the model file (pickles, Keras Lambda layers, TF PyFunc ops).
+    trust_pickle: bool = False
+    #: Seconds user model code (and each inference) may run; 0 = no limit, None = the default.
+    timeout: float | None = None
+    #: Refuse models whose reference inference needs more bytes (None: half the machine's RAM).
+    max_memory: int | None = None
+    #: For an in-memory torch module: the example inputs it is exported with.
+    example_inputs: tuple | None = None
+
+    @property
+    def path(self) -> str | None:
+        """The file's path, or None for an in-memory model."""
+        import os
+
+        return str(self.model) if isinstance(self.model, (str, os.PathLike)) else None
+
+    @classmethod
+    def from_flags(cls, model, input_shape: list[str] | None = None, trust_pickle: bool = False,
+                   timeout: float | None = None, max_memory: int | str | None = None) -> ModelSource:
+        """From the command line's spelling: ``-s name=1x3x224x224`` flags, ``--max-memory 8G``."""
+        if isinstance(max_memory, str):
+            from ..ir.memory import parse_size
+
+            max_memory = parse_size(max_memory)
+        return cls(model, parse_shape_flags(input_shape), trust_pickle, timeout, max_memory)
+
+    def load(self, meanwhile=(), store=None, sha256: bool = False):
+        """The model as ONNX, as read (not normalized)."""
+        import onnx
+
+        if isinstance(self.model, onnx.ModelProto):
+            return self.model
+        if self.example_inputs is not None or _is_torch_module(self.model):
+            if self.example_inputs is None:
+                raise BadInput(f"a torch module ({type(self.model).__name__}) needs example_inputs to be traced with")
+            from .torch_module import load_module
+
+            return load_module(self.model, self.example_inputs, self.timeout, meanwhile)
+        if self.path is None:
+            raise BadInput(f"cannot read a {type(self.model).__name__}: give a model file's path or an "
+                           "onnx.ModelProto")
+        from .load import load_model
+
+        return load_model(self.model, dict(self.input_shapes), self.trust_pickle, self.timeout, meanwhile,
+                          store=store, sha256=sha256)
+
+    def shapes_for(self, model) -> dict[str, tuple[int, ...]]:
+        """The input shapes keyed by ``model``'s input names (a bare shape names the first)."""
+        shapes = dict(self.input_shapes)
+        if "" in shapes:
+            shapes[model.graph.input[0].name] = shapes.pop("")
+        return shapes
+
+    def normalized(self, require_static: bool = True):
+        """Load and normalize: the first two stages of every command."""
+        from .normalize import dynamic_inputs, normalize
+
+        model = self.load()
+        shapes = self.shapes_for(model)
+        normalized = normalize(model, shapes or None)
+        if require_static:
+            problems = dynamic_inputs(normalized)
+            if problems:
+                raise BadInput(problems[0])
+        return normalized
+
+
+def _is_torch_module(model) -> bool:
+    """Without importing torch: a module object exists only if torch is loaded already."""
+    import sys
+
+    torch = sys.modules.get("torch")
+    return torch is not None and isinstance(model, torch.nn.Module)
+
+
+@dataclass(frozen=True)
+class MatrixSource:
+    """``path`` None: the packaged matrix; ``overlays``: YAML files applied over it, in order."""
+
+    path: str | None = None
+    overlays: tuple[str, ...] = ()
+
+    def load(self):
+        from ..matrix import load_matrix
+
+        return load_matrix(self.path, self.overlays)
+
+
+def parse_shape_flags(flags: list[str] | None) -> dict[str, tuple[int, ...]]:
+    """``["x=1x3x224x224", "1x3x8x8"]`` -> ``{"x": (1, 3, 224, 224), "": (1, 3, 8, 8)}``.
+
+    A shape without a name applies to the model's first input.
+    """
+    shapes: dict[str, tuple[int, ...]] = {}
+    for flag in flags or []:
+        name, _, dims = flag.rpartition("=")
+        if not re.fullmatch(r"\d+(x\d+)*", dims.strip()):
+            raise BadInput(f"--input-shape '{flag}': expected name=1x3x224x224 (positive integers joined by 'x')")
+        shape = tuple(int(d) for d in dims.strip().split("x"))
+        if any(d <= 0 for d in shape):
+            raise BadInput(f"--input-shape '{flag}': every dimension must be positive")
+        if name.strip() in shapes:
+            raise BadInput(f"--input-shape given twice for '{name.strip() or 'the first input'}'")
+        shapes[name.strip()] = shape
+    return shapes
