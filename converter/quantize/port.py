@@ -173,12 +173,14 @@ def quantize_for_port(model: onnx.ModelProto, request: QuantRequest, verify: Ver
     own_weights = integer_file and weight_integers is None and not target.carries_qdq_weight_integers(plan.per_channel)
     config = QuantConfig(plan.mode, per_channel=plan.per_channel, method=plan.method, full_integer=plan.full_integer,
                          bias_correction=plan.bias_correction and not own_weights, weight_integers=weight_integers)
-    ranges = None
+    ranges, stats = None, None
     if plan.needs_calibration:
+        from .float_pass import FloatStats
         from .ranges import collect_ranges
 
-        ranges = collect_ranges(model, calibration.samples, plan.method)
-    run_float = onnx_runner(model)
+        stats = FloatStats()  # minmax calibration takes bias correction's float statistics too
+        ranges = collect_ranges(model, calibration.samples, plan.method, stats=stats)
+    run_float = remembered(onnx_runner(model))  # every candidate and the file meet the same references
     pp = postprocess or (lambda outputs: outputs)
 
     def evaluate(candidate):
@@ -190,10 +192,10 @@ def quantize_for_port(model: onnx.ModelProto, request: QuantRequest, verify: Ver
         from .auto import auto_quantize
 
         auto = auto_quantize(model, config, ranges, calibration.samples, evaluation, tolerances,
-                             plan.float_allowed, evaluate)
+                             plan.float_allowed, evaluate, stats)
         config, quantized, table, quality, decisions = auto.config, auto.model, auto.table, auto.quality, auto.decisions
     else:
-        quantized = quantize_model(model, config, ranges, calibration.samples if calibration else None)
+        quantized = quantize_model(model, config, ranges, calibration.samples if calibration else None, stats)
         quality = evaluate(quantized)
         table = debug_layers(model, quantized, evaluation, plan.mode)
     params = quant_params(QdqView(model, quantized), config)
@@ -239,6 +241,18 @@ def quantize_for_port(model: onnx.ModelProto, request: QuantRequest, verify: Ver
         if warn is not None:
             warn(line)
     return result
+
+
+def remembered(runner: Callable) -> Callable:
+    """``runner`` computing each sample (by identity: the evaluation list's own dicts) once."""
+    outputs: dict[int, dict] = {}
+
+    def run(sample):
+        if id(sample) not in outputs:
+            outputs[id(sample)] = runner(sample)
+        return outputs[id(sample)]
+
+    return run
 
 
 def calibrated_params(ranges, params: dict, mode: str) -> dict:

@@ -76,12 +76,19 @@ class _Chunk:
 
 
 def collect_ranges(model: onnx.ModelProto, samples: list[dict[str, np.ndarray]], method: str = "minmax",
-                   percentile: float = PERCENTILE):
-    """onnxruntime ``TensorsData`` (method ``MinMax`` for every method, see :func:`as_minmax`)."""
+                   percentile: float = PERCENTILE, stats=None):
+    """onnxruntime ``TensorsData`` (method ``MinMax`` for every method, see :func:`as_minmax`).
+    ``minmax`` takes onnxruntime's ranges in one float pass of its own (:mod:`.float_pass`),
+    which also fills ``stats`` (a :class:`.float_pass.FloatStats`) for bias correction."""
     from onnxruntime.quantization.calibrate import CalibrationMethod, create_calibrator
 
     if method not in METHODS:
         raise ValueError(f"unknown calibration method {method!r}")
+    if method == "minmax":
+        from .bias_correction import CHECK_SAMPLES, MEAN_SAMPLES
+        from .float_pass import minmax_pass
+
+        return minmax_pass(model, samples, stats, MEAN_SAMPLES, CHECK_SAMPLES)
     ort_method = {"minmax": CalibrationMethod.MinMax, "percentile": CalibrationMethod.Percentile,
                   "entropy": CalibrationMethod.Entropy, "mse": CalibrationMethod.Percentile}[method]
     options = {"percentile": percentile} if method == "percentile" else {}
