@@ -302,9 +302,9 @@ def print_table(rows: list[dict], args) -> None:
         if isinstance(r.get("onnxruntime float ops"), dict):
             floats = ", ".join(f"{n} {op}" for op, n in r["onnxruntime float ops"].items())
             notes.append(f"  {r['model']} onnxruntime QDQ: its optimized graph still runs {floats} in float")
-    print(f"\nint8 conversion time (s, this run): edgeconv's quantize stage (calibration, quantization, bias "
-          f"correction, its verdict and per-layer table) against TFLiteConverter's full-integer convert() "
-          f"(goal: ratio <= 1.0)")
+    print("\nint8 conversion time (s, this run): edgeconv's quantize stage (calibration, quantization, bias "
+          "correction, its verdict and per-layer table) against TFLiteConverter's full-integer convert() "
+          "(goal: ratio <= 1.0)")
     print(f"{'model':12} {'edgeconv':>9} {'TFLiteConverter':>16} {'ratio':>6}")
     for r in rows:
         theirs = r.get("TFLiteConverter seconds")
