@@ -55,7 +55,7 @@ def minmax_pass(model: onnx.ModelProto, samples: list[dict[str, np.ndarray]], st
     the first ``reference_samples``."""
     from onnxruntime.quantization.calibrate import CalibrationMethod, TensorData, TensorsData
 
-    from ..runtimes.onnxruntime import run_session
+    from ..infra.isolate import guarded_run
     from .bias_correction import corrected_inputs
 
     calibrated = tensors_to_calibrate(model)
@@ -66,8 +66,11 @@ def minmax_pass(model: onnx.ModelProto, samples: list[dict[str, np.ndarray]], st
     session = _optimized_session(model, [n for n in wanted if n not in outputs])
     low: dict[str, np.float32] = {}
     high: dict[str, np.float32] = {}
+    feeds = [i.name for i in session.get_inputs()]
     for k, sample in enumerate(samples):
-        values = {**run_session(session, sample, wanted), **sample}
+        # --timeout and Ctrl-C stop it like every other run
+        ran = guarded_run(session, wanted, {n: sample[n] for n in feeds}, "calibration (onnxruntime)")
+        values = {**dict(zip(wanted, ran)), **sample}
         for name in calibrated:
             value = values[name]
             lo, hi = np.min(value), np.max(value)
