@@ -74,7 +74,7 @@ import torch
 import litert_torch
 from litert_torch.quantize import pt2e_quantizer, quant_config
 from torchao.quantization.pt2e import quantize_pt2e
-from converter import zoo
+from converter.demo import zoo
 name, size, calib_path, held_path, out = sys.argv[2:7]
 calib, held = np.load(calib_path), np.load(held_path)
 sample = (torch.from_numpy(calib[0]),)
