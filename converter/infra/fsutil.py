@@ -11,16 +11,40 @@ import contextlib
 import hashlib
 import os
 import shutil
+import stat
 import sys
 import tempfile
 from pathlib import Path
 from collections.abc import Iterator
 
 from ..errors import BadInput
+from .ownership import (LOCK_SUFFIX, OUTPUT_MARKER, TEMP_MARKER, lock_owner, lock_text, mark_temp,  # noqa: F401
+                        output_marker, pid_alive, refuse_unless_ours, remove_tree, stale_temp, unproven,
+                        write_output_marker)
 
 # mkstemp creates files 0600; outputs should get the usual permissions (0666 minus umask).
 _UMASK = os.umask(0)
 os.umask(_UMASK)
+
+
+_NOT_REGULAR = {stat.S_IFIFO: "a FIFO", stat.S_IFSOCK: "a socket", stat.S_IFCHR: "a character device",
+                stat.S_IFBLK: "a block device", stat.S_IFDIR: "a directory"}
+
+
+def regular_file(path: str | os.PathLike, what: str = "input") -> Path:
+    """``path`` if it is a regular file (symlinks followed); BadInput otherwise.  Only regular
+    files are read: opening a FIFO or a device would wait forever, or read without end."""
+    path = Path(path)
+    try:
+        mode = os.stat(path).st_mode
+    except FileNotFoundError:
+        raise BadInput(f"{path}: no such file") from None
+    except OSError as err:
+        raise BadInput(f"{path}: cannot read it ({err.strerror or type(err).__name__})") from None
+    if not stat.S_ISREG(mode):
+        kind = _NOT_REGULAR.get(stat.S_IFMT(mode), "not a regular file")
+        raise BadInput(f"{path}: {kind}, not a regular file; a {what} must be a regular file")
+    return path
 
 
 def atomic_write_bytes(path: str | os.PathLike, data) -> Path:
@@ -32,8 +56,7 @@ def atomic_write_bytes(path: str | os.PathLike, data) -> Path:
         raise BadInput(f"cannot write {path}: it is a directory; give a file name")
     make_dirs(path.parent)
     try:
-        remove_stale(path.parent, f".{path.name}.", suffix=".tmp")
-        fd, tmp = tempfile.mkstemp(prefix=f".{path.name}.{os.getpid()}-", suffix=".tmp", dir=path.parent)
+        fd, tmp = _temp_file(path)
     except OSError as err:
         raise _unwritable(path, err) from None
     try:
@@ -48,15 +71,76 @@ def atomic_write_bytes(path: str | os.PathLike, data) -> Path:
                 os.fsync(f.fileno())
             else:
                 syncs.start(f.fileno())
+            if tmp is None:  # the anonymous file gets a name only now, complete
+                tmp = _link_anonymous(f.fileno(), path)
         os.chmod(tmp, 0o666 & ~_UMASK)
         os.replace(tmp, path)
     except BaseException as err:
-        with contextlib.suppress(FileNotFoundError):
-            os.unlink(tmp)
+        if tmp is not None:
+            with contextlib.suppress(FileNotFoundError):
+                os.unlink(tmp)
         if isinstance(err, OSError):
             raise _unwritable(path, err) from None
         raise
     return path
+
+
+#: Devices whose file system cannot give an anonymous file a name (then: named temp files).
+_NO_ANONYMOUS: set[int] = set()
+
+
+def _temp_file(path: Path) -> tuple[int, str | None]:
+    """A file to write ``path``'s bytes into: anonymous (``O_TMPFILE``: a run killed while
+    writing leaves nothing behind, so nothing is ever cleaned up by its name), or, where the file
+    system has no anonymous files, a named temp file (fd, name)."""
+    flag = getattr(os, "O_TMPFILE", 0)
+    if flag:
+        try:
+            if os.stat(path.parent).st_dev not in _NO_ANONYMOUS:
+                return os.open(path.parent, flag | os.O_RDWR, 0o666 & ~_UMASK), None
+        except OSError:
+            pass
+    return tempfile.mkstemp(prefix=f".{path.name}.{os.getpid()}-", suffix=".tmp", dir=path.parent)
+
+
+def _link_anonymous(fd: int, path: Path) -> str:
+    """Give the complete anonymous file ``fd`` a temp name beside ``path`` (renamed over it next);
+    where the kernel will not link it, its bytes are copied into a named temp file."""
+    for _ in range(100):
+        tmp = str(path.with_name(f".{path.name}.{os.getpid()}-{os.urandom(4).hex()}.tmp"))
+        if _linkat_empty_path(fd, tmp):
+            return tmp
+        try:
+            os.link(f"/proc/self/fd/{fd}", tmp, follow_symlinks=True)
+            return tmp
+        except FileExistsError:
+            continue
+        except OSError:
+            break
+    _NO_ANONYMOUS.add(os.fstat(fd).st_dev)
+    out, tmp = tempfile.mkstemp(prefix=f".{path.name}.{os.getpid()}-", suffix=".tmp", dir=path.parent)
+    try:
+        offset, size = 0, os.fstat(fd).st_size
+        while offset < size:
+            offset += os.write(out, os.pread(fd, min(size - offset, 1 << 24), offset))
+        os.fsync(out)
+    except BaseException:
+        os.unlink(tmp)
+        raise
+    finally:
+        os.close(out)
+    return tmp
+
+
+def _linkat_empty_path(fd: int, name: str) -> bool:
+    """``linkat(fd, "", AT_FDCWD, name, AT_EMPTY_PATH)`` (needs CAP_DAC_READ_SEARCH)."""
+    try:
+        import ctypes
+
+        libc = ctypes.CDLL(None, use_errno=True)
+        return libc.linkat(fd, b"", -100, os.fsencode(name), 0x1000) == 0
+    except (OSError, AttributeError):
+        return False
 
 
 def atomic_write_text(path: str | os.PathLike, text: str) -> Path:
@@ -163,21 +247,22 @@ def atomic_output_dir(path: str | os.PathLike) -> Iterator[Path]:
         raise BadInput(f"cannot write to {path}/: it is a file, not a directory")
     created = make_dirs(path)
     try:
-        remove_stale(path, ".edgeconv-", legacy=True)
-        tmp = Path(tempfile.mkdtemp(prefix=f".edgeconv-{os.getpid()}-", dir=path))
+        remove_stale(path, ".edgeconv-")
+        tmp = mark_temp(Path(tempfile.mkdtemp(prefix=f".edgeconv-{os.getpid()}-", dir=path)))
     except OSError as err:
         _remove_empty(created)
         raise _unwritable(path, err) from None
     finished = False
     try:
         yield tmp
+        (tmp / TEMP_MARKER).unlink()
         for src in sorted(tmp.rglob("*")):
             if src.is_dir():
                 continue
             dst = path / src.relative_to(tmp)
             dst.parent.mkdir(parents=True, exist_ok=True)
-            if dst.is_dir():
-                shutil.rmtree(dst)
+            if dst.is_dir() and not dst.is_symlink():  # never a directory's files for one file
+                raise BadInput(f"cannot write {dst}: it is a directory")
             os.replace(src, dst)
         finished = True
     finally:
@@ -186,9 +271,30 @@ def atomic_output_dir(path: str | os.PathLike) -> Iterator[Path]:
             _remove_empty(created)
 
 
-#: The file that says "edgeconv wrote this directory": only such a directory (or an empty one)
-#: is replaced by a later run.  Never a user's unrelated directory.
-OUTPUT_MARKER = ".edgeconv-output"
+def output_path(raw: str | os.PathLike, flag: str = "-o", whole: bool = True) -> Path:
+    """The directory ``raw`` (``-o``) names, checked before any work: BadInput for ``''`` and,
+    when edgeconv replaces the directory ``whole`` (port, split), for ``.``, ``..`` and ``/``,
+    which name no directory edgeconv could replace.  A symlink stands for the directory it names."""
+    text = os.fspath(raw)
+    if not str(text).strip():
+        raise BadInput(f"{flag} '': give the output directory a name (e.g. {flag} out)")
+    path = Path(text)
+    if path.is_symlink():
+        path = path.resolve()
+    if not whole:
+        path = Path(os.path.abspath(path))
+    if path.name in ("", ".", ".."):
+        raise BadInput(f"{flag} {text}: edgeconv writes into an output directory of its own, so it must name "
+                       f"a new directory (e.g. {flag} out), not '{text}'")
+    return path
+
+
+def check_output_dir(raw: str | os.PathLike, flag: str = "-o", whole: bool = True) -> Path:
+    """:func:`output_path`, then refused (one line, nothing touched) unless the directory is new,
+    empty or written by edgeconv with every entry in it (:mod:`converter.infra.ownership`)."""
+    path = output_path(raw, flag, whole)
+    refuse_unless_ours(path)
+    return path
 
 
 @contextlib.contextmanager
@@ -199,24 +305,21 @@ def replace_output_dir(path: str | os.PathLike) -> Iterator[Path]:
     ``renameat2``), so a reader sees the old output or the new one, never a mix, and files of an
     earlier run do not survive.  A lock file beside ``path`` (``.<name>.edgeconv-lock``, held with
     ``flock``, so a killed run never leaves it locked) makes a second writer fail with a clear
-    error instead of mixing outputs.  ``path`` is only replaced if edgeconv made it (it holds
-    :data:`OUTPUT_MARKER`) or it is empty; temp directories of dead runs are removed.
+    error instead of mixing outputs.  ``path`` is only replaced if it is empty or edgeconv wrote
+    it and every file in it (:func:`converter.infra.ownership.refuse_unless_ours`), checked before
+    anything changes; temp directories of dead runs are removed when they prove they are ours.
     """
-    path = Path(path)
+    path = output_path(path)
     if path.exists() and not path.is_dir():
         raise BadInput(f"cannot write to {path}/: it is a file, not a directory")
     created = make_dirs(path.parent)
     try:
         with _locked(path):
+            refuse_unless_ours(path)
             _remove_stale_siblings(path)
-            if path.is_dir():
-                remove_stale(path, ".edgeconv-", legacy=True)  # temp directories of killed older runs
-                if not (path / OUTPUT_MARKER).exists() and any(path.iterdir()):
-                    raise BadInput(f"{path}/ is not empty and was not written by edgeconv (no {OUTPUT_MARKER} "
-                                   "inside); edgeconv replaces its output directory as a whole, so give a new "
-                                   "or empty directory")
             try:
-                tmp = Path(tempfile.mkdtemp(prefix=f".{path.name}.edgeconv-tmp-{os.getpid()}-", dir=path.parent))
+                tmp = mark_temp(Path(tempfile.mkdtemp(prefix=f".{path.name}.edgeconv-tmp-{os.getpid()}-",
+                                                      dir=path.parent)))
                 os.chmod(tmp, 0o777 & ~_UMASK)
             except OSError as err:
                 raise _unwritable(path, err) from None
@@ -224,8 +327,8 @@ def replace_output_dir(path: str | os.PathLike) -> Iterator[Path]:
             try:
                 with _syncing_in_background(tmp) as syncs:
                     yield tmp
-                    (tmp / OUTPUT_MARKER).write_text("written by edgeconv; the next run into this directory replaces "
-                                                     "it as a whole\n", encoding="utf-8")
+                    (tmp / TEMP_MARKER).unlink()
+                    write_output_marker(tmp, "output")
                     try:
                         syncs.wait()
                     except OSError as err:
@@ -240,9 +343,36 @@ def replace_output_dir(path: str | os.PathLike) -> Iterator[Path]:
         raise
 
 
+@contextlib.contextmanager
+def output_collection(path: str | os.PathLike, files: tuple[str, ...] = ()) -> Iterator[Path]:
+    """Hold directory ``path`` (locked) for a run that writes entries *into* it (a batch's job
+    directories and summaries, ``port --to all``'s one directory per target): refused unless new,
+    empty or edgeconv's; created and marked with ``files`` (the names this run writes directly in
+    it; each subdirectory proves itself with its own marker); its stale temps removed."""
+    path = output_path(path, whole=False)
+    created = make_dirs(path.parent)
+    try:
+        with _locked(path):
+            refuse_unless_ours(path)
+            created += make_dirs(path)
+            known = (output_marker(path) or {}).get("files", [])
+            write_output_marker(path, "collection", [*known, *files])
+            for entry in list(path.iterdir()):
+                if stale_temp(entry) or (lock_owner(entry) is not None and not _lock_held(entry)):
+                    remove_tree(entry)
+            yield path
+    finally:
+        # made here and nothing written into it (every target failed): no empty directory left
+        with contextlib.suppress(OSError):
+            if path in created and os.listdir(path) == [OUTPUT_MARKER]:
+                (path / OUTPUT_MARKER).unlink()
+        _remove_empty(created)
+
+
 def swap_in_dir(new: Path, path: Path) -> None:
-    """Put directory ``new`` at ``path``, replacing an existing directory as a whole."""
-    if not path.exists():
+    """Put directory ``new`` at ``path``, replacing an existing directory as a whole (the caller
+    has proven it is edgeconv's: :func:`converter.infra.ownership.refuse_unless_ours`)."""
+    if not path.exists() and not path.is_symlink():
         os.replace(new, path)
         return
     if not _exchange(new, path):
@@ -250,15 +380,7 @@ def swap_in_dir(new: Path, path: Path) -> None:
         os.replace(path, old)
         os.replace(new, path)
         new = old
-    _remove(new)  # after the exchange ``new`` holds the old output (or the old symlink)
-
-
-def _remove(entry: Path) -> None:
-    if entry.is_dir() and not entry.is_symlink():
-        shutil.rmtree(entry, ignore_errors=True)
-    else:
-        with contextlib.suppress(OSError):
-            entry.unlink()
+    remove_tree(new)  # after the exchange ``new`` holds the old output
 
 
 def _exchange(a: Path, b: Path) -> bool:
@@ -275,7 +397,24 @@ def _exchange(a: Path, b: Path) -> bool:
 
 
 def _lock_path(path: Path) -> Path:
-    return path.with_name(f".{path.name}.edgeconv-lock")
+    return path.with_name(f".{path.name}{LOCK_SUFFIX}")
+
+
+def _open_lock(path: Path, lock: Path) -> int | None:
+    """The lock file's descriptor: made new, or an existing one only when it is edgeconv's (None:
+    it vanished between the two opens, its holder done: try again)."""
+    flags = os.O_RDWR | getattr(os, "O_NOFOLLOW", 0)
+    try:
+        return os.open(lock, flags | os.O_CREAT | os.O_EXCL, 0o666 & ~_UMASK)
+    except FileExistsError:
+        if lock_owner(lock) is None:
+            if not lock.exists():
+                return None
+            raise BadInput(f"{lock} exists and is not an edgeconv lock file; move it away to write {path}/") from None
+    try:
+        return os.open(lock, flags)
+    except FileNotFoundError:
+        return None
 
 
 @contextlib.contextmanager
@@ -285,9 +424,11 @@ def _locked(path: Path) -> Iterator[None]:
     lock = _lock_path(path)
     while True:
         try:
-            fd = os.open(lock, os.O_RDWR | os.O_CREAT, 0o666 & ~_UMASK)
+            fd = _open_lock(path, lock)
         except OSError as err:
             raise _unwritable(path, err) from None
+        if fd is None:
+            continue  # its holder removed it between our two opens
         try:
             fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
         except OSError:
@@ -306,7 +447,7 @@ def _locked(path: Path) -> Iterator[None]:
         os.close(fd)
     try:
         os.ftruncate(fd, 0)
-        os.write(fd, f"{os.getpid()}\n".encode())
+        os.write(fd, lock_text())
         yield
     finally:
         with contextlib.suppress(OSError):
@@ -314,18 +455,38 @@ def _locked(path: Path) -> Iterator[None]:
         os.close(fd)
 
 
+def _lock_held(lock: Path) -> bool:
+    import fcntl
+
+    try:
+        fd = os.open(lock, os.O_RDONLY | getattr(os, "O_NOFOLLOW", 0))
+    except OSError:
+        return True
+    try:
+        fcntl.flock(fd, fcntl.LOCK_SH | fcntl.LOCK_NB)
+        return False
+    except OSError:
+        return True
+    finally:
+        os.close(fd)
+
+
 def _read_pid(fd: int) -> int | None:
     try:
-        return int(os.pread(fd, 32, 0).decode().strip() or "0") or None
+        words = os.pread(fd, 256, 0).decode().split()
+        return int(words[1]) if len(words) > 1 else None
     except (OSError, ValueError):
         return None
 
 
 def _remove_stale_siblings(path: Path) -> None:
-    # Called with the lock held: no live run writes ``path``, so every temp of it is stale.
+    # Called with the lock held: no live run writes ``path``.  A temp directory of it is removed
+    # when its marker proves it a dead run's; an old output when edgeconv wrote all of it.
     for prefix in (f".{path.name}.edgeconv-tmp-", f".{path.name}.edgeconv-old-"):
-        for stale in path.parent.glob(glob_escape(prefix) + "*"):
-            _remove(stale)
+        for entry in path.parent.glob(glob_escape(prefix) + "*"):
+            if stale_temp(entry) or (entry.is_dir() and not entry.is_symlink() and output_marker(entry) is not None
+                                     and not unproven(entry)):
+                remove_tree(entry)
 
 
 def glob_escape(text: str) -> str:
@@ -334,36 +495,48 @@ def glob_escape(text: str) -> str:
     return glob.escape(text)
 
 
-def pid_alive(pid: int) -> bool:
+def remove_stale(directory: Path, prefix: str) -> None:
+    """Remove the temp directories ``directory/<prefix>*`` of runs killed with ``kill -9``: only
+    those whose temp marker proves edgeconv made them, in a process that is gone."""
     try:
-        os.kill(pid, 0)
-    except ProcessLookupError:
-        return False
-    except PermissionError:
-        return True  # someone else's live process
-    except (OSError, OverflowError):
-        return False
-    return True
-
-
-def remove_stale(directory: Path, prefix: str, suffix: str = "", legacy: bool = False) -> None:
-    """Remove ``directory/<prefix><pid>-...<suffix>`` entries whose process is gone: the temp
-    files and directories of a run killed with ``kill -9``.  ``legacy``: entries without a pid
-    (older versions' names) are removed too.  A live process's entries are left alone."""
-    try:
-        entries = list(Path(directory).glob(glob_escape(prefix) + "*" + glob_escape(suffix)))
+        entries = list(Path(directory).glob(glob_escape(prefix) + "*"))
     except OSError:
         return
     for entry in entries:
-        if entry.name == OUTPUT_MARKER:
+        if stale_temp(entry):
+            remove_tree(entry)
+
+
+def remove_stale_outputs(directory: Path, prefix: str) -> None:
+    """Remove ``directory/<prefix><pid>-...`` entries of dead processes that prove they are
+    edgeconv's: a temp directory (its marker), or an output directory edgeconv wrote whole."""
+    for entry in Path(directory).glob(glob_escape(prefix) + "*"):
+        head = entry.name[len(prefix):].split("-", 1)[0]
+        if head.isdigit() and int(head) != os.getpid() and pid_alive(int(head)):
             continue
-        head = entry.name[len(prefix):].split("-", 1)[0].split(".", 1)[0]
-        pid = int(head) if head.isdigit() else None
-        if pid is None and not legacy:
-            continue
-        if pid is not None and (pid == os.getpid() or pid_alive(pid)):
-            continue
-        _remove(entry)
+        if stale_temp(entry) or (entry.is_dir() and not entry.is_symlink() and output_marker(entry) is not None
+                                 and not unproven(entry)):
+            remove_tree(entry)
+
+
+_SWEPT: set[Path] = set()
+
+
+@contextlib.contextmanager
+def private_temp_dir(what: str) -> Iterator[Path]:
+    """A temp directory ``$TMPDIR/edgeconv-<what>-<pid>-XXXX``, removed on exit; the ones killed
+    runs (``kill -9``) left behind, of every kind, are removed first (once per process), when
+    their marker proves them a dead run's."""
+    base = Path(tempfile.gettempdir())
+    if base not in _SWEPT:  # once per process (TMPDIR may hold thousands of entries), every kind
+        _SWEPT.add(base)
+        remove_stale(base, "edgeconv-")
+    tmp = mark_temp(Path(tempfile.mkdtemp(prefix=f"edgeconv-{what}-{os.getpid()}-", dir=base)))
+    try:
+        yield tmp
+    finally:
+        shutil.rmtree(tmp, ignore_errors=True)
+
 
 
 def make_dirs(path: Path) -> list[Path]:

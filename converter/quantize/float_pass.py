@@ -55,7 +55,7 @@ def minmax_pass(model: onnx.ModelProto, samples: list[dict[str, np.ndarray]], st
     the first ``reference_samples``."""
     from onnxruntime.quantization.calibrate import CalibrationMethod, TensorData, TensorsData
 
-    from ..infra.isolate import guarded_run
+    from ..infra.limits import guarded_run
     from .bias_correction import corrected_inputs
 
     calibrated = tensors_to_calibrate(model)
