@@ -320,7 +320,8 @@ def _port(model, out, cwd):
 
 
 def test_output_dir_is_replaced_whole_and_locked(tmp_path):
-    from converter.infra.fsutil import OUTPUT_MARKER, _locked
+    from converter.infra.fsutil import OUTPUT_MARKER
+    from converter.infra.outdirs import _locked
 
     first, second = tmp_path / "first.onnx", tmp_path / "second.onnx"
     onnx.save(hc.relu_model(), first)

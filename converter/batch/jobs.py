@@ -18,7 +18,8 @@ from dataclasses import asdict, dataclass, field
 from pathlib import Path
 from typing import Any
 
-from ..infra.fsutil import atomic_write_text, swap_in_dir, write_output_marker
+from ..infra.fsutil import atomic_write_text, write_output_marker
+from ..infra.outdirs import swap_in_dir
 from .manifest import Job
 
 JOB_FILE = "job.json"

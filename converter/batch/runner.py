@@ -14,7 +14,8 @@ from dataclasses import asdict, dataclass
 from pathlib import Path
 
 from .. import __version__
-from ..infra.fsutil import atomic_write_text, output_collection, remove_stale_outputs
+from ..infra.fsutil import atomic_write_text
+from ..infra.outdirs import output_collection, remove_stale_outputs
 from .jobs import JOB_FILE, PORT_STATUSES, JobResult, by_model, run_group
 from .manifest import Job, load_manifest
 from .reports import write_html_index, write_junit

@@ -20,7 +20,8 @@ from collections.abc import Callable
 from pathlib import Path
 
 from ..errors import BadInput, EdgeconvError
-from ..infra.fsutil import check_output_dir, output_collection, replace_output_dir, sha256_file
+from ..infra.fsutil import sha256_file
+from ..infra.outdirs import check_output_dir, output_collection, replace_output_dir
 from .request import PortRequest
 from .result import PortResult
 

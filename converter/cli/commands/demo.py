@@ -33,7 +33,7 @@ def register(app: typer.Typer) -> None:
 
         if model not in zoo.NAMES:
             raise BadInput(f"unknown zoo model '{model}'; choose one of: {', '.join(zoo.NAMES)}")
-        from ...infra.fsutil import output_collection
+        from ...infra.outdirs import output_collection
 
         with output_collection(out, (f"{model}.pt",)) as out_dir:  # new, empty or edgeconv's: never a user's
             shapes = zoo.input_shapes(model)

@@ -42,7 +42,7 @@ def register(app: typer.Typer) -> None:
         from pathlib import Path
 
         from ...errors import BadInput
-        from ...infra.fsutil import check_output_dir, replace_output_dir
+        from ...infra.outdirs import check_output_dir, replace_output_dir
         from ...ir.graph import to_graph
         from ...ir.onnx_file import save_onnx
         from ...postproc import split

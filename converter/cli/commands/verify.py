@@ -49,7 +49,7 @@ def register(app: typer.Typer) -> None:
         from ...errors import VerificationFailed
         from ...frontend.source import parse_shape_flags
         from ...verify import load_tolerances, verify_files
-        from ...infra.fsutil import check_output_dir
+        from ...infra.outdirs import check_output_dir
         from ...infra.limits import set_time_limit
         from ...runtimes.feeds import parse_range
         from ...verify.report import print_report, to_json
@@ -88,7 +88,7 @@ def _write_verify_dir(report, out: str | None, original: str, converted: str, to
     ``<CONVERTED>.verify/``: a directory of edgeconv's own, replaced as a whole."""
     from pathlib import Path
 
-    from ...infra.fsutil import replace_output_dir
+    from ...infra.outdirs import replace_output_dir
     from ...verify.pipeline import write_outputs
     from ...verify.replay import write_replay
 
