@@ -152,7 +152,7 @@ class PairPort:
 
         with self.timer.stage("quantize"):
             self.quant = quantize_for_port(final, self.request.quant, self.request.verify, plan, self.target, self.tmp,
-                                           warn=_warn, postprocess=self.postprocess.postprocess
+                                           warn=_warn, hw=self.hw, postprocess=self.postprocess.postprocess
                                            if self.postprocess is not None else None)
         self.report["quantization"] = _jsonable(self.quant.to_json())
 

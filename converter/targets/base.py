@@ -167,6 +167,14 @@ class Target(ABC):
         those integers (converter/quantize/bias_correction.py) holds for the file too."""
         return False
 
+    def weight_integers(self, mode: str, hw: str):
+        """How its ``mode`` file for ``hw`` quantizes a Conv weight when it does so itself, not
+        with the QDQ model's integers: ``(float weight) -> (integers, scale, zero point)`` per
+        tensor, or None.  The port writes these integers into the QDQ model
+        (converter/quantize/target_weights.py), so that its verdict and the bias correction
+        compute with the file's weights."""
+        return None
+
     def executor_name(self) -> str:
         """``executor``, for targets whose executor depends on the machine (CoreML: the device
         runtime on macOS, the MIL executor elsewhere)."""

@@ -28,7 +28,7 @@ from pathlib import Path
 
 import numpy as np
 
-from ...errors import BadInput, RuntimeUnavailable
+from ...errors import BadInput
 from ...infra.fsutil import private_temp_dir
 from ...infra.limits import run_tool
 from ...runtimes.base import RealRuntime, RuntimeRefused, locate_binary
@@ -95,10 +95,6 @@ class MaceRun(RealRuntime):
             for spec in outs:
                 path = io_file(work / "out", spec["name"])
                 if not path.is_file():
-                    if artifact.meta.get("uint8") and "Quantize operation is not registered" in _detail(res):
-                        # MACE built without quantize (MACE_ENABLE_QUANTIZE off) has no uint8 kernels
-                        raise RuntimeUnavailable("this mace_run build has no uint8 kernels (built without quantize "
-                                                 "support: " + _detail(res) + ")")
                     raise RuntimeRefused("MACE's runtime (mace_run) could not run the file: " + _detail(res))
                 value = np.fromfile(path, dtype=spec.get("dtype") or "float32")
                 if value.size != int(np.prod(spec["mace_dims"])):

@@ -112,16 +112,17 @@ class TnnTarget(Target):
         return Artifact(target=self.name, hw=hw, files=files, out_dir=out_dir, meta=meta, runtime=RUNTIME)
 
     def run(self, artifact: Artifact, inputs: dict[str, np.ndarray]) -> dict[str, np.ndarray]:
-        import onnxruntime as ort
-
         from ...infra.limits import guarded_run  # --timeout and Ctrl-C stop it like every other run
+        from ...runtimes.onnxruntime import session
         from .intermediates import feeds
         from .reader_onnx import load_as_onnx
 
         model = load_as_onnx(artifact.files[0], artifact.files[1])
-        session = ort.InferenceSession(model.SerializeToString(), providers=["CPUExecutionProvider"])
+        # Graph optimizations off: an int8 net's Q/DQ pairs stay as the reader wrote them, never
+        # fused into onnxruntime's QLinearConv, whose x86 kernels without VNNI saturate 16-bit
+        # pair sums (the verdict would depend on the host CPU).
         names = [o["tnn_name"] for o in artifact.meta["outputs"]]
-        values = guarded_run(session, names, feeds(model, artifact, inputs), "the TNN reader's onnxruntime run")
+        values = guarded_run(session(model), names, feeds(model, artifact, inputs), "the TNN reader's onnxruntime run")
         artifact.runtime = RUNTIME
         return {o["name"]: v for o, v in zip(artifact.meta["outputs"], values)}
 
