@@ -6,7 +6,7 @@
 # (tests/test_host_integer_kernels.py::test_the_emulated_cpu_saturates proves they do saturate
 # here). Child processes (torch loading, the real TNN/MACE runtimes) run natively: qemu-user does
 # not follow exec, so the cross-process determinism test, which compares parent and children, is
-# left out. About 12 CPU-minutes on a 2-core host. Run after scripts/test.sh (it sets up .venv).
+# left out. About 12 CPU-minutes on a 2-core host. scripts/test.sh runs it after the whole suite passed.
 set -euo pipefail
 cd "$(dirname "$0")/.."
 if [ "$(uname -m)" != "x86_64" ]; then
