@@ -1,6 +1,6 @@
 """Errors that the CLI turns into one line and a documented exit code.
 
-Exit codes (also in README):
+Exit codes (also in docs/usage.md; the port statuses' in README.md):
   0  success
   2  bad input: missing/corrupt file, unsafe pickle, bad flag or manifest, a model too big for
      ``--max-memory``, an output directory another edgeconv run holds (its lock file)

@@ -1,4 +1,4 @@
-"""User-level QA of the ``edgeconv`` command: the promises of README "Exit codes".
+"""User-level QA of the ``edgeconv`` command: the promises of docs/usage.md "Exit codes".
 
 Every error is exactly one line on stderr (``edgeconv: error: ...``), a documented exit code,
 never a traceback, and no partial output left behind.  Each test runs the real console entry

@@ -157,8 +157,8 @@ def test_timeout_is_exit_9_and_documented(torch_files, tmp_path):
     assert res.returncode == EXIT_TIMEOUT == 9
     assert "within 2 s (--timeout)" in res.stderr and len(res.stderr.strip().splitlines()) == 1
     assert time.monotonic() - start < 60
-    readme = (ROOT / "README.md").read_text()
-    assert "| 9 |" in readme
+    usage = (ROOT / "docs" / "usage.md").read_text()
+    assert "| 9 |" in usage
 
 
 # ------------------------------------------------------------------------ 3: YAML alias bombs
@@ -403,10 +403,10 @@ def test_port_killed_with_sigkill_leaves_nothing_a_rerun_keeps(tmp_path):
     assert not [p for p in out.rglob(".edgeconv-*") if p.name != ".edgeconv-output"]
 
 
-# --------------------------------------------------------------- the README's exit-code table
+# ---------------------------------------------------- the exit-code table (docs/usage.md)
 
 
-def test_readme_exit_code_table_matches_errors_py():
+def test_usage_doc_exit_code_table_matches_errors_py():
     import re
 
     from converter import errors
@@ -414,8 +414,8 @@ def test_readme_exit_code_table_matches_errors_py():
 
     codes = {v for k, v in vars(errors).items() if k.startswith("EXIT_") and isinstance(v, int)}
     codes.add(EXIT_BATCH_FAILED)
-    readme = (ROOT / "README.md").read_text()
-    table = readme.split("## Exit codes", 1)[1].split("\n\n", 2)[1]
+    usage = (ROOT / "docs" / "usage.md").read_text()
+    table = usage.split("## Exit codes", 1)[1].split("\n\n", 2)[1]
     documented = {int(m) for m in re.findall(r"^\| (\d+) \|", table, re.M)}
     assert documented == codes
     docstring = errors.__doc__

@@ -6,7 +6,7 @@ exporter cannot map are listed in ``UNMAPPED`` with the MACE source that says wh
 And in MACE's own runtime (``mace_run`` from ../shared/runtimes, CPU): every case runs there, all
 in one invocation (mace_run measures the CPU for about a second at every start), against
 onnxruntime; ``HOST_BUILD_LACKS`` lists what this host build of MACE cannot run (kernels
-registered for ARM only).  The README states the number proved; a test asserts it."""
+registered for ARM only).  docs/targets.md states the number proved; a test asserts it."""
 
 from __future__ import annotations
 
@@ -285,7 +285,7 @@ HOST_BUILD_LACKS = {
 #: exporter copied such outputs: netdef_writer._copy_aliased_outputs).
 ISOLATED: dict[str, str] = {}
 
-#: How many of the matrix's MACE ops mace_run (CPU) proves (README states it).
+#: How many of the matrix's MACE ops mace_run (CPU) proves (docs/targets.md states it).
 PROVED = 64
 
 
@@ -303,8 +303,8 @@ def test_matrix_ops_run_in_mace_runtime(tmp_path):
     assert len(proved) == PROVED and proved | set(HOST_BUILD_LACKS) == set(_matrix_ops())
 
 
-def test_readme_states_the_proved_op_count():
+def test_targets_doc_states_the_proved_op_count():
     from pathlib import Path
 
-    readme = " ".join((Path(__file__).resolve().parents[1] / "README.md").read_text().split())
+    readme = " ".join((Path(__file__).resolve().parents[1] / "docs" / "targets.md").read_text().split())
     assert f"{PROVED} of the matrix's {len(_matrix_ops())} MACE ops in MACE's CPU runtime" in readme

@@ -58,13 +58,16 @@ class OnnxCopyTarget(Target):
         self.check_hw(hw)
         graph = to_graph(model)
         ctx = CopyContext()
-        lower_nodes(COPY_OPS, ctx, graph.nodes, model=model)
+        lower_nodes(COPY_OPS, ctx, graph.nodes, model=model, custom=self.custom_hook)
         graph.nodes = list(ctx.nodes)
         written = to_model(graph)
         path = Path(out_dir) / f"{options.name or 'model'}.onnx"
         path.parent.mkdir(parents=True, exist_ok=True)
         path.write_bytes(written.SerializeToString(deterministic=True))
         return Artifact(self.name, hw, [path], Path(out_dir), meta={"nodes": len(ctx.nodes)}, runtime="onnxruntime")
+
+    #: How the driver writes a custom-layer node (None: this format has no custom layers).
+    custom_hook = None
 
     def run(self, artifact, inputs):
         session = ort.InferenceSession(str(artifact.files[0]), providers=["CPUExecutionProvider"])
@@ -281,3 +284,160 @@ def test_the_cli_ports_to_a_registered_target_with_its_overlay(tmp_path, capsys,
     summary = json.loads(capsys.readouterr().out)
     assert code == 0, summary
     assert [(r["target"], r["hw"], r["status"]) for r in summary["results"]] == [("onnxcopy", "cpu", "ok")]
+
+
+# -- the fifth target's own capabilities: custom layers and a real runtime -------------------------
+
+
+class ScaffoldingCopyTarget(OnnxCopyTarget):
+    """onnxcopy with its own custom-layer scaffold (one header per op type) and a pluggable
+    "real runtime" (onnxruntime in a child process, found by ``--runtime onnxcopy=PATH``)."""
+
+    runtime_env = "EDGECONV_ONNXCOPY_RUNTIME"
+
+    @staticmethod
+    def custom_hook(ctx, node, layer, attrs) -> None:
+        """A custom layer in the copy: the node, renamed to its layer type in a domain of its own."""
+        node.op, node.domain = layer, "onnxcopy.custom"
+        ctx.nodes.append(node)
+
+    def custom_layer_name(self, op) -> str:
+        return "Copy" + op.symbol
+
+    def custom_layer_files(self, ops, name: str) -> dict[str, bytes]:
+        return {f"onnxcopy/{name}.h": f"// {name}: {len(ops)} node(s)\n".encode()}
+
+    def custom_layer_registration(self, op, name: str) -> str:
+        return f"Register {name} with the copier."
+
+    def load_runtime(self, path):
+        return ChildOnnxRuntime(path)
+
+
+class ChildOnnxRuntime:
+    """A stand-in real runtime: the exported file, run by onnxruntime in another process."""
+
+    exposes_intermediates = False
+
+    def __init__(self, path):
+        from converter.errors import BadInput
+
+        self.path = Path(path)
+        if not self.path.is_file():
+            raise BadInput(f"--runtime onnxcopy={path}: no such file")
+
+    def oracle_name(self, hw: str) -> str:
+        return "onnxcopy child runtime"
+
+    def serves(self, hw: str) -> bool:
+        return True
+
+    def run(self, artifact, inputs):
+        import subprocess
+        import sys
+
+        feeds = Path(artifact.out_dir) / "feeds.npz"
+        np.savez(feeds, **inputs)
+        code = ("import sys, numpy as np, onnxruntime as ort; s = ort.InferenceSession(sys.argv[1]); "
+                "f = dict(np.load(sys.argv[2])); n = [o.name for o in s.get_outputs()]; "
+                "np.savez(sys.argv[3], **dict(zip(n, s.run(n, f))))")
+        outs = Path(artifact.out_dir) / "outs.npz"
+        subprocess.run([sys.executable, "-c", code, str(artifact.files[0]), str(feeds), str(outs)], check=True)
+        result = dict(np.load(outs))
+        feeds.unlink()
+        outs.unlink()
+        return result
+
+
+SIGMOID_OVERLAY = COPY_MATRIX + "      Sigmoid: {supported: []}\n"
+
+
+def conv_sigmoid_add() -> onnx.ModelProto:
+    """conv_relu_add with a Sigmoid (which onnxcopy lacks) instead of the Relu."""
+    from converter.frontend.normalize import normalize
+
+    model = conv_relu_add()
+    model.graph.node[1].op_type = "Sigmoid"
+    return normalize(model)  # names the node after its op
+
+
+def test_the_fifth_target_checks_plans_and_scaffolds_a_custom_layer(tmp_path):
+    """check, plan, export and the custom-layer scaffold through the fifth target's own
+    declarations only (no other package names it): exit 7 with its files."""
+    from converter.matrix import load_matrix
+    from converter.legalize.check import check_model
+    from converter.legalize.plan import plan_model
+    from converter.port import port
+
+    overlay = tmp_path / "copy.yaml"
+    overlay.write_text(SIGMOID_OVERLAY)
+    targets.register("onnxcopy", ScaffoldingCopyTarget(), replace=True)
+    matrix = load_matrix(None, (str(overlay),))
+    model = conv_sigmoid_add()
+    verdicts = {v.node: v.status for v in check_model(model, "onnxcopy", "cpu", matrix).verdicts}
+    assert verdicts == {"conv_0": "supported", "sigmoid_0": "unsupported", "add_0": "supported"}
+    remedies = {e.node: e.remedy for e in plan_model(model, "onnxcopy", "cpu", matrix).entries}
+    assert remedies["sigmoid_0"] == "postprocess"  # trailing: generated code would take it
+    path = tmp_path / "m.onnx"
+    onnx.save(model, path)
+    result = port(str(path), to="onnxcopy", out=tmp_path / "out", matrix_overlays=(str(overlay),),
+                  custom_ops=["Sigmoid"])
+    assert (result.status, result.exit_code) == ("needs_custom", 7), result.reason
+    assert result.reason.startswith("needs custom kernels: 1 op (sigmoid_0)")
+    [layer] = result.report["custom_layers"]
+    assert (layer["layer"], layer["framework"]) == ("CopySigmoid", "onnxcopy")
+    scaffold = tmp_path / "out" / "custom" / "Sigmoid"
+    assert (scaffold / "onnxcopy" / "CopySigmoid.h").read_text() == "// CopySigmoid: 1 node(s)\n"
+    assert "Register CopySigmoid with the copier." in (scaffold / "README.md").read_text()
+    written = onnx.load(tmp_path / "out" / "m.onnx")
+    assert [(n.op_type, n.domain) for n in written.graph.node] == [
+        ("Conv", ""), ("CopySigmoid", "onnxcopy.custom"), ("Add", "")]
+
+
+def test_the_fifth_target_refuses_custom_layers_it_cannot_carry(tmp_path):
+    """A target without custom layers (``custom_layers = False``) ports such a model as
+    unsupported (exit 3), naming the node; the base Target refuses a scaffold it has none for."""
+    from converter.port import port
+
+    class NoCustom(OnnxCopyTarget):
+        custom_layers = False
+
+    overlay = tmp_path / "copy.yaml"
+    overlay.write_text(SIGMOID_OVERLAY)
+    targets.register("onnxcopy", NoCustom(), replace=True)
+    path = tmp_path / "m.onnx"
+    onnx.save(conv_sigmoid_add(), path)
+    result = port(str(path), to="onnxcopy", out=tmp_path / "out", matrix_overlays=(str(overlay),),
+                  custom_ops=["Sigmoid"])
+    assert (result.status, result.exit_code) == ("unsupported", 3)
+    assert "nodes needing one: sigmoid_0" in result.reason
+    with pytest.raises(BadInput, match="no custom-layer scaffold for ONNX-copy"):
+        OnnxCopyTarget().custom_layer_files([], "x")
+
+
+def test_the_fifth_target_is_judged_by_its_own_runtime(tmp_path, monkeypatch):
+    """``--runtime onnxcopy=PATH`` and the target's environment variable select the runtime the
+    target declares; the verdict names it."""
+    from converter.port import port
+    from converter.targets.oracles import parse_runtime_flags, pluggable
+
+    targets.register("onnxcopy", ScaffoldingCopyTarget(), replace=True)
+    assert pluggable()["onnxcopy"] == "EDGECONV_ONNXCOPY_RUNTIME"
+    tool = tmp_path / "copy_runner"
+    tool.write_text("")
+    assert parse_runtime_flags([f"onnxcopy={tool}"]) == {"onnxcopy": str(tool)}
+    overlay = tmp_path / "copy.yaml"
+    overlay.write_text(COPY_MATRIX)
+    path = tmp_path / "m.onnx"
+    onnx.save(conv_relu_add(), path)
+    result = port(str(path), to="onnxcopy", out=tmp_path / "a", matrix_overlays=(str(overlay),),
+                  runtimes={"onnxcopy": str(tool)})
+    assert (result.status, result.oracle) == ("ok", "onnxcopy child runtime"), result.reason
+    stage = result.report["verification"]["stages"][-1]
+    assert stage["oracle"] == {"name": "onnxcopy child runtime", "kind": "runtime"}
+    monkeypatch.setenv("EDGECONV_ONNXCOPY_RUNTIME", str(tool))
+    again = port(str(path), to="onnxcopy", out=tmp_path / "b", matrix_overlays=(str(overlay),))
+    assert again.oracle == "onnxcopy child runtime"
+    with pytest.raises(BadInput, match="no such file"):
+        port(str(path), to="onnxcopy", out=tmp_path / "c", matrix_overlays=(str(overlay),),
+             runtimes={"onnxcopy": str(tmp_path / "missing")})

@@ -6,8 +6,8 @@ the round-trip reader on onnxruntime, must match onnxruntime on the original (ma
 And in TNN's own runtime (``tnn_run`` from ../shared/runtimes, devices X86 and NAIVE): every case
 whose op the matrix says that device supports runs there, all cases of a device in one
 invocation (``rank_runtimes.prove_in_runtime``), against onnxruntime.  ``NOT_PROVABLE`` lists the
-few the runner cannot feed; the README states how many matrix ops each device proves, and
-``test_readme_states_the_proved_op_counts`` asserts the numbers.
+few the runner cannot feed; docs/targets.md states how many matrix ops each device proves, and
+``test_targets_doc_states_the_proved_op_counts`` asserts the numbers.
 
 The layers added for the matrix (layers_extra.py) also get their raw .tnnproto fields checked
 against the order the cited Tencent/TNN (f0cb081) ``layer_interpreter/*.cc`` parser reads them.
@@ -224,7 +224,7 @@ NOT_PROVABLE = {
                            "converts to int32 blobs only",
 }
 
-#: How many of the matrix's TNN ops each device proves in TNN's runtime (README states them).
+#: How many of the matrix's TNN ops each device proves in TNN's runtime (docs/targets.md states them).
 PROVED = {"x86": 74, "naive": 82}
 
 
@@ -407,9 +407,9 @@ def test_matrix_ops_run_in_tnn_runtime(proved, hw):
     assert len(ops) == PROVED[hw], (hw, len(ops), sorted(ops))
 
 
-def test_readme_states_the_proved_op_counts():
+def test_targets_doc_states_the_proved_op_counts():
     from pathlib import Path
 
-    readme = " ".join((Path(__file__).resolve().parents[1] / "README.md").read_text().split())
+    readme = " ".join((Path(__file__).resolve().parents[1] / "docs" / "targets.md").read_text().split())
     assert (f"{PROVED['x86']} of the matrix's TNN ops in TNN's x86 runtime and {PROVED['naive']} in its naive "
             "runtime") in readme

@@ -25,9 +25,10 @@ from ..ir.onnx_file import save_onnx, write_with_external_weights  # noqa: F401 
 
 from .source_kinds import EXPORTED_PROGRAM_SUFFIXES, ONNX_SUFFIXES, SUPPORTED, TF_SUFFIXES, TORCHSCRIPT_SUFFIXES
 
-# torch.onnx.export opset for torch sources; normalize() brings everything to CANONICAL_OPSET.
+# The TorchScript-based exporter's opset; the dynamo exporter (ExportedPrograms, live modules)
+# writes torch's default opset (20 in torch 2.13).  normalize() brings either to CANONICAL_OPSET
+# (converter/frontend/opsets).
 _TORCH_EXPORT_OPSET = 17
-_DYNAMO_EXPORT_OPSET = 18
 
 
 def load_model(
@@ -346,22 +347,32 @@ def _export_torchscript_as_program(torch, module, args, arg_names, path) -> onnx
     except Exception as err:
         raise BadInput(f"{path}: TorchScript to ExportedProgram failed: {_one_line(err)}") from None
     model = _export(torch, program, args, arg_names, path, dynamo=True)
-    # Name the interface as the first route does: inputs after the TorchScript arguments,
-    # outputs output / output_0, output_1, ...
+    return name_interface(model, arg_names, _output_names(torch, module, args))
+
+
+def name_interface(model: onnx.ModelProto, input_names, output_names) -> onnx.ModelProto:
+    """Name the graph inputs (initializers aside) and, unless ``output_names`` is None, the
+    outputs of a dynamo export as the TorchScript route does: inputs after the module's
+    arguments, outputs ``output`` or ``output_0``, ``output_1``, ... (the dynamo exporter names
+    them after the values they are: ``log_softmax``)."""
     inits = {t.name for t in model.graph.initializer}
     inputs = [i for i in model.graph.input if i.name not in inits]
-    outputs = _output_names(torch, module, args)
+    output_names = list(output_names) if output_names is not None else [o.name for o in model.graph.output]
     renames = {}
-    if len(inputs) == len(arg_names):
-        renames.update({i.name: n for i, n in zip(inputs, arg_names)})
-    if len(outputs) == len(model.graph.output):
-        renames.update({o.name: n for o, n in zip(model.graph.output, outputs)})
+    if len(inputs) == len(input_names):
+        renames.update({i.name: n for i, n in zip(inputs, input_names)})
+    if len(output_names) == len(model.graph.output):
+        renames.update({o.name: n for o, n in zip(model.graph.output, output_names)})
     for node in model.graph.node:
         node.input[:] = [renames.get(i, i) for i in node.input]
         node.output[:] = [renames.get(o, o) for o in node.output]
     for value in [*model.graph.input, *model.graph.output, *model.graph.value_info]:
         value.name = renames.get(value.name, value.name)
     return model
+
+
+def plain_output_names(count: int) -> list[str]:
+    return ["output"] if count == 1 else [f"output_{i}" for i in range(count)]
 
 
 def _fused_op_decompositions(torch) -> dict:
@@ -448,8 +459,7 @@ def _export(torch, module, args, input_names, path, dynamo: bool, as_file: bool 
                 _quiet_logging():
             warnings.simplefilter("ignore")
             if dynamo:
-                program = torch.onnx.export(module, args, dynamo=True, opset_version=_DYNAMO_EXPORT_OPSET,
-                                            verbose=False)
+                program = torch.onnx.export(module, args, dynamo=True, verbose=False)
                 program.save(str(out))
             else:
                 # The exporter runs a ScriptModule once for its output shapes: without autograd
@@ -473,11 +483,10 @@ def _output_names(torch, module, args) -> list[str]:
     TorchScript-based exporter would otherwise number them after internal values ("68")."""
     count = _scripted_output_count(module)
     if count is not None:  # the signature says it: no need to run the model (0.5 s for a ResNet-18)
-        return ["output"] if count == 1 else [f"output_{i}" for i in range(count)]
+        return plain_output_names(count)
     with torch.no_grad():
         result = module(*args)
-    count = len(torch.utils._pytree.tree_leaves(result))
-    return ["output"] if count == 1 else [f"output_{i}" for i in range(count)]
+    return plain_output_names(len(torch.utils._pytree.tree_leaves(result)))
 
 
 def _scripted_output_count(module) -> int | None:

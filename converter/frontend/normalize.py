@@ -21,7 +21,7 @@ import onnx
 import onnx_graphsurgeon as gs
 
 from ..errors import BadInput
-from ..ir.graph import CANONICAL_OPSET, model_opset, to_graph, to_model, unique_name
+from ..ir.graph import CANONICAL_OPSET, to_graph, to_model, unique_name
 from ..ir import light_model
 from ..ir.memory import RELEASE_MIN_BYTES, release, weight_bytes
 
@@ -85,7 +85,7 @@ def is_large(model: onnx.ModelProto) -> bool:
 
 def _normalize(model: onnx.ModelProto, input_shapes, check: bool = True) -> onnx.ModelProto:
     heavy = weight_bytes(model) >= RELEASE_MIN_BYTES
-    graph = to_graph(_to_canonical_opset(model))
+    graph = _to_canonical_opset(model)
     model = None  # the caller's model stays; the converted copy lives only as long as ``graph``
     _check_acyclic(graph)
     _drop_attributes_newer_than_opset(graph)
@@ -104,6 +104,7 @@ def _normalize(model: onnx.ModelProto, input_shapes, check: bool = True) -> onnx
     _inline_constant_nodes(graph)
     _remove_passthrough(graph)
     _drop_needless_allowzero(graph)
+    _short_prelu_slopes(graph)
     graph.cleanup(remove_unused_graph_inputs=False).toposort()
     _rename(graph)
     release(heavy)  # graphsurgeon graphs are cyclic: free the ones above (and their weights) now
@@ -261,33 +262,11 @@ def _has_shape_work(graph: gs.Graph) -> bool:
 
 
 
-def _to_canonical_opset(model: onnx.ModelProto) -> onnx.ModelProto:
-    opset = model_opset(model)
-    newest = onnx.defs.onnx_opset_version()
-    if opset > newest:
-        raise BadInput(f"model uses opset {opset}, newer than this onnx/onnxruntime supports (max {newest})")
-    if opset == CANONICAL_OPSET:
-        return _upgrade_ir_version(model)
-    try:
-        converted = light_model.on_light_copy(
-            model, lambda light: onnx.version_converter.convert_version(light, CANONICAL_OPSET))
-    except Exception as err:  # the converter raises bare RuntimeErrors with C++ text
-        first = str(err).strip().splitlines()[0] if str(err).strip() else type(err).__name__
-        raise BadInput(f"cannot convert opset {opset} to {CANONICAL_OPSET}: {first}") from None
-    return _upgrade_ir_version(converted)
+def _to_canonical_opset(model: onnx.ModelProto) -> gs.Graph:
+    """The model as a graph at the canonical opset, by edgeconv's own adapters (converter/frontend/opsets)."""
+    from .opsets import adapt_to_canonical
 
-
-def _upgrade_ir_version(model: onnx.ModelProto) -> onnx.ModelProto:
-    """Old models (IR 3, opset 7 model zoos) keep their IR version through the opset
-    conversion; IR < 4 demands every initializer be a graph input, which normalization drops.
-    The canonical opset's own IR version (8) has no such rule."""
-    try:
-        needed = onnx.helper.find_min_ir_version_for(list(model.opset_import), ignore_unknown=True)
-    except Exception:  # noqa: BLE001 - an opset onnx does not know
-        needed = 4
-    if model.ir_version < needed:
-        model.ir_version = needed
-    return model
+    return adapt_to_canonical(model, fold=lambda graph: _fold_to_fixpoint(graph)[0])
 
 
 def _infer(model: onnx.ModelProto) -> onnx.ModelProto:
@@ -371,6 +350,23 @@ def _drop_needless_allowzero(graph: gs.Graph) -> None:
         target = node.inputs[1] if len(node.inputs) > 1 else None
         if isinstance(target, gs.Constant) and not np.any(np.asarray(target.values) == 0):
             del node.attrs["allowzero"]
+
+
+def _short_prelu_slopes(graph: gs.Graph) -> None:
+    """PRelu slopes without leading 1s: the dynamo exporter writes a per-channel slope as
+    [1, C, 1, 1], the TorchScript one as [C, 1, 1] (the form the edge exporters read as per
+    channel).  Broadcasting aligns from the right, so the values per element are the same."""
+    for node in graph.nodes:
+        slope = node.inputs[1] if node.op == "PRelu" and len(node.inputs) == 2 else None
+        # (the dynamo exporter shares one constant between layers of equal slopes)
+        if not isinstance(slope, gs.Constant) or any(r.op != "PRelu" or r.inputs[0] is slope for r in slope.outputs):
+            continue
+        value = np.asarray(slope.values)
+        lead = 0
+        while lead < value.ndim - 1 and value.shape[lead] == 1:
+            lead += 1
+        if lead:
+            slope.values = value.reshape(value.shape[lead:])
 
 
 def _remove_passthrough(graph: gs.Graph) -> None:

@@ -56,6 +56,12 @@ class ModelSource:
 
         if isinstance(self.model, onnx.ModelProto):
             return self.model
+        if self.example_inputs is not None or _is_torch_module(self.model):
+            if self.example_inputs is None:
+                raise BadInput(f"a torch module ({type(self.model).__name__}) needs example_inputs to be traced with")
+            from .torch_module import load_module
+
+            return load_module(self.model, self.example_inputs, self.timeout, meanwhile)
         if self.path is None:
             raise BadInput(f"cannot read a {type(self.model).__name__}: give a model file's path or an "
                            "onnx.ModelProto")
@@ -83,6 +89,14 @@ class ModelSource:
             if problems:
                 raise BadInput(problems[0])
         return normalized
+
+
+def _is_torch_module(model) -> bool:
+    """Without importing torch: a module object exists only if torch is loaded already."""
+    import sys
+
+    torch = sys.modules.get("torch")
+    return torch is not None and isinstance(model, torch.nn.Module)
 
 
 @dataclass(frozen=True)

@@ -126,6 +126,13 @@ def run_models(fn: Callable, args: tuple, timeout: float | None, what: str,
         return [onnx.load(str(tmp_path / name), load_external_data=True) for name in status["files"]]
 
 
+def can_fork() -> bool:
+    """Whether :func:`run_models` forks here (one thread): its child then holds this process's
+    objects (a live torch module); otherwise it spawns a fresh interpreter, which gets its
+    arguments as a pickle."""
+    return _single_threaded()
+
+
 def _single_threaded() -> bool:
     try:
         return len(os.listdir("/proc/self/task")) == 1
@@ -169,7 +176,7 @@ def _run_spawned(fn, args, tmp: Path, timeout: float, what: str, meanwhile=()) -
 
     (tmp / "call.pickle").write_bytes(pickle.dumps((fn.__module__, fn.__qualname__, args)))
     env = {**_CHILD_ENV, **os.environ}
-    package_root = str(Path(__file__).resolve().parents[1])
+    package_root = str(Path(__file__).resolve().parents[2])
     env["PYTHONPATH"] = os.pathsep.join(filter(None, [package_root, env.get("PYTHONPATH")]))
     # -P: the working directory (the user's, maybe holding a torch.py) is not on sys.path.
     safe_path = ["-P"] if sys.version_info >= (3, 11) else []

@@ -114,7 +114,9 @@ class PairPort:
         self.report["plan"] = legal.plan.to_json()
         self.report["applied_rules"] = [{"rule": r, "node": n} for r, n in legal.applied]
         self.note(unresolved=tuple(legal.unresolved), custom_nodes=tuple(sorted(legal.custom_nodes)))
-        if legal.custom_nodes:
+        # CoreML cannot carry custom layers but has a scaffold (the composite-op path); a target
+        # with neither gets none (the port is unsupported, naming the nodes)
+        if legal.custom_nodes and (self.target.custom_layers or self.target.custom_module is not None):
             from ..custom import write_custom_layers
             from ..legalize.why_custom import why_custom
 

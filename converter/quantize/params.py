@@ -38,6 +38,8 @@ from dataclasses import dataclass
 
 import numpy as np
 import onnx
+
+from ..ir.integers import int32_bias  # noqa: F401  (part of this module's API)
 from onnx import numpy_helper
 
 FORMAT = "edgeconv.quant/1"
@@ -164,13 +166,6 @@ def dequantize(q: np.ndarray, edge: QuantEdge) -> np.ndarray:
         shape[edge.axis] = -1
         scale, zero = scale.reshape(shape), zero.reshape(shape)
     return (q.astype(np.float64) - zero) * scale
-
-
-def int32_bias(bias: np.ndarray, scale) -> np.ndarray:
-    """A bias as int32 on ``scale`` (input scale x weight scale, per channel or one): round half to
-    even, saturated, as onnxruntime's quantizer, TensorFlow's converter and MACE's write it."""
-    q = np.round(np.asarray(bias, np.float64).reshape(-1) / np.asarray(scale, np.float64).reshape(-1))
-    return np.clip(q, -(2**31), 2**31 - 1).astype(np.int32)
 
 
 def quant_params(view: QdqView, config) -> dict:

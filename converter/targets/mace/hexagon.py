@@ -49,7 +49,7 @@ from operator import mul
 import numpy as np
 
 from ...errors import Unsupported
-from ...quantize.params import int32_bias
+from ...ir.integers import int32_bias
 from .data_file import DT_FLOAT, DT_INT32, DT_UINT8
 from .quantized import QInfo, _arg, _arg_i, _fold_activations, _readers, activation_infos, to_uint8
 

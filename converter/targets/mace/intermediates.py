@@ -42,7 +42,7 @@ def feeds(artifact: Artifact, inputs: dict[str, np.ndarray]) -> dict[str, np.nda
 
 
 def intermediates(artifact: Artifact, inputs: dict[str, np.ndarray]) -> Intermediates:
-    from ...verify.localize import expose_intermediates
+    from ...runtimes.onnxruntime import expose_intermediates
     from ...runtimes.onnxruntime import run_session, session
     from ._generated import mace_pb2
     from .reader import read

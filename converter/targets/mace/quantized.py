@@ -43,7 +43,7 @@ import numpy as np
 
 from ...errors import Unsupported
 from ...ir.graph import unique_name
-from ...quantize.params import int32_bias
+from ...ir.integers import int32_bias
 from .data_file import DT_FLOAT, DT_INT32, DT_UINT8
 
 QUANTIZE_FLAG = "quantize_flag"  # base_converter.py MaceKeyword.mace_quantize_flag_arg_str

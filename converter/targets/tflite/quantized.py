@@ -33,7 +33,7 @@ from dataclasses import dataclass
 import numpy as np
 
 from ...errors import Unsupported
-from ...quantize.params import int32_bias
+from ...ir.integers import int32_bias
 from ._generated import schema_generated as fb
 
 

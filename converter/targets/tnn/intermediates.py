@@ -45,7 +45,7 @@ def feeds(model: onnx.ModelProto, artifact: Artifact, inputs: dict[str, np.ndarr
 
 
 def intermediates(artifact: Artifact, inputs: dict[str, np.ndarray]) -> Intermediates:
-    from ...verify.localize import expose_intermediates
+    from ...runtimes.onnxruntime import expose_intermediates
     from ...runtimes.onnxruntime import run_session, session
     from .reader import read
     from .reader_onnx import to_onnx
