@@ -530,11 +530,12 @@ def main() -> None:
     targets = parse_targets(args.targets)
     cells: list[Cell] = []
     begin = time.perf_counter()
-    from converter.infra.fsutil import remove_stale
+    from converter.infra.fsutil import mark_temp, remove_stale
 
     # a run killed with SIGKILL cannot remove its directory (traced models, GBs): the next run does
     remove_stale(Path(tempfile.gettempdir()), "real-zoo-")
     with tempfile.TemporaryDirectory(prefix=f"real-zoo-{os.getpid()}-") as tmp:
+        mark_temp(Path(tmp))  # what lets a later run's remove_stale prove it ours once this one is killed
         work = Path(args.out) if args.out else Path(tmp)
         work.mkdir(parents=True, exist_ok=True)
         for name in names:

@@ -176,6 +176,7 @@ def _model_file(entry: dict, at: tuple, reading: _Reading) -> tuple[Path, str]:
     model_path = (reading.base / entry["path"]).resolve()
     if not model_path.exists():
         fail(at + ("path",), f"{entry['path']}: no such file")
+    _regular_unless_dir(model_path, at + ("path",), "model", fail)
     name = entry.get("name") or model_path.stem
     if not isinstance(name, str) or not _SAFE_NAME.match(name):
         fail(at + ("name",), "must be letters, digits, '_', '-' or '.'")
@@ -216,6 +217,7 @@ def _check_quantization(entry: dict, base: Path, at: tuple, fail) -> None:
         if not isinstance(entry["calibration"], str) or not (base / entry["calibration"]).exists():
             fail(at + ("calibration",), f"{entry['calibration']}: no such file or directory")
         entry["calibration"] = str((base / entry["calibration"]).resolve())
+        _regular_unless_dir(Path(entry["calibration"]), at + ("calibration",), "calibration file", fail)
     if "quantize" in entry and entry["quantize"] not in MODES:
         fail(at + ("quantize",), f"one of {', '.join(MODES)}")
     if "calibration_method" in entry and entry["calibration_method"] not in METHODS:
@@ -237,6 +239,17 @@ def _check_quantization(entry: dict, base: Path, at: tuple, fail) -> None:
             parse_spec(spec)
         except BadInput as err:
             fail(at + ("preprocess",), str(err).removeprefix("--preprocess").lstrip(": "))
+
+
+def _regular_unless_dir(path: Path, at: tuple, what: str, fail) -> None:
+    """A FIFO or device named as a model or data file would block the job's hashing forever."""
+    from ..infra.fsutil import regular_file
+
+    if not path.is_dir():
+        try:
+            regular_file(path, what)
+        except BadInput as err:
+            fail(at, str(err).replace(f"{path}: ", "", 1))
 
 
 def _check_runtimes(value, at: tuple, base: Path, fail) -> dict[str, str]:

@@ -148,9 +148,10 @@ def quantize_for_port(model: onnx.ModelProto, request: QuantRequest, verify: Ver
     if request.calibration:  # also the evaluation data of fp16 / int8-weights when no --inputs
         from .calibration import load_calibration
 
-        calibration = load_calibration(request.calibration, model, spec)
+        calibration = load_calibration(request.calibration, model, spec, seed=verify.seed)
         warnings += calibration.warnings
-        cal_info = {"source": calibration.source, "samples": len(calibration.samples), "bytes": calibration.nbytes}
+        cal_info = {"source": calibration.source, "samples": len(calibration.samples), "bytes": calibration.nbytes,
+                    "samples_in_source": calibration.total}
     held_out = load_npz(verify.inputs, model) if verify.inputs else None
     if spec is not None:
         from .input_checks import check_inputs

@@ -26,7 +26,6 @@ Every mode is deterministic: the same model and calibration data give a byte-ide
 from __future__ import annotations
 
 import inspect
-import tempfile
 from dataclasses import dataclass, field
 from pathlib import Path
 
@@ -35,6 +34,7 @@ import onnx
 import onnx_graphsurgeon as gs
 
 from ..errors import RuntimeUnavailable
+from ..infra.fsutil import private_temp_dir
 from ..ir.graph import NameAllocator, attr, constant_value, to_graph, to_model
 from .ranges import quiet_onnxruntime_quantization, range_of, share_add_ranges
 
@@ -105,7 +105,7 @@ def quantize_static_qdq(model: onnx.ModelProto, ranges, config: QuantConfig) -> 
 
     qtype = QuantType.QInt8 if config.mode == "int8" else QuantType.QUInt8
     extra = {"ForceQuantizeNoInputCheck": bool(config.full_integer)}
-    with tempfile.TemporaryDirectory(prefix="edgeconv-qdq-") as tmp, quiet_onnxruntime_quantization():
+    with private_temp_dir("qdq") as tmp, quiet_onnxruntime_quantization():
         src, out, cache = Path(tmp) / "float.onnx", Path(tmp) / "qdq.onnx", Path(tmp) / "ranges.json"
         onnx.save(model, str(src))
         save_tensors_data(ranges, cache)

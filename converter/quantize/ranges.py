@@ -30,7 +30,6 @@ from __future__ import annotations
 import contextlib
 import io
 import logging
-import tempfile
 from pathlib import Path
 
 import numpy as np
@@ -87,13 +86,18 @@ def collect_ranges(model: onnx.ModelProto, samples: list[dict[str, np.ndarray]],
     options = {"percentile": percentile} if method == "percentile" else {}
     if method == "mse":
         options = {"symmetric": False}  # a histogram of values, not of |values|
-    with tempfile.TemporaryDirectory(prefix="edgeconv-calib-") as tmp, quiet_onnxruntime_quantization():
+    from ..infra.fsutil import private_temp_dir
+    from ..infra.limits import Deadline
+
+    deadline = Deadline(f"calibration ({len(samples)} samples, onnxruntime)")  # --timeout bounds the total
+    with private_temp_dir("calib") as tmp, quiet_onnxruntime_quantization():
         model_path = Path(tmp) / "model.onnx"
         onnx.save(model, str(model_path))
         calibrator = create_calibrator(model_path, [], augmented_model_path=str(Path(tmp) / "augmented.onnx"),
                                        calibrate_method=ort_method, extra_options=options)
-        calibrator.infer_session = _GuardedSession(_optimized_session(calibrator.augmented_model_path))
+        calibrator.infer_session = _GuardedSession(_optimized_session(calibrator.augmented_model_path), deadline)
         for start in range(0, len(samples), CHUNK):
+            deadline.check()
             calibrator.collect_data(_Chunk(samples[start:start + CHUNK]))
         if method == "mse":
             data = _mse_ranges(calibrator.collector.histogram_dict)
@@ -105,18 +109,18 @@ def collect_ranges(model: onnx.ModelProto, samples: list[dict[str, np.ndarray]],
 
 class _GuardedSession:
     """The calibrator's session, each of its runs stopped by ``--timeout`` and Ctrl-C like every
-    other onnxruntime run (:func:`converter.infra.isolate.guarded_run`); the rest is the session's."""
+    other onnxruntime run (:func:`converter.frontend.isolate.guarded_run`); the rest is the session's."""
 
-    def __init__(self, session):
-        self._session = session
+    def __init__(self, session, deadline=None):
+        self._session, self._deadline = session, deadline
 
     def __getattr__(self, name):
         return getattr(self._session, name)
 
     def run(self, names, feeds, run_options=None):
-        from ..infra.isolate import guarded_run
+        from ..infra.limits import guarded_run
 
-        return guarded_run(self._session, names, feeds, "calibration (onnxruntime)")
+        return guarded_run(self._session, names, feeds, "calibration (onnxruntime)", self._deadline)
 
 
 def _optimized_session(path: str):

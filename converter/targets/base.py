@@ -48,6 +48,12 @@ import onnx
 from ..errors import BadInput
 
 
+#: How a file whose runtime computes in half precision is judged (``Artifact.meta
+#: ["suggested_tolerance"]``, used when the user gives no tolerances): CoreML on the Neural
+#: Engine, TNN on OpenCL/Metal GPUs.
+FP16_TOLERANCE = {"atol": 4e-3, "rtol": 4e-3}
+
+
 @dataclass(frozen=True)
 class ExportOptions:
     """What an exporter is told besides the model: the user's choices (``--fp16-weights``,

@@ -39,7 +39,7 @@ from collections.abc import Callable, Sequence
 import numpy as np
 import onnx
 
-from ..errors import BadInput, RuntimeUnavailable
+from ..errors import BadInput, RuntimeUnavailable, TimedOut
 from . import metrics
 from .localize import DEFAULT_LAYER_TOL, LayerReport, localize
 from .metrics import Metrics, Tolerance
@@ -493,6 +493,8 @@ def _verify_stage(stage: Stage, reference: _Reference, tolerances: Tolerances, n
     try:
         got_outs = [stage.run(s) for s in reference.samples]
         _release(stage.run)
+    except TimedOut:
+        raise  # past --timeout: the whole run stops (exit 9), it is no verdict on the file
     except RuntimeUnavailable as err:
         return StageResult(stage.name, SKIPPED, reason=str(err), oracle=oracle)
     except ReaderCannotRun as err:

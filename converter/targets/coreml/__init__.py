@@ -34,7 +34,7 @@ import onnx
 from ... import __version__
 from ...errors import BadInput, EdgeconvError, Unsupported
 from ...infra.fsutil import sha256_bytes
-from ..base import Artifact, ExportOptions, Target
+from ..base import FP16_TOLERANCE, Artifact, ExportOptions, Target
 from .mil_builder import sanitize
 from .mil_registry import OPS
 
@@ -45,7 +45,6 @@ MINIMUM_DEPLOYMENT_TARGET = "iOS16"
 #: Set to "1" to force the numpy executor even on macOS (to compare both).
 FORCE_NUMPY_ENV = "EDGECONV_COREML_NUMPY"
 FP32_TOLERANCE = {"atol": 1e-4, "rtol": 1e-3}
-FP16_TOLERANCE = {"atol": 4e-3, "rtol": 4e-3}
 
 
 def _precision(hw: str, options: ExportOptions) -> str:

@@ -13,7 +13,7 @@ import numpy as np
 import onnx
 
 from ...infra.fsutil import atomic_output_dir, sha256_bytes
-from ..base import Artifact, ExportOptions, Target
+from ..base import FP16_TOLERANCE, Artifact, ExportOptions, Target
 from ..naming import NameRule
 from .registry import OPS
 
@@ -65,6 +65,8 @@ class MaceTarget(Target):
             for file_name, content in files.items():
                 (tmp / file_name).write_bytes(content)
         meta.update(name=name, inputs=[vars(i) for i in inputs], outputs=[vars(o) for o in outputs])
+        if meta.get("compute_precision") == "fp16":
+            meta["suggested_tolerance"] = FP16_TOLERANCE
         return Artifact(target=self.name, hw=hw, files=[out_dir / f for f in files], out_dir=out_dir,
                         meta=meta, runtime="mace-reader+onnxruntime")
 
@@ -74,7 +76,7 @@ class MaceTarget(Target):
         import onnxruntime as ort
 
         from .intermediates import feeds
-        from ...infra.isolate import guarded_run  # --timeout and Ctrl-C stop it like every other run
+        from ...infra.limits import guarded_run  # --timeout and Ctrl-C stop it like every other run
         from .reader import read
 
         name = artifact.meta["name"]
