@@ -37,6 +37,10 @@ edgeconv's MIL numpy executor, as ``port --to coreml`` verifies its files):
 
 A peer that fails or is not installed prints its one-line reason.
 
+Timing: edgeconv's quantize stage (the port's own stage timer) and TFLiteConverter's
+``convert()`` (the full-integer conversion with the representative dataset), measured in the same
+run, one after the other for each model, printed as a ratio.
+
     python benchmarks/bench_quant_peers.py [--models mobilenetv2,resnet] [--size full] [--samples 100]
 """
 
@@ -70,7 +74,7 @@ import torch
 import litert_torch
 from litert_torch.quantize import pt2e_quantizer, quant_config
 from torchao.quantization.pt2e import quantize_pt2e
-from converter import zoo
+from converter.demo import zoo
 name, size, calib_path, held_path, out = sys.argv[2:7]
 calib, held = np.load(calib_path), np.load(held_path)
 sample = (torch.from_numpy(calib[0]),)
@@ -177,7 +181,8 @@ def tflite_peers(name: str, size: str, ours: dict, calib: np.ndarray, held: np.n
 
     def tensorflow():
         with contextlib.redirect_stdout(sys.stderr):  # Keras prints every exported tensor spec
-            _, int8, _ = tensorflow_int8(ours["float_model"], calib, tmp)
+            _, int8, seconds = tensorflow_int8(ours["float_model"], calib, tmp)
+        out["TFLiteConverter seconds"] = seconds
         return median_sqnr(refs, [run_tflite(int8, x) for x in held])
 
     def onnx2tf():
@@ -263,7 +268,7 @@ def main() -> None:
             shape = zoo.input_shapes(name, args.size)["input"]
             calib, held = samples(shape, args.samples, 0), samples(shape, args.held_out, 1)
             ours = edgeconv_int8(name, args.size, work, calib, held)
-            row = {"model": name, "size": args.size, "edgeconv": ours["sqnr_db"],
+            row = {"model": name, "size": args.size, "edgeconv": ours["sqnr_db"], "quantize seconds": ours["quantize_s"],
                    **tflite_peers(name, args.size, ours, calib, held, work)}
             if not args.no_coreml:
                 try:
@@ -297,6 +302,14 @@ def print_table(rows: list[dict], args) -> None:
         if isinstance(r.get("onnxruntime float ops"), dict):
             floats = ", ".join(f"{n} {op}" for op, n in r["onnxruntime float ops"].items())
             notes.append(f"  {r['model']} onnxruntime QDQ: its optimized graph still runs {floats} in float")
+    print("\nint8 conversion time (s, this run): edgeconv's quantize stage (calibration, quantization, bias "
+          "correction, its verdict and per-layer table) against TFLiteConverter's full-integer convert() "
+          "(goal: ratio <= 1.0)")
+    print(f"{'model':12} {'edgeconv':>9} {'TFLiteConverter':>16} {'ratio':>6}")
+    for r in rows:
+        theirs = r.get("TFLiteConverter seconds")
+        ratio = f"{r['quantize seconds'] / theirs:6.2f}" if theirs else f"{'-':>6}"
+        print(f"{r['model']:12} {r['quantize seconds']:9.1f} {theirs or float('nan'):16.1f} {ratio}")
     if not args.no_coreml:
         print("\nCoreML int8 weight-only SQNR (dB, executed by edgeconv's MIL numpy executor)")
         print(f"{'model':12} {'edgeconv':>9} {'coremltools':>12} {'ours-them':>9} {'weights':>9}")

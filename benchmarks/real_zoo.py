@@ -1,20 +1,26 @@
 """Port published architectures (torchvision, timm; random init) to every target.
 
     .venv/bin/python benchmarks/real_zoo.py [--models resnet18,swin_t] [--targets cpu|accel|all|tflite:cpu,...]
-                                            [--out DIR] [--json results.json]
+                                            [--out DIR] [--json results.json] [--runtimes DIR]
 
 Needs the `zoo` extra (`pip install -e '.[zoo]'`: torchvision 0.28.0 and timm).  Every model is
 built with seeded random weights (nothing downloads), its BatchNorm statistics and affine
 parameters randomized (default statistics, mean 0 / variance 1, would hide a BN-folding bug), then
 traced with a fixed input shape and saved as TorchScript (.pt).  edgeconv loads and normalizes
-each .pt once and ports it to each framework's CPU (tflite cpu, tnn x86, mace cpu, coreml cpu) and
-to one accelerator per framework (tflite gpu, tnn opencl, mace gpu, coreml ane).
+each .pt once and ports it to each framework's CPU (tflite cpu, tnn arm and x86, mace cpu, coreml
+cpu) and to one accelerator per framework (tflite gpu, tnn opencl, mace gpu, coreml ane).
+
+``--runtimes DIR`` (default: ``../shared/runtimes`` next to the checkout, when it exists) names
+the real TNN and MACE runtimes (``DIR/tnn/bin/tnn_run``, ``DIR/mace/bin/mace_run``; see
+converter/runtimes): TNN ports (arm and x86 files, run on the host's X86 device) and MACE CPU ports
+are then judged by TNN's and MACE's own interpreters instead of edgeconv's readers.  Environment
+variables EDGECONV_TNN_RUNTIME / EDGECONV_MACE_RUNTIME, when set, win.
 
 Each cell of the table is one port:
 
     pass      exported and verified within tolerance by the target's oracle (column `oracle`:
-              litert = the LiteRT interpreter; the others are edgeconv's readers of the written
-              files, see converter/targets/*/)
+              LiteRT for TFLite, tnn_run / mace_run with --runtimes, else edgeconv's readers of
+              the written files, see converter/targets/*/; the MIL executor for CoreML)
     wrong     exported, but the outputs differ beyond tolerance (port status verify_failed)
     refused   no remedy on that framework x hardware (port status unsupported) - reason listed
     custom    the port needs a custom layer
@@ -45,7 +51,7 @@ from pathlib import Path
 ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT))
 
-CPU_TARGETS = (("tflite", "cpu"), ("tnn", "x86"), ("mace", "cpu"), ("coreml", "cpu"))
+CPU_TARGETS = (("tflite", "cpu"), ("tnn", "arm"), ("tnn", "x86"), ("mace", "cpu"), ("coreml", "cpu"))
 ACCEL_TARGETS = (("tflite", "gpu"), ("tnn", "opencl"), ("mace", "gpu"), ("coreml", "ane"))
 SEED = 0
 
@@ -92,6 +98,17 @@ def _tv_video(name):
         tv = import_torchvision()
         return getattr(tv.models.video, name)(weights=None)
     return build
+
+
+def _s3d():
+    """torchvision's S3D at 16 x 96 x 96: its final AvgPool3d (2, 7, 7) is sized for 224 x 224
+    inputs (a 7 x 7 grid); at 96 the grid is 3 x 3, so that one pool's window is (2, 3, 3)."""
+    import torch
+
+    tv = import_torchvision()
+    model = tv.models.video.s3d(weights=None)
+    model.avgpool = torch.nn.AvgPool3d(kernel_size=(2, 3, 3), stride=1)
+    return model
 
 
 def _tv_seg(name):
@@ -206,6 +223,15 @@ def _timm(name, **kw):
     return build
 
 
+def _yolo(kind):
+    def build():
+        sys.path.insert(0, str(Path(__file__).resolve().parent))
+        from zoo_yolo import build_yolo
+
+        return build_yolo(kind)
+    return build
+
+
 @dataclass(frozen=True)
 class ZooEntry:
     name: str
@@ -246,6 +272,35 @@ ENTRIES = [
     ZooEntry("yolo_style", "detection", _yolo_head, (1, 3, 64, 64)),
     ZooEntry("r3d_18", "video", _tv_video("r3d_18"), (1, 3, 8, 64, 64)),
     ZooEntry("r2plus1d_18", "video", _tv_video("r2plus1d_18"), (1, 3, 8, 64, 64)),
+    # issue 30's families: efficient CNNs, hybrids and MLPs from timm, torchvision's newer ones,
+    # YOLO-style heads (benchmarks/zoo_yolo.py)
+    ZooEntry("efficientvit_b0", "hybrid", _timm("efficientvit_b0"), (1, 3, 64, 64)),
+    ZooEntry("levit_128s", "hybrid", _timm("levit_128s", img_size=128), (1, 3, 128, 128)),
+    ZooEntry("convnextv2_atto", "classification", _timm("convnextv2_atto"), (1, 3, 64, 64)),
+    ZooEntry("ghostnet_100", "mobile", _timm("ghostnet_100"), (1, 3, 96, 96)),
+    ZooEntry("mobileone_s0", "mobile", _timm("mobileone_s0"), (1, 3, 96, 96)),
+    ZooEntry("repvit_m0_9", "mobile", _timm("repvit_m0_9"), (1, 3, 96, 96)),
+    ZooEntry("fastvit_t8", "hybrid", _timm("fastvit_t8"), (1, 3, 64, 64)),
+    ZooEntry("efficientformerv2_s0", "hybrid", _timm("efficientformerv2_s0", img_size=64), (1, 3, 64, 64)),
+    ZooEntry("edgenext_xx_small", "hybrid", _timm("edgenext_xx_small"), (1, 3, 64, 64)),
+    ZooEntry("poolformer_s12", "hybrid", _timm("poolformer_s12"), (1, 3, 64, 64)),
+    ZooEntry("pvt_v2_b0", "transformer", _timm("pvt_v2_b0"), (1, 3, 64, 64)),
+    ZooEntry("mixer_s32", "mlp", _timm("mixer_s32_224", img_size=64), (1, 3, 64, 64)),
+    ZooEntry("lcnet_050", "mobile", _timm("lcnet_050"), (1, 3, 96, 96)),
+    ZooEntry("mobilenetv4_conv_small", "mobile", _timm("mobilenetv4_conv_small"), (1, 3, 96, 96)),
+    ZooEntry("hrnet_w18_small", "classification", _timm("hrnet_w18_small"), (1, 3, 64, 64)),
+    ZooEntry("xcit_nano_12_p16", "transformer", _timm("xcit_nano_12_p16_224", img_size=64), (1, 3, 64, 64)),
+    ZooEntry("rexnet_100", "mobile", _timm("rexnet_100"), (1, 3, 96, 96)),
+    ZooEntry("tinynet_e", "mobile", _timm("tinynet_e"), (1, 3, 96, 96)),
+    ZooEntry("efficientnet_v2_s", "classification", _tv("efficientnet_v2_s"), (1, 3, 64, 64)),
+    ZooEntry("regnet_x_400mf", "classification", _tv("regnet_x_400mf"), (1, 3, 64, 64)),
+    ZooEntry("shufflenet_v2_x0_5", "mobile", _tv("shufflenet_v2_x0_5"), (1, 3, 96, 96)),
+    ZooEntry("inception_v3", "classification", _tv("inception_v3", aux_logits=False, init_weights=True), (1, 3, 96, 96)),
+    ZooEntry("swin_v2_t", "transformer", _tv("swin_v2_t"), (1, 3, 224, 224)),
+    ZooEntry("s3d", "video", _s3d, (1, 3, 16, 96, 96)),
+    ZooEntry("yolov8_pose", "detection", _yolo("v8_pose"), (1, 3, 128, 128)),
+    ZooEntry("yolov8_seg", "detection", _yolo("v8_seg"), (1, 3, 128, 128)),
+    ZooEntry("yolo11_det", "detection", _yolo("11_det"), (1, 3, 128, 128)),
 ]
 BY_NAME = {e.name: e for e in ENTRIES}
 
@@ -259,6 +314,13 @@ def transformer_entries():
     import zoo_transformers
 
     return zoo_transformers
+
+
+#: Samples in the BatchNorm calibration pass.  A BatchNorm late in a small-input network sees one
+#: or four positions per sample (LeViT's last stage at 64x64 is 1x1): with two samples its
+#: statistics were noise, which compounds through the residual stream (LeViT's outputs reached
+#: 1e14 on a fresh input); eight keep every model here within float32's range.
+CALIBRATION_BATCH = 8
 
 
 def randomize_batchnorm(model, shape, seed: int) -> None:
@@ -296,7 +358,7 @@ def randomize_batchnorm(model, shape, seed: int) -> None:
                 m.bias.copy_(0.1 * torch.randn(m.bias.shape, generator=g))
         hooks = [m.register_forward_pre_hook(calibrate) for m in norms]
         try:
-            model(torch.randn((2, *shape[1:]), generator=g))
+            model(torch.randn((CALIBRATION_BATCH, *shape[1:]), generator=g))
         finally:
             for h in hooks:
                 h.remove()
@@ -511,6 +573,22 @@ def table(cells: list[Cell], targets) -> str:
     return "\n".join(lines + [""] + summary + ([""] + notes if notes else []))
 
 
+#: Where the real runtimes live relative to the checkout (tests use the same place).
+DEFAULT_RUNTIMES = ROOT.parent / "shared" / "runtimes"
+
+
+def use_runtimes(directory: str) -> dict[str, str]:
+    """Point the TNN and MACE runtime variables at ``directory``'s tools (unless already set);
+    returns the ones in effect."""
+    base = Path(directory) if directory else DEFAULT_RUNTIMES
+    tools = {"EDGECONV_TNN_RUNTIME": base / "tnn" / "bin" / "tnn_run",
+             "EDGECONV_MACE_RUNTIME": base / "mace" / "bin" / "mace_run"}
+    for var, tool in tools.items():
+        if not os.environ.get(var) and tool.is_file():
+            os.environ[var] = str(tool)
+    return {var: os.environ[var] for var in tools if os.environ.get(var)}
+
+
 def main() -> None:
     ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     ap.add_argument("--models", default="", help="comma-separated names (default: all); --list shows them")
@@ -520,6 +598,8 @@ def main() -> None:
     ap.add_argument("--list", action="store_true")
     ap.add_argument("--sources", default="torchscript,pt2,onnx",
                     help=f"the {TRANSFORMER_SET} set: which saved forms to port (torchscript, pt2, onnx)")
+    ap.add_argument("--runtimes", default="", help="directory with tnn/bin/tnn_run and mace/bin/mace_run "
+                    f"(default: {DEFAULT_RUNTIMES} when it exists)")
     ap.add_argument("--table-from", default="", help="print the table of saved --json files (comma-separated; "
                     "later files replace earlier cells of the same model and target)")
     args = ap.parse_args()
@@ -551,19 +631,22 @@ def main() -> None:
     if unknown:
         sys.exit(f"real_zoo: unknown model(s) {', '.join(unknown)}; --list shows the names")
     targets = parse_targets(args.targets)
+    for var, tool in use_runtimes(args.runtimes).items():
+        print(f"{var}={tool}")
     cells: list[Cell] = []
     begin = time.perf_counter()
-    from converter.infra.fsutil import remove_stale
+    from converter.infra.fsutil import mark_temp, remove_stale
 
     # a run killed with SIGKILL cannot remove its directory (traced models, GBs): the next run does
     remove_stale(Path(tempfile.gettempdir()), "real-zoo-")
     with tempfile.TemporaryDirectory(prefix=f"real-zoo-{os.getpid()}-") as tmp:
+        mark_temp(Path(tmp))  # what lets a later run's remove_stale prove it ours once this one is killed
         work = Path(args.out) if args.out else Path(tmp)
         work.mkdir(parents=True, exist_ok=True)
         for name in names:
             if name in zt.BY_NAME:
                 cells += zt.port_entry(zt.BY_NAME[name], targets, work, lambda s: print(s, flush=True),
-                                       [s for s in args.sources.split(",") if s], zt.default_runtimes())
+                                       [s for s in args.sources.split(",") if s])
                 continue
             cells += port_model(BY_NAME[name], targets, work, progress=lambda s: print(s, flush=True))
             if not args.out:  # a model's ported files (up to GBs for ViT-B) are not kept: free them now

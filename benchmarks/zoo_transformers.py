@@ -181,7 +181,8 @@ def noise_floor(model, example) -> float:
 
 
 def port_entry(entry: TransformerEntry, targets, work: Path, progress=print, sources=SOURCES, runtimes=None):
-    """Build, save each source, port it to each target: real_zoo ``Cell`` s named ``name/source``."""
+    """Build, save each source, port it to each target: real_zoo ``Cell`` s named ``name/source``.
+    ``runtimes``: ``{"tnn": path, ...}``; real_zoo's ``--runtimes`` sets the environment instead."""
     import numpy as np
 
     from converter.port import PortRequest, PortSession
@@ -240,15 +241,6 @@ def _port_one(session, label, family, target, hw, work, inputs, atol, progress):
     cell = Cell(label, family, target, hw, verdict, detail, time.perf_counter() - start, oracle, atol_t)
     progress(f"      {target:6} {hw:6} {verdict:10} {cell.seconds:6.1f} s  {oracle[:40]:40}  {detail[:100]}")
     return cell
-
-
-def default_runtimes(directory: str = "") -> dict[str, str]:
-    """tnn_run and mace_run from ``directory`` (default: ../shared/runtimes beside the checkout)."""
-    from real_zoo import ROOT
-
-    base = Path(directory) if directory else ROOT.parent / "shared" / "runtimes"
-    tools = {"tnn": base / "tnn" / "bin" / "tnn_run", "mace": base / "mace" / "bin" / "mace_run"}
-    return {fw: str(tool) for fw, tool in tools.items() if tool.is_file()}
 
 
 def _opset(model) -> int:

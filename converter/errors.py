@@ -11,7 +11,8 @@ Exit codes (also in docs/usage.md; the port statuses' in README.md):
   7  needs custom kernels: the port's file carries custom ops nobody has implemented yet
      (status ``needs_custom``; files written, target stage not run)
   8  target stage unverified: the built-in reader standing in for the framework could not run
-     the file (status ``unverified``; files written, ONNX stages verified; give ``--runtime``)
+     the file (status ``unverified``; files written, ONNX stages verified; give ``--runtime``),
+     or onnxruntime cannot load or run the original, so nothing checked the files
   9  user model code (TorchScript forward, tracing, export) did not finish within ``--timeout``
   70 internal error (a bug in edgeconv)
   130 interrupted (Ctrl-C, SIGINT); 143 terminated (SIGTERM)

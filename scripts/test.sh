@@ -1,7 +1,8 @@
 #!/usr/bin/env bash
 # The test command: install everything (Python env, ruff among the dev extras; g++ and flexbuffers.h
 # to compile generated C++; flatc to check the generated TFLite bindings; headless Chromium for the report-page test),
-# then run the whole suite.
+# then run the whole suite, and the int8 tests once more on an emulated AVX2-only CPU
+# (scripts/test_int8_avx2.sh; with arguments, only pytest runs, on those).
 set -euo pipefail
 cd "$(dirname "$0")/.."
 bash scripts/setup.sh
@@ -18,4 +19,9 @@ set +e
 rc=$?
 set -e
 # pytest's "no tests collected" (5) is a failure here: a run that tests nothing must not pass.
-exit $rc
+if [ "$rc" -ne 0 ] || [ "$#" -gt 0 ]; then
+  exit $rc
+fi
+# The whole suite passed: the int8 tests once more on an emulated AVX2-only CPU (no AVX-512, no
+# VNNI), so that no integer verdict depends on the host's instruction set.
+exec bash scripts/test_int8_avx2.sh

@@ -12,7 +12,10 @@ import numpy as np
 import pytest
 
 # The runtimes sit beside the checkout (``../shared/runtimes``); EDGECONV_TEST_RUNTIMES points elsewhere.
-RUNTIMES = Path(os.environ.get("EDGECONV_TEST_RUNTIMES") or Path(__file__).resolve().parents[2] / "shared" / "runtimes")
+# Resolved (symlinks too), as edgeconv writes every path it records (reproduce.sh's --runtime):
+# a test comparing the two compares resolved paths on both sides.
+RUNTIMES = Path(os.environ.get("EDGECONV_TEST_RUNTIMES")
+                or Path(__file__).resolve().parents[2] / "shared" / "runtimes").resolve()
 TNN_RUN = RUNTIMES / "tnn" / "bin" / "tnn_run"
 TNN_TEST = RUNTIMES / "tnn" / "bin" / "TNNTest"
 MACE_RUN = RUNTIMES / "mace" / "bin" / "mace_run"

@@ -32,7 +32,7 @@ def test_files_of_an_output_dir_are_synced_in_the_background_before_it_is_publis
 
     import pytest
 
-    from converter.infra import fsutil
+    from converter.infra import fsutil, outdirs
     from converter.errors import BadInput
 
     synced, real_fsync = [], os.fsync
@@ -45,7 +45,7 @@ def test_files_of_an_output_dir_are_synced_in_the_background_before_it_is_publis
     fsutil.atomic_write_bytes(tmp_path / "plain.bin", b"x")
     assert synced == [threading.current_thread().name]  # outside: synced before it returns
     synced.clear()
-    with fsutil.replace_output_dir(tmp_path / "out") as tmp:
+    with outdirs.replace_output_dir(tmp_path / "out") as tmp:
         fsutil.atomic_write_bytes(tmp / "model.tflite", b"y" * 4096)
         fsutil.atomic_copy_file(tmp / "model.tflite", tmp / "copy.tflite")
     assert synced == ["edgeconv-fsync", "edgeconv-fsync"]
@@ -56,7 +56,7 @@ def test_files_of_an_output_dir_are_synced_in_the_background_before_it_is_publis
 
     monkeypatch.setattr(os, "fsync", failing_fsync)
     with pytest.raises(BadInput, match="Input/output error"):
-        with fsutil.replace_output_dir(tmp_path / "new") as tmp:
+        with outdirs.replace_output_dir(tmp_path / "new") as tmp:
             fsutil.atomic_write_bytes(tmp / "model.tflite", b"z")
     assert not (tmp_path / "new").exists()
     assert sorted(p.name for p in tmp_path.iterdir()) == ["out", "plain.bin"]
@@ -66,10 +66,10 @@ def test_files_of_an_output_dir_are_synced_in_the_background_before_it_is_publis
 def test_a_file_is_synced_by_the_innermost_directory_being_built(tmp_path):
     import os
 
-    from converter.infra import fsutil
+    from converter.infra import fsutil, outdirs
 
-    with fsutil.replace_output_dir(tmp_path / "outer") as outer:
-        with fsutil.replace_output_dir(outer / "inner") as inner:
+    with outdirs.replace_output_dir(tmp_path / "outer") as outer:
+        with outdirs.replace_output_dir(outer / "inner") as inner:
             assert fsutil._deferred_syncs(inner / "m.tflite") is fsutil._BUILDING[os.path.abspath(inner)]
             assert fsutil._deferred_syncs(outer / "report.json") is fsutil._BUILDING[os.path.abspath(outer)]
             assert fsutil._deferred_syncs(tmp_path / "elsewhere.bin") is None

@@ -16,7 +16,7 @@ from pathlib import Path
 
 import pytest
 
-from tests.hostile.corpus import build_corpus
+from tests.hostile.corpus import build_corpus, build_manifests
 
 COMMANDS = ("inspect", "check", "port")
 #: Seconds one command may take before the test calls it a hang.
@@ -114,3 +114,50 @@ def test_every_corpus_file_fails_cleanly(corpus, tmp_path, monkeypatch, capfd):
         print("\n".join(timings), file=sys.__stdout__)
     assert _tree(root) == corpus_before, "the corpus directory changed"
     assert not problems, "\n".join(problems)
+
+
+def test_every_hostile_manifest_fails_cleanly(corpus, tmp_path, monkeypatch, capfd):
+    """Batch manifests over the corpus: the documented exit code, one error line when refused, a
+    junit.xml that parses when jobs ran, the user's output directory byte for byte unchanged,
+    and nothing left in TMPDIR."""
+    import importlib.util
+    from xml.etree import ElementTree as ET
+
+    root, _ = corpus
+    sandbox_tmp = tmp_path / "tmp"
+    sandbox_tmp.mkdir()
+    monkeypatch.setenv("TMPDIR", str(sandbox_tmp))
+    monkeypatch.setattr(tempfile, "tempdir", str(sandbox_tmp))
+    problems = []
+    for case in build_manifests(root):
+        if "ray" in case.args and importlib.util.find_spec("ray") is None:
+            continue
+        work = tmp_path / case.name
+        work.mkdir()
+        monkeypatch.chdir(work)
+        users = root / case.users_dir if case.users_dir else None
+        before = _bytes(users) if users else None
+        argv = ["batch", str(root / case.manifest), *case.args] + ([] if users else ["-o", str(work / "out")])
+        code, out, err = run_cli(argv, capfd)
+        lines = [line for line in err.splitlines() if line.strip() and "edgeconv: error:" in line]
+        if code != case.expect:
+            problems.append(f"{case.name}: exit {code}, expected {case.expect}: {err.strip()[-300:]}")
+        if "Traceback" in out + err:
+            problems.append(f"{case.name}: traceback")
+        if code == 2 and len(lines) != 1:
+            problems.append(f"{case.name}: not one error line: {err.strip()[-300:]}")
+        if code == 6:
+            try:
+                ET.parse(work / "out" / "junit.xml")
+            except (ET.ParseError, OSError) as parse_error:
+                problems.append(f"{case.name}: junit.xml: {parse_error}")
+        if users is not None and _bytes(users) != before:
+            problems.append(f"{case.name}: the user's directory changed")
+        ours = [p for p in _tree(sandbox_tmp) if "edgeconv" in p]
+        if ours:
+            problems.append(f"{case.name}: left files in TMPDIR: {ours[:3]}")
+    assert not problems, "\n".join(problems)
+
+
+def _bytes(path: Path) -> dict:
+    return {str(p.relative_to(path)): p.read_bytes() if p.is_file() else None for p in sorted(path.rglob("*"))}

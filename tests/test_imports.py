@@ -146,7 +146,7 @@ def test_a_verified_torch_port_forks_its_loader_then_uses_every_core(tmp_path):
     torch.jit.trace(model.eval(), torch.zeros(1, 3, 8, 8)).save(str(path))
     driver = """
 import contextlib, io, json, os, sys
-import converter.infra.isolate as isolate
+import converter.frontend.isolate as isolate
 started = []
 for name in ("_run_forked", "_run_spawned"):
     def wrap(*args, _real=getattr(isolate, name), _name=name, **kwargs):

@@ -7,7 +7,7 @@ import json
 
 import pytest
 
-from converter.infra import isolate
+from converter.frontend import isolate
 from converter.errors import TimedOut
 from converter.port.loading import preload_steps
 

@@ -304,16 +304,29 @@ def test_custom_op_flag_refuses_data_movement(matrix):
         plan_model(data_movement_model(), "tflite", "gpu", matrix, custom_ops=("Transpose",))
 
 
-def _mid_transpose_model(path):
-    """Relu → rank-4 Transpose → Conv: MACE's GPU and TNN's RKNPU have no Transpose (MACE
-    op_lists.rst: "Only CPU and TensorFlow"), nothing removes a rank-4 one, and it is not trailing."""
-    nodes = [helper.make_node("Relu", ["x"], ["r"]), helper.make_node("Transpose", ["r"], ["t"], perm=[0, 1, 3, 2]),
-             helper.make_node("Conv", ["t", "w"], ["y"])]
-    graph = helper.make_graph(nodes, "m", [helper.make_tensor_value_info("x", TensorProto.FLOAT, [1, 3, 4, 5])],
-                              [helper.make_tensor_value_info("y", TensorProto.FLOAT, [1, 2, 5, 4])],
-                              [numpy_helper.from_array(np.ones((2, 3, 1, 1), np.float32), "w")])
+def _relu_move_conv(path, move: onnx.NodeProto, x_shape, y_shape, w_shape):
+    """Relu → ``move`` (r → t) → 1x1 Conv of ones, saved to ``path``."""
+    nodes = [helper.make_node("Relu", ["x"], ["r"]), move, helper.make_node("Conv", ["t", "w"], ["y"])]
+    graph = helper.make_graph(nodes, "m", [helper.make_tensor_value_info("x", TensorProto.FLOAT, x_shape)],
+                              [helper.make_tensor_value_info("y", TensorProto.FLOAT, y_shape)],
+                              [numpy_helper.from_array(np.ones(w_shape, np.float32), "w")])
     onnx.save(helper.make_model(graph, opset_imports=[helper.make_opsetid("", 17)], ir_version=8), path)
     return path
+
+
+def _mid_transpose_model(path):
+    """Relu → rank-4 Transpose → Conv: MACE's GPU has no Transpose (MACE op_lists.rst: "Only CPU
+    and TensorFlow"), nothing removes a rank-4 one, and it is not trailing."""
+    return _relu_move_conv(path, helper.make_node("Transpose", ["r"], ["t"], perm=[0, 1, 3, 2]),
+                           [1, 3, 4, 5], [1, 2, 5, 4], (2, 3, 1, 1))
+
+
+def _mid_depth_to_space_model(path):
+    """Relu → DepthToSpace → Conv: TNN's RKNPU registers no Reorg converter (the support table
+    leaves it blank too), no rule rewrites it, and it is not trailing.  (RKNPU's Transpose, which
+    this test used before, has a converter: rknpu_permute_layer.cc:44.)"""
+    return _relu_move_conv(path, helper.make_node("DepthToSpace", ["r"], ["t"], blocksize=2),
+                           [1, 4, 4, 5], [1, 2, 8, 10], (2, 1, 1, 1))
 
 
 def test_plan_cli_exits_3_for_unsupported_data_movement(tmp_path):
@@ -323,7 +336,7 @@ def test_plan_cli_exits_3_for_unsupported_data_movement(tmp_path):
     from pathlib import Path
 
     root = Path(__file__).resolve().parents[1]
-    res = subprocess.run([sys.executable, "-m", "converter", "plan", str(_mid_transpose_model(tmp_path / "t.onnx")),
+    res = subprocess.run([sys.executable, "-m", "converter", "plan", str(_mid_depth_to_space_model(tmp_path / "t.onnx")),
                           "--to", "tnn", "--hw", "rknpu", "--json"], capture_output=True, text=True,
                          env={**os.environ, "PYTHONPATH": str(root)})
     assert res.returncode == 3, res.stderr
@@ -336,14 +349,15 @@ def test_plan_cli_exits_3_for_unsupported_data_movement(tmp_path):
 def test_port_says_unsupported_not_ok_for_data_movement_without_a_rule(tmp_path):
     from converter.port import port
 
-    # The port stops with the reason instead of shipping a custom Transpose.
-    src = _mid_transpose_model(tmp_path / "t.onnx")
+    # The port stops with the reason instead of shipping a custom DepthToSpace.
+    src = _mid_depth_to_space_model(tmp_path / "d.onnx")
     res = port(str(src), to="tnn", hw="rknpu", out=tmp_path / "out")
-    assert res.status == "unsupported" and "(Transpose)" in res.reason
-    entry = next(e for e in res.report["plan"]["entries"] if e["op"] == "Transpose")
+    assert res.status == "unsupported" and "(DepthToSpace)" in res.reason
+    entry = next(e for e in res.report["plan"]["entries"] if e["op"] == "DepthToSpace")
     assert entry["remedy"] == "unsupported" and not (tmp_path / "out" / "custom").exists()
     assert "no fallback (a TNN network runs on the one device" in entry["reason"]
-    # MACE's GPU has no Transpose either, but its cpu+gpu runtime runs it on the CPU.
+    # MACE's GPU has no Transpose, but its cpu+gpu runtime runs it on the CPU.
+    src = _mid_transpose_model(tmp_path / "t.onnx")
     res = port(str(src), to="mace", hw="gpu", out=tmp_path / "mace")
     entry = next(e for e in res.report["plan"]["entries"] if e["op"] == "Transpose")
     assert entry["remedy"] == "fallback" and res.report["plan"]["partitions"]["cpu_partitions"] == 1
@@ -366,19 +380,36 @@ def test_tflite_concat_then_relu_is_not_fused(tmp_path):
     assert max_error(run_onnx(model, feeds), targets.get("tflite").run(art, feeds)) <= 1e-6
 
 
-def test_residual_adds_run_as_sub_and_neg_on_rknpu(zoo_model, matrix, tmp_path):
-    """TNN's RKNPU column has Sub and Neg but no Add (Tencent/TNN support table): MobileNetV2's
-    residual Adds become x - (-y), exactly, instead of custom layers; its Flatten (data movement)
-    is still what the RKNPU cannot run.  The rewritten network, as a TNN file, runs in TNN's own
-    interpreter (X86: the host build has no RKNPU) as the original does in onnxruntime."""
+def test_mobilenetv2_runs_on_rknpu_as_it_is(zoo_model, matrix, tmp_path):
+    """TNN's RKNPU registers Add (math/rknpu_add_layer.cc:32) and Flatten (rknpu_flatten_layer.cc:41)
+    converters although its support table leaves both cells blank: the implementation wins, so
+    MobileNetV2's residual Adds and its classifier head's Flatten need nothing (before, the Adds
+    became Sub + Neg and the Flatten failed the port).  The file runs in TNN's own interpreter
+    (X86: the host build has no RKNPU) as the original does in onnxruntime."""
+    model = zoo_model("mobilenetv2")
+    result = legalize(model, "tnn", "rknpu", matrix)
+    assert result.applied == [] and not result.custom_nodes and not result.unresolved
+    art = targets.get("tnn").export(result.model, tmp_path / "tnn", "rknpu", ExportOptions(name="m"))
+    layer_types = [line.strip('"').split(" ")[0] for line in art.files[0].read_text().splitlines()[4:]]
+    assert layer_types.count("Add") == op_histogram(model)["Add"] and "Flatten" in layer_types
+    feeds = seeded_inputs(model, 0)
+    assert max_error(run_onnx(model, feeds), tnn_run(art, feeds, tmp_path / "tnn_run", device="X86")) <= ATOL
+
+
+def test_residual_adds_run_as_sub_and_neg_where_add_is_missing(zoo_model, tmp_path):
+    """On hardware with Sub and Neg but no Add (an overlay taking Add away from the RKNPU; no
+    built-in column lacks it now) MobileNetV2's residual Adds become x - (-y), exactly, instead of
+    custom layers; the rewritten file runs in TNN's own interpreter."""
+    overlay = tmp_path / "no_add.yaml"
+    overlay.write_text("frameworks:\n  tnn:\n    ops:\n      Add:\n        supported: [arm, x86, opencl, metal, "
+                       "huawei_npu, cuda, naive, openvino, apple_npu]\n")
     model = zoo_model("mobilenetv2")
     adds = op_histogram(model)["Add"]
-    result = legalize(model, "tnn", "rknpu", matrix)
+    result = legalize(model, "tnn", "rknpu", load_matrix(overlays=[overlay]))
     assert [r for r, _ in result.applied] == ["add_to_sub_neg"] * adds and not result.custom_nodes
     ops = op_histogram(result.model)
     assert "Add" not in ops and ops["Neg"] == adds and ops["Sub"] == op_histogram(model).get("Sub", 0) + adds
-    assert result.max_abs_error == 0.0
-    assert [u.split(" ")[0] for u in result.unresolved] == ["flatten_0"]
+    assert result.max_abs_error == 0.0 and not result.unresolved
     art = targets.get("tnn").export(result.model, tmp_path / "tnn", "rknpu", ExportOptions(name="m"))
     layer_types = [line.strip('"').split(" ")[0] for line in art.files[0].read_text().splitlines()[4:]]
     assert "Add" not in layer_types and layer_types.count("Sub") == adds and layer_types.count("Neg") == adds

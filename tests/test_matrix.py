@@ -254,9 +254,13 @@ TNN_COLUMN = {"Naive": "naive", "armv7": "arm", "armv8": "arm", "opencl": "openc
               "RKNPU": "rknpu", "Apple NPU": "apple_npu"}
 
 
-#: Cells where TNN's own kernels (Tencent/TNN f0cb081) contradict its device table; the matrix follows
-#: the kernel.  Each exception is explicit: op -> (devices added, devices removed, the citation the
-#: matrix note for those devices must carry).  Nothing else may differ from the table.
+#: Cells where TNN's own implementation (Tencent/TNN f0cb081) contradicts its device table; the matrix
+#: follows the implementation (issue 30: a layer the source registers for a device wins over a blank
+#: cell; a layer the table lists but the source does not register is unsupported, citing both).
+#: Each exception is explicit: op -> (devices added, devices removed, the citation the matrix note
+#: of those devices must carry: one text, or {hw: text}).  Nothing else may differ from the table.
+#: tests/test_kernel_registrations.py reads the registrations of the accelerator columns from the
+#: pinned source and checks the whole columns against them.
 TNN_TABLE_EXCEPTIONS = {
     "Split": ({"naive"}, set(), "cpu_splitv_layer_acc.cc:86"),      # REGISTER_CPU_ACC(SplitV, ...)
     "Squeeze": ({"naive"}, set(), "cpu_squeeze_layer_acc.cc:41"),   # REGISTER_CPU_ACC(Squeeze, ...)
@@ -266,13 +270,36 @@ TNN_TABLE_EXCEPTIONS = {
     # Where TNN's own runtime (tnn_run, ../shared/runtimes) refuses or miscomputes what the table
     # lists: tests/test_tnn_matrix_coverage.py runs every case there.
     "Softsign": (set(), {"naive"}, "measured in tnn_run"),
-    "ConstantOfShape": (set(), {"naive"}, "measured in tnn_run"),
+    "ConstantOfShape": ({"apple_npu"}, {"naive"}, {"naive": "measured in tnn_run",
+                                                  "apple_npu": "coreml_constantofshape_layer.cc:64"}),
     "GatherND": (set(), {"naive"}, "measured in tnn_run"),
     "Range": (set(), {"naive"}, "measured in tnn_run"),
     "Shape": (set(), {"naive"}, "measured in tnn_run"),
     "NonZero": (set(), {"naive"}, "measured in tnn_run"),
     "ReduceProd": (set(), {"x86"}, "x86_compute.cc:584"),
     "LRN": (set(), {"x86"}, "x86_lrn_layer_acc.cc:47-61"),
+    # Registered for a device whose table cell is blank (REGISTER_RKNPU_LAYER / REGISTER_COREML_LAYER /
+    # REGISTER_OPENCL_ACC / REGISTER_METAL_ACC): the implementation wins.
+    "Add": ({"rknpu"}, set(), "math/rknpu_add_layer.cc:32"),
+    "AveragePool": ({"rknpu"}, set(), "rknpu_pooling_layer.cc:58"),
+    "Flatten": ({"rknpu", "apple_npu"}, set(), {"rknpu": "rknpu_flatten_layer.cc:41",
+                                               "apple_npu": "coreml_flatten_layer.cc:73"}),
+    "Reshape": ({"rknpu"}, set(), "rknpu_reshape_layer.cc:98"),
+    "Sqrt": ({"rknpu"}, set(), "math/rknpu_sqrt_layer.cc:32"),
+    "Transpose": ({"rknpu"}, set(), "rknpu_permute_layer.cc:44"),
+    "MaxPool": ({"apple_npu"}, set(), "coreml_pool_layer.cc:125"),
+    "Tanh": ({"apple_npu"}, set(), "coreml_tanh_layer.cc:54"),
+    "InstanceNormalization": ({"apple_npu"}, set(), "coreml_instance_norm_layer.cc:130"),
+    "LSTM": ({"apple_npu"}, set(), "coreml_lstm_layer.cc:825"),
+    "Expand": ({"opencl"}, set(), "opencl_expand_layer_acc.cc:192"),
+    "Tile": ({"opencl", "metal"}, set(), {"opencl": "opencl_tile_layer_acc.cc:102", "metal": "metal_tile_layer_acc.mm:104"}),
+    "GridSample": ({"opencl"}, set(), "opencl_gridsample_layer_acc.cc:117"),
+    # Listed by the table, registered nowhere in the device's source (the note cites the table's row
+    # and the source: a commented-out registration, or the directory that has none).
+    "Elu": (set(), {"rknpu"}, "rknpu_activation_layer.cc:116"),
+    "Exp": (set(), {"rknpu"}, "support_en.md:102"),
+    "Min": (set(), {"rknpu"}, "support_en.md:124"),
+    "Tan": (set(), {"apple_npu"}, "support_en.md:185"),
 }
 
 
@@ -295,14 +322,18 @@ def test_tnn_agrees_with_support_table(m):
             assert not added & expected and removed <= expected, f"{op}: the exception no longer applies"
             expected = (expected | added) - removed
             for hw in added | removed:
-                assert citation in (m.op_rule("tnn", hw, op).note or ""), (op, hw)
+                text = citation[hw] if isinstance(citation, dict) else citation
+                assert text in (m.op_rule("tnn", hw, op).note or ""), (op, hw)
         actual = {hw for hw in m.hardware("tnn") if _status(m, "tnn", hw, op) == "supported"}
         assert actual == expected, f"{op}: matrix {sorted(actual)} vs TNN table {sorted(expected)}"
         compared += 1
     assert compared >= 85
-    # The brief's reading of blank cells:
-    for op in ("ConvTranspose", "Reshape", "Transpose"):
-        assert _status(m, "tnn", "rknpu", op) == "unsupported"
+    # Blank cells: unsupported unless the device's source registers the layer (issue 30 changed the
+    # earlier rule, under which RKNPU's Reshape and Transpose were unsupported too).
+    assert _status(m, "tnn", "rknpu", "ConvTranspose") == "unsupported"  # no RKNPU Deconvolution converter
+    for op in ("Reshape", "Transpose", "Flatten", "Add"):
+        assert _status(m, "tnn", "rknpu", op) == "supported"
+        assert m.describe("tnn", "rknpu", op)["source"].startswith("Tencent/TNN@f0cb081:source/tnn/device/rknpu/convert/")
     assert all(_status(m, "tnn", hw, "Dropout") == "unsupported" for hw in m.hardware("tnn"))
     assert _status(m, "tnn", "naive", "Split") == "supported"  # the table's blank, overruled by the kernel
     assert _status(m, "tnn", "rknpu", "Split") == "unsupported"
@@ -606,7 +637,7 @@ def test_when_applies_a_constraint_to_matching_nodes_only(tmp_path):
 
 
 @pytest.mark.parametrize("constraint,message", [
-    ("{pattern: gelu_tanh}", "unknown pattern 'gelu_tanh'; known: gelu_erf"),
+    ("{pattern: gelu_tanh}", "unknown pattern 'gelu_tanh'; known: broadcast_operand_not_first_over_rows, gelu_erf"),
     ("{attr: size, odd: false}", "'odd' must be true"),
     ("{attr: equation, match: '[a-'}", "'match' is not a valid regular expression"),
     ("{attr: mode, in: [a], when: {attr: x, eq: 1, hw: [cpu]}}", "'when' must be a constraint mapping"),

@@ -57,7 +57,7 @@ def _run_case(case, rule_name, frozen):
     model.CopyFrom(case.model)
     inputs, outputs = case.data_sets[0]
     names = [i.name for i in case.model.graph.input]
-    feeds = dict(zip(names, _arrays(inputs)))
+    feeds = dict(zip(names, map(np.asarray, _arrays(inputs))))  # scalars (window sizes) as 0-d arrays
     if frozen:
         for vi in list(model.graph.input)[1:]:
             if vi.name in feeds:
@@ -80,7 +80,14 @@ def _run_case(case, rule_name, frozen):
         except Exception:  # noqa: BLE001  (onnxruntime cannot run even the original)
             return "skipped: onnxruntime cannot load the original case"
         return f"failed: rewritten model does not load: {str(exc).splitlines()[0][:200]}"
-    got = session.run(None, feeds)
+    try:
+        got = session.run(None, feeds)
+    except Exception as exc:  # noqa: BLE001
+        try:
+            _session(case.model).run(None, dict(zip(names, map(np.asarray, _arrays(inputs)))))
+        except Exception:  # noqa: BLE001  (float8 / bfloat16 inputs: onnxruntime cannot run even the original)
+            return "skipped: onnxruntime cannot run the original case"
+        return f"failed: rewritten model does not run: {str(exc).splitlines()[0][:200]}"
     for ref, out in zip(_arrays(outputs), got):
         ref = np.asarray(ref)
         if ref.shape != out.shape:
@@ -126,6 +133,11 @@ def test_backend_cases_reproduce_reference_outputs(results):
     # index, a lone Exp has no exponent ≤ 0 by construction, the qkv split needs its chain.
     not_run_here = {op for op in RULE_OPS if all(r.name.startswith("lower_rank_") for r in rules_for(op))}
     not_run_here |= {"Einsum", "Conv", "Gather", "Exp", "Transpose"}
+    # Issue 30's rules: every ReduceLogSum(Exp), Celu and Shrink case is opset 28 (onnxruntime loads
+    # none; test_rewrites_exact.py runs those rules), the InstanceNormalization cases are 4-D (the
+    # rank lift leaves 4-D alone).
+    # No Mul/Max/Min case broadcasts a first operand [1, 1, 1, W] over one channel (the TNN operand swap).
+    not_run_here |= {"ReduceLogSum", "ReduceLogSumExp", "Celu", "Shrink", "InstanceNormalization", "Mul", "Max", "Min"}
     tested_ops = {c.model.graph.node[0].op_type for c in _cases()} - not_run_here
     assert tested_ops - ran_ops <= {"Dropout", "Cast", "Identity", "BatchNormalization", "Pad", "ReduceMean"}, tested_ops - ran_ops
     assert len(passed) >= 150

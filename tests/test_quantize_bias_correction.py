@@ -193,12 +193,12 @@ def test_no_bias_correction_flag_keeps_the_plain_biases(tmp_path):
         assert np.array_equal(ints, np.round(floats[bias] / scale).astype(np.int32)), node.name
 
 
-@pytest.mark.parametrize("target, hw, mode, per_tensor", [("tnn", "cpu", "int8", True), ("mace", "cpu", "uint8", False)])
+@pytest.mark.parametrize("target, hw, mode, per_tensor", [("tnn", "cpu", "int8", True)])
 def test_targets_with_their_own_weight_scheme_keep_the_plain_biases(target, hw, mode, per_tensor, tmp_path):
-    """MACE quantizes the float weights itself (per tensor, uint8: other scales and rounding than
-    the QDQ model's), and so does TNN when the QDQ weights are per tensor (TNN's are per channel):
-    the port leaves the biases uncorrected and says why (TNN with per-channel QDQ weights carries
-    the correction: tests/test_quantize_tnn.py)."""
+    """TNN quantizes the float weights itself when the QDQ weights are per tensor (TNN's are per
+    channel): the port leaves the biases uncorrected and says why (TNN with per-channel QDQ
+    weights carries the correction: tests/test_quantize_tnn.py; MACE's CPU hands its own weight
+    integers to the QDQ model: tests/test_quantize_mace.py)."""
     from converter.port import port
 
     model = biased_rounding_model()

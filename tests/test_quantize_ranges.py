@@ -77,12 +77,15 @@ def test_int8_tflite_layout_fused_relu_and_shared_add_scale(tmp_path):
     assert cb_scale == pytest.approx((y_hi - cb_lo) / 255, rel=1e-6) and cb_zero == round(-128 - cb_lo / cb_scale)
 
 
-def test_shared_add_ranges_reproduce_tensorflows_resnet_gain(zoo_onnx_path, tmp_path, monkeypatch):
-    """The zoo ResNet (32x32): 39.8 dB with each branch's own range, 42.5 dB shared (TensorFlow's
-    TFLiteConverter file of the same model and samples: 42.5 dB, benchmarks/bench_tflite_int8.py)."""
+def test_shared_add_ranges_widen_three_convs_and_cost_nothing(zoo_onnx_path, tmp_path, monkeypatch):
+    """The zoo ResNet (32x32): sharing the Add ranges widens exactly the three CONV_2D outputs
+    before its ADDs (TensorFlow's layout) and costs no accuracy.  Judged on 32 held-out samples:
+    on 8, one sample whose SQNR moves 8 dB with a last-bit change of a calibrated range (float
+    kernels differ between CPUs) swung the median by 0.8 dB between an AVX-512 and an AVX2 host,
+    and made a 2.7 dB "gain" appear (41.1 dB both ways on 32 samples, on both hosts)."""
     rng = np.random.default_rng(0)
     np.savez(tmp_path / "calib.npz", input=rng.standard_normal((16, 1, 3, 32, 32)).astype(np.float32))
-    held = gaussian_samples((1, 3, 32, 32), 8, seed=1)
+    held = gaussian_samples((1, 3, 32, 32), 32, seed=1)
     path = zoo_onnx_path("resnet")
     shared_db, shared_ops = _port_int8(path, tmp_path / "calib.npz", held, tmp_path / "shared", "output")
     monkeypatch.setattr(qdq, "share_add_ranges", lambda model, ranges: ranges)
@@ -90,4 +93,5 @@ def test_shared_add_ranges_reproduce_tensorflows_resnet_gain(zoo_onnx_path, tmp_
     # three residual blocks: three CONV_2D outputs widened to their ADD's range, nothing else
     changed = [(a, b) for a, b in zip(own_ops, shared_ops) if a != b]
     assert len(changed) == 3 and all(a[0] == "CONV_2D" and b[1] > a[1] for a, b in changed), changed
-    assert own_db == pytest.approx(39.75, abs=0.05) and shared_db == pytest.approx(42.46, abs=0.05), (own_db, shared_db)
+    # measured 41.1 / 41.1 dB (AVX-512 host and AVX2 under qemu alike)
+    assert min(own_db, shared_db) >= 40.0 and shared_db >= own_db - 0.5, (own_db, shared_db)

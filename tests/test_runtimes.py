@@ -454,14 +454,16 @@ def test_mace_dsp_never_ships_a_float_file(tmp_path):
     assert ops == ["QuantizeINPUT_f_to_8", "Supernode_8x8p32to8", "DequantizeOUTPUT_8tof"]
 
 
-def test_mace_runtime_judges_cpu_files_only(tmp_path):
-    """mace_run refuses a GPU file ("doesn't support the runtime type"): a gpu port stays with
-    the reader, and says so, instead of failing."""
+def test_mace_runtime_judges_cpu_files_and_the_graph_of_gpu_files(tmp_path):
+    """mace_run refuses a GPU file ("doesn't support the runtime type"), so it runs the GPU file's
+    graph from a copy switched to CPU and the verdict says so (tests/test_gpu_files.py); DSP files
+    (Hexagon NN nodes) stay with the reader."""
     need(MACE_RUN)
     path = save(conv_model(), tmp_path / "m.onnx")
     result = port(path, to="mace", hw="gpu", out=tmp_path / "g", runtimes={"mace": str(MACE_RUN)})
-    assert result.status == "ok" and result.oracle.startswith("edgeconv MACE reader")
-    assert resolve("mace", {"mace": str(MACE_RUN)}, "gpu") is None
+    assert result.status == "ok" and result.oracle == ("MACE CPU runtime (mace_run) on the GPU file's graph; "
+                                                       "GPU kernels not run here")
+    assert resolve("mace", {"mace": str(MACE_RUN)}, "dsp") is None
     assert resolve("mace", {"mace": str(MACE_RUN)}, "cpu").oracle_name("cpu") == "MACE CPU runtime (mace_run)"
 
 

@@ -18,7 +18,8 @@ from dataclasses import asdict, dataclass, field
 from pathlib import Path
 from typing import Any
 
-from ..infra.fsutil import atomic_write_text, swap_in_dir
+from ..infra.fsutil import atomic_write_text, write_output_marker
+from ..infra.outdirs import swap_in_dir
 from .manifest import Job
 
 JOB_FILE = "job.json"
@@ -67,7 +68,7 @@ def port_flags(entry: dict[str, Any], job_id: str) -> dict[str, Any]:
 def run_group(group: list[tuple[Job, str]], out_dir: str) -> list[dict[str, Any]]:
     """Port the jobs of one model (each with its cache key) through one session; one result
     dict per job.  Runs in a worker."""
-    from ..infra.isolate import set_time_limit
+    from ..infra.limits import set_time_limit
     from ..port import PortRequest, PortSession
 
     first = group[0][0]
@@ -95,6 +96,7 @@ def _run_one(session, job: Job, key: str, out: Path) -> JobResult:
         partial.mkdir(parents=True, exist_ok=True)
         atomic_write_text(partial / JOB_FILE, json.dumps({"cache_key": key, "status": result.status,
                                                           "result": asdict(result)}, indent=2, sort_keys=True))
+        write_output_marker(partial, "batch-job")  # job.json is edgeconv's too
         swap_in_dir(partial, out / job.id)
     else:
         shutil.rmtree(partial, ignore_errors=True)

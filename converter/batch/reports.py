@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import html
+import re
 from pathlib import Path
 from xml.etree import ElementTree as ET
 
@@ -13,7 +14,19 @@ from ..infra.fsutil import atomic_write_bytes, atomic_write_text
 NOT_PASSING = ("unsupported", "verify_failed", "needs_custom", "unverified")
 
 
+#: Characters XML 1.0 cannot carry at all, not even as character references.
+_NOT_XML = re.compile("[\x00-\x08\x0b\x0c\x0e-\x1f\ud800-\udfff\ufffe\uffff]")
+
+
+def xml_text(text) -> str:
+    """``text`` with the characters XML cannot hold shown as ``\\xNN`` (an op type named
+    ``A\\x01`` in a reason made junit.xml unreadable to every CI system)."""
+    return _NOT_XML.sub(lambda m: f"\\x{ord(m.group()):02x}" if ord(m.group()) < 256 else f"\\u{ord(m.group()):04x}",
+                        str(text))
+
+
 def write_junit(results, path: Path) -> None:
+    results = [_xml_safe(r) for r in results]
     suite = ET.Element("testsuite", name="edgeconv-batch", tests=str(len(results)),
                        failures=str(sum(r.status in NOT_PASSING for r in results)),
                        errors=str(sum(r.status in ("bad_input", "error") for r in results)),
@@ -36,6 +49,13 @@ def write_junit(results, path: Path) -> None:
     root.append(suite)
     ET.indent(root)
     atomic_write_bytes(path, ET.tostring(root, encoding="utf-8", xml_declaration=True) + b"\n")
+
+
+def _xml_safe(result):
+    import dataclasses
+
+    return dataclasses.replace(result, **{f.name: xml_text(getattr(result, f.name))
+                                          for f in dataclasses.fields(result) if isinstance(getattr(result, f.name), str)})
 
 
 _COLORS = {"ok": "#1a7f37", "unsupported": "#9a6700", "verify_failed": "#cf222e", "needs_custom": "#9a6700",

@@ -14,7 +14,8 @@ from dataclasses import asdict, dataclass
 from pathlib import Path
 
 from .. import __version__
-from ..infra.fsutil import atomic_write_text, remove_stale
+from ..infra.fsutil import atomic_write_text
+from ..infra.outdirs import output_collection, remove_stale_outputs
 from .jobs import JOB_FILE, PORT_STATUSES, JobResult, by_model, run_group
 from .manifest import Job, load_manifest
 from .reports import write_html_index, write_junit
@@ -78,11 +79,8 @@ def _cached_result(job: Job, key: str, out_dir: Path) -> JobResult | None:
     return result
 
 
-def _clean_stale(out_dir: Path) -> None:
-    # Temp directories of jobs whose worker is gone (a batch killed with kill -9); the names
-    # carry the worker's pid (older versions' names carry none: removed as before).
-    for prefix in (".partial-", ".old-"):
-        remove_stale(out_dir, prefix, legacy=True)
+#: What a batch writes directly into its output directory (job directories prove themselves).
+SUMMARY_FILES = ("batch-summary.json", "junit.xml", "index.html")
 
 
 def run_batch(manifest_path: str | Path, out_dir: str | Path | None = None, jobs: int = 1, force: bool = False,
@@ -90,7 +88,6 @@ def run_batch(manifest_path: str | Path, out_dir: str | Path | None = None, jobs
               runtimes: dict[str, str] | None = None) -> BatchResult:
     """``runtimes``: ``--runtime`` flags (framework -> path), over the manifest's ``runtimes:``
     and the EDGECONV_*_RUNTIME variables; the chosen paths are part of each job's cache key."""
-    from ..matrix import DEFAULT_MATRIX
     from ..targets.oracles import chosen_path, pluggable, validate
 
     manifest = load_manifest(manifest_path)
@@ -100,10 +97,20 @@ def run_batch(manifest_path: str | Path, out_dir: str | Path | None = None, jobs
         if chosen:
             validate(chosen)
             job.entry["runtimes"] = {fw: str(Path(p).resolve()) for fw, p in sorted(chosen.items())}
-    progress = _never_raises(progress)
-    out = Path(out_dir).resolve() if out_dir else manifest.output
-    out.mkdir(parents=True, exist_ok=True)
-    _clean_stale(out)
+    if executor == "ray":  # an unreachable cluster is one line before any work, not a wait
+        from .ray_executor import check_cluster
+
+        check_cluster(address)
+    with output_collection(out_dir if out_dir is not None else manifest.output, SUMMARY_FILES) as out:
+        # Job directories of a batch killed with kill -9, half swapped in: edgeconv's by their markers.
+        for prefix in (".partial-", ".old-"):
+            remove_stale_outputs(out, prefix)
+        return _run_jobs(manifest, out, force, executor, address, jobs, _never_raises(progress))
+
+
+def _run_jobs(manifest, out: Path, force: bool, executor: str, address, jobs: int, progress) -> BatchResult:
+    from ..matrix import DEFAULT_MATRIX
+
     matrix_path = DEFAULT_MATRIX
     results: dict[str, JobResult] = {}
     todo: list[tuple[Job, str]] = []
@@ -195,7 +202,7 @@ def _ignore_sigint() -> None:
     # behind a rerun's back.
     import signal
 
-    from ..infra.isolate import die_with_parent
+    from ..infra.limits import die_with_parent
 
     signal.signal(signal.SIGINT, signal.SIG_IGN)
     die_with_parent()

@@ -43,7 +43,7 @@ def _run(model: onnx.ModelProto, feeds: dict, names: list[str]) -> dict[str, np.
     source, _held = onnxruntime_source(exposed, opts)  # weight-store arrays as external initializers
     session = ort.InferenceSession(source, opts, providers=["CPUExecutionProvider"])
     wanted = {i.name for i in session.get_inputs()}
-    from ..infra.isolate import guarded_run  #  (--timeout and Ctrl-C stop a model that never ends)
+    from ..infra.limits import guarded_run  #  (--timeout and Ctrl-C stop a model that never ends)
 
     return dict(zip(names, guarded_run(session, names, {k: v for k, v in feeds.items() if k in wanted})))
 

@@ -19,7 +19,7 @@ from pathlib import Path
 import onnx
 
 from ..errors import BadInput, MissingExtra
-from ..infra.fsutil import remember_sha256
+from ..infra.fsutil import regular_file, remember_sha256
 from .declared_inputs import integer_role, keyed_by_model
 from .pickle_guard import refuse_unsafe_pickles
 from ..ir.onnx_file import save_onnx, write_with_external_weights  # noqa: F401  (part of this module's API)
@@ -49,20 +49,23 @@ def load_model(
     an ``.onnx`` file is hashed from the bytes read here.
 
     torch and TensorFlow sources run user code or a converter (TorchScript ``forward``, tracing,
-    export; tf2onnx): that runs in a child process stopped after ``timeout`` seconds (default :data:`converter.infra.isolate.DEFAULT_TIMEOUT`;
+    export; tf2onnx): that runs in a child process stopped after ``timeout`` seconds (default :data:`converter.frontend.isolate.DEFAULT_TIMEOUT`;
     ``0``: no limit, in this process); this process runs the ``meanwhile`` steps while it waits."""
     path = Path(path)
     if not path.exists():
         raise BadInput(f"{path}: no such file or directory")
     if path.is_dir():
-        if (path / "saved_model.pb").exists() or (path / "saved_model.pbtxt").exists():
-            return load_tf(path, input_shapes, trust_pickle, timeout, meanwhile)
+        for name in ("saved_model.pb", "saved_model.pbtxt"):
+            if (path / name).exists() or (path / name).is_symlink():
+                regular_file(path / name, "SavedModel's graph")
+                return load_tf(path, input_shapes, trust_pickle, timeout, meanwhile)
         raise BadInput(f"{path}: a directory, but not a TF SavedModel (no saved_model.pb inside)")
+    regular_file(path, "model")  # a FIFO or a device would block or never end
     suffix = path.suffix.lower()
     if suffix in ONNX_SUFFIXES:
         return load_onnx(path, store, sha256)
     if suffix in TORCHSCRIPT_SUFFIXES | EXPORTED_PROGRAM_SUFFIXES:
-        from ..infra.isolate import DEFAULT_TIMEOUT, run_models
+        from .isolate import DEFAULT_TIMEOUT, run_models
 
         if not zipfile.is_zipfile(path):
             kind = "an ExportedProgram archive" if suffix in EXPORTED_PROGRAM_SUFFIXES else \
@@ -136,6 +139,7 @@ def load_onnx(path: Path, store=None, sha256: bool = False) -> onnx.ModelProto:
         model = onnx.load(_ReadOnce(path, data), load_external_data=False)
         external = any(ext.uses_external_data(t) for t in all_tensors(model))
         if external:
+            _external_files_are_regular(model, Path(path).parent)
             if store is None:
                 ext.load_external_data_for_model(model, os.path.dirname(os.path.abspath(path)))
             else:
@@ -178,6 +182,20 @@ def _binary_format(path) -> bool:
 
     fmt = serialization.registry.get_format_from_file_extension(os.path.splitext(str(path))[1])
     return fmt in (None, "protobuf")
+
+
+def _external_files_are_regular(model: onnx.ModelProto, base_dir: Path) -> None:
+    """Each external data file a tensor names is a regular file (a FIFO would block the read);
+    onnx's own loader checks the rest (paths outside the model's directory)."""
+    from onnx import external_data_helper as ext
+
+    for tensor in all_tensors(model):
+        if ext.uses_external_data(tensor):
+            location = ext.ExternalDataInfo(tensor).location
+            candidate = base_dir / location
+            if location and (candidate.exists() or candidate.is_symlink()) and candidate.resolve().is_relative_to(
+                    base_dir.resolve()):
+                regular_file(candidate, "model's external data file")
 
 
 def _load_external_data(model: onnx.ModelProto, base_dir: Path, store) -> None:
@@ -555,7 +573,7 @@ def load_tf(path: Path, input_shapes=None, trust_pickle: bool = False, timeout: 
     (as torch sources are: a huge or adversarial graph must not hang the port); ``0``: here."""
     if importlib.util.find_spec("tf2onnx") is None or importlib.util.find_spec("tensorflow") is None:
         raise MissingExtra("tf", f"{path.name}: converting TensorFlow models")
-    from ..infra.isolate import DEFAULT_TIMEOUT, run_models
+    from .isolate import DEFAULT_TIMEOUT, run_models
     from .load_tf import convert_tf
 
     limit = DEFAULT_TIMEOUT if timeout is None else timeout

@@ -533,7 +533,7 @@ def check_equivalent(original: onnx.ModelProto, normalized: onnx.ModelProto,
         except Exception as err:
             raise BadInput(f"onnxruntime cannot run the model: {str(err).strip().splitlines()[0][:300]}") from None
         names = [o.name for o in sess.get_outputs()]
-        from ..infra.isolate import guarded_run  #  (time limit, Ctrl-C)
+        from ..infra.limits import guarded_run  #  (time limit, Ctrl-C)
 
         # Normalization renames interface names the edge formats cannot carry ("[/x]" -> "__x_"):
         # graph inputs are matched by position.

@@ -7,7 +7,7 @@ the canonical opset, converter/frontend/opsets).
 
 Tracing runs the module's ``forward``: user code.  Where this process can fork (no threads
 yet), the tracing and the export run in a forked child stopped after ``timeout`` seconds, as
-torch files are (converter/infra/isolate.py).  A process with threads cannot fork safely, and a
+torch files are (converter/frontend/isolate.py).  A process with threads cannot fork safely, and a
 fresh interpreter cannot receive a live module: there ``torch.export`` traces the module here
 (its code already runs in this process), and the program goes through the ``.pt2`` route, its
 export in a child under the time limit.  The archive is written by this process from the
@@ -30,7 +30,7 @@ def load_module(module, example_inputs, timeout: float | None = None, meanwhile=
     """``module`` (a ``torch.nn.Module``) traced on ``example_inputs`` (a tensor or a tuple of
     tensors, as ``torch.export.export`` takes them) -> ONNX, graph inputs named after
     ``forward``'s parameters, outputs as the dynamo exporter names them (as for a ``.pt2``)."""
-    from ..infra.isolate import DEFAULT_TIMEOUT, can_fork, run_models
+    from .isolate import DEFAULT_TIMEOUT, can_fork, run_models
 
     torch = _torch()
     if not isinstance(module, torch.nn.Module):

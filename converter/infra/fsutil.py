@@ -11,16 +11,40 @@ import contextlib
 import hashlib
 import os
 import shutil
+import stat
 import sys
 import tempfile
 from pathlib import Path
 from collections.abc import Iterator
 
 from ..errors import BadInput
+from .ownership import (LOCK_SUFFIX, OUTPUT_MARKER, TEMP_MARKER, lock_owner, lock_text, mark_temp,  # noqa: F401
+                        output_marker, pid_alive, refuse_unless_ours, remove_tree, stale_temp, unproven,
+                        write_output_marker)
 
 # mkstemp creates files 0600; outputs should get the usual permissions (0666 minus umask).
 _UMASK = os.umask(0)
 os.umask(_UMASK)
+
+
+_NOT_REGULAR = {stat.S_IFIFO: "a FIFO", stat.S_IFSOCK: "a socket", stat.S_IFCHR: "a character device",
+                stat.S_IFBLK: "a block device", stat.S_IFDIR: "a directory"}
+
+
+def regular_file(path: str | os.PathLike, what: str = "input") -> Path:
+    """``path`` if it is a regular file (symlinks followed); BadInput otherwise.  Only regular
+    files are read: opening a FIFO or a device would wait forever, or read without end."""
+    path = Path(path)
+    try:
+        mode = os.stat(path).st_mode
+    except FileNotFoundError:
+        raise BadInput(f"{path}: no such file") from None
+    except OSError as err:
+        raise BadInput(f"{path}: cannot read it ({err.strerror or type(err).__name__})") from None
+    if not stat.S_ISREG(mode):
+        kind = _NOT_REGULAR.get(stat.S_IFMT(mode), "not a regular file")
+        raise BadInput(f"{path}: {kind}, not a regular file; a {what} must be a regular file")
+    return path
 
 
 def atomic_write_bytes(path: str | os.PathLike, data) -> Path:
@@ -32,8 +56,7 @@ def atomic_write_bytes(path: str | os.PathLike, data) -> Path:
         raise BadInput(f"cannot write {path}: it is a directory; give a file name")
     make_dirs(path.parent)
     try:
-        remove_stale(path.parent, f".{path.name}.", suffix=".tmp")
-        fd, tmp = tempfile.mkstemp(prefix=f".{path.name}.{os.getpid()}-", suffix=".tmp", dir=path.parent)
+        fd, tmp = _temp_file(path)
     except OSError as err:
         raise _unwritable(path, err) from None
     try:
@@ -48,15 +71,76 @@ def atomic_write_bytes(path: str | os.PathLike, data) -> Path:
                 os.fsync(f.fileno())
             else:
                 syncs.start(f.fileno())
+            if tmp is None:  # the anonymous file gets a name only now, complete
+                tmp = _link_anonymous(f.fileno(), path)
         os.chmod(tmp, 0o666 & ~_UMASK)
         os.replace(tmp, path)
     except BaseException as err:
-        with contextlib.suppress(FileNotFoundError):
-            os.unlink(tmp)
+        if tmp is not None:
+            with contextlib.suppress(FileNotFoundError):
+                os.unlink(tmp)
         if isinstance(err, OSError):
             raise _unwritable(path, err) from None
         raise
     return path
+
+
+#: Devices whose file system cannot give an anonymous file a name (then: named temp files).
+_NO_ANONYMOUS: set[int] = set()
+
+
+def _temp_file(path: Path) -> tuple[int, str | None]:
+    """A file to write ``path``'s bytes into: anonymous (``O_TMPFILE``: a run killed while
+    writing leaves nothing behind, so nothing is ever cleaned up by its name), or, where the file
+    system has no anonymous files, a named temp file (fd, name)."""
+    flag = getattr(os, "O_TMPFILE", 0)
+    if flag:
+        try:
+            if os.stat(path.parent).st_dev not in _NO_ANONYMOUS:
+                return os.open(path.parent, flag | os.O_RDWR, 0o666 & ~_UMASK), None
+        except OSError:
+            pass
+    return tempfile.mkstemp(prefix=f".{path.name}.{os.getpid()}-", suffix=".tmp", dir=path.parent)
+
+
+def _link_anonymous(fd: int, path: Path) -> str:
+    """Give the complete anonymous file ``fd`` a temp name beside ``path`` (renamed over it next);
+    where the kernel will not link it, its bytes are copied into a named temp file."""
+    for _ in range(100):
+        tmp = str(path.with_name(f".{path.name}.{os.getpid()}-{os.urandom(4).hex()}.tmp"))
+        if _linkat_empty_path(fd, tmp):
+            return tmp
+        try:
+            os.link(f"/proc/self/fd/{fd}", tmp, follow_symlinks=True)
+            return tmp
+        except FileExistsError:
+            continue
+        except OSError:
+            break
+    _NO_ANONYMOUS.add(os.fstat(fd).st_dev)
+    out, tmp = tempfile.mkstemp(prefix=f".{path.name}.{os.getpid()}-", suffix=".tmp", dir=path.parent)
+    try:
+        offset, size = 0, os.fstat(fd).st_size
+        while offset < size:
+            offset += os.write(out, os.pread(fd, min(size - offset, 1 << 24), offset))
+        os.fsync(out)
+    except BaseException:
+        os.unlink(tmp)
+        raise
+    finally:
+        os.close(out)
+    return tmp
+
+
+def _linkat_empty_path(fd: int, name: str) -> bool:
+    """``linkat(fd, "", AT_FDCWD, name, AT_EMPTY_PATH)`` (needs CAP_DAC_READ_SEARCH)."""
+    try:
+        import ctypes
+
+        libc = ctypes.CDLL(None, use_errno=True)
+        return libc.linkat(fd, b"", -100, os.fsencode(name), 0x1000) == 0
+    except (OSError, AttributeError):
+        return False
 
 
 def atomic_write_text(path: str | os.PathLike, text: str) -> Path:
@@ -163,21 +247,22 @@ def atomic_output_dir(path: str | os.PathLike) -> Iterator[Path]:
         raise BadInput(f"cannot write to {path}/: it is a file, not a directory")
     created = make_dirs(path)
     try:
-        remove_stale(path, ".edgeconv-", legacy=True)
-        tmp = Path(tempfile.mkdtemp(prefix=f".edgeconv-{os.getpid()}-", dir=path))
+        remove_stale(path, ".edgeconv-")
+        tmp = mark_temp(Path(tempfile.mkdtemp(prefix=f".edgeconv-{os.getpid()}-", dir=path)))
     except OSError as err:
         _remove_empty(created)
         raise _unwritable(path, err) from None
     finished = False
     try:
         yield tmp
+        (tmp / TEMP_MARKER).unlink()
         for src in sorted(tmp.rglob("*")):
             if src.is_dir():
                 continue
             dst = path / src.relative_to(tmp)
             dst.parent.mkdir(parents=True, exist_ok=True)
-            if dst.is_dir():
-                shutil.rmtree(dst)
+            if dst.is_dir() and not dst.is_symlink():  # never a directory's files for one file
+                raise BadInput(f"cannot write {dst}: it is a directory")
             os.replace(src, dst)
         finished = True
     finally:
@@ -186,184 +271,24 @@ def atomic_output_dir(path: str | os.PathLike) -> Iterator[Path]:
             _remove_empty(created)
 
 
-#: The file that says "edgeconv wrote this directory": only such a directory (or an empty one)
-#: is replaced by a later run.  Never a user's unrelated directory.
-OUTPUT_MARKER = ".edgeconv-output"
+_SWEPT: set[Path] = set()
 
 
 @contextlib.contextmanager
-def replace_output_dir(path: str | os.PathLike) -> Iterator[Path]:
-    """Yield a temp directory beside ``path``; on success it *replaces* ``path`` as a whole.
-
-    The complete directory is renamed over the old one (an atomic exchange where Linux has
-    ``renameat2``), so a reader sees the old output or the new one, never a mix, and files of an
-    earlier run do not survive.  A lock file beside ``path`` (``.<name>.edgeconv-lock``, held with
-    ``flock``, so a killed run never leaves it locked) makes a second writer fail with a clear
-    error instead of mixing outputs.  ``path`` is only replaced if edgeconv made it (it holds
-    :data:`OUTPUT_MARKER`) or it is empty; temp directories of dead runs are removed.
-    """
-    path = Path(path)
-    if path.exists() and not path.is_dir():
-        raise BadInput(f"cannot write to {path}/: it is a file, not a directory")
-    created = make_dirs(path.parent)
+def private_temp_dir(what: str) -> Iterator[Path]:
+    """A temp directory ``$TMPDIR/edgeconv-<what>-<pid>-XXXX``, removed on exit; the ones killed
+    runs (``kill -9``) left behind, of every kind, are removed first (once per process), when
+    their marker proves them a dead run's."""
+    base = Path(tempfile.gettempdir())
+    if base not in _SWEPT:  # once per process (TMPDIR may hold thousands of entries), every kind
+        _SWEPT.add(base)
+        remove_stale(base, "edgeconv-")
+    tmp = mark_temp(Path(tempfile.mkdtemp(prefix=f"edgeconv-{what}-{os.getpid()}-", dir=base)))
     try:
-        with _locked(path):
-            _remove_stale_siblings(path)
-            if path.is_dir():
-                remove_stale(path, ".edgeconv-", legacy=True)  # temp directories of killed older runs
-                if not (path / OUTPUT_MARKER).exists() and any(path.iterdir()):
-                    raise BadInput(f"{path}/ is not empty and was not written by edgeconv (no {OUTPUT_MARKER} "
-                                   "inside); edgeconv replaces its output directory as a whole, so give a new "
-                                   "or empty directory")
-            try:
-                tmp = Path(tempfile.mkdtemp(prefix=f".{path.name}.edgeconv-tmp-{os.getpid()}-", dir=path.parent))
-                os.chmod(tmp, 0o777 & ~_UMASK)
-            except OSError as err:
-                raise _unwritable(path, err) from None
-            finished = False
-            try:
-                with _syncing_in_background(tmp) as syncs:
-                    yield tmp
-                    (tmp / OUTPUT_MARKER).write_text("written by edgeconv; the next run into this directory replaces "
-                                                     "it as a whole\n", encoding="utf-8")
-                    try:
-                        syncs.wait()
-                    except OSError as err:
-                        raise _unwritable(path, err) from None
-                swap_in_dir(tmp, path)
-                finished = True
-            finally:
-                if not finished:
-                    shutil.rmtree(tmp, ignore_errors=True)
-    except BaseException:
-        _remove_empty(created)
-        raise
-
-
-def swap_in_dir(new: Path, path: Path) -> None:
-    """Put directory ``new`` at ``path``, replacing an existing directory as a whole."""
-    if not path.exists():
-        os.replace(new, path)
-        return
-    if not _exchange(new, path):
-        old = path.with_name(f".{path.name}.edgeconv-old-{os.getpid()}-{os.urandom(4).hex()}")
-        os.replace(path, old)
-        os.replace(new, path)
-        new = old
-    _remove(new)  # after the exchange ``new`` holds the old output (or the old symlink)
-
-
-def _remove(entry: Path) -> None:
-    if entry.is_dir() and not entry.is_symlink():
-        shutil.rmtree(entry, ignore_errors=True)
-    else:
-        with contextlib.suppress(OSError):
-            entry.unlink()
-
-
-def _exchange(a: Path, b: Path) -> bool:
-    """Swap two directories atomically (Linux renameat2 RENAME_EXCHANGE); False if unavailable."""
-    try:
-        import ctypes
-
-        libc = ctypes.CDLL(None, use_errno=True)
-        renameat2 = libc.renameat2
-    except (OSError, AttributeError):
-        return False
-    at_fdcwd, rename_exchange = -100, 2
-    return renameat2(at_fdcwd, os.fsencode(a), at_fdcwd, os.fsencode(b), rename_exchange) == 0
-
-
-def _lock_path(path: Path) -> Path:
-    return path.with_name(f".{path.name}.edgeconv-lock")
-
-
-@contextlib.contextmanager
-def _locked(path: Path) -> Iterator[None]:
-    import fcntl
-
-    lock = _lock_path(path)
-    while True:
-        try:
-            fd = os.open(lock, os.O_RDWR | os.O_CREAT, 0o666 & ~_UMASK)
-        except OSError as err:
-            raise _unwritable(path, err) from None
-        try:
-            fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
-        except OSError:
-            holder = _read_pid(fd)
-            os.close(fd)
-            who = f" (pid {holder})" if holder else ""
-            raise BadInput(f"{path}/ is being written by another edgeconv run{who} (lock file {lock.name}); "
-                           "wait for it to finish or choose another output directory") from None
-        # The previous holder may have removed the file between our open and our lock: retry.
-        try:
-            same = os.fstat(fd).st_ino == os.stat(lock).st_ino
-        except FileNotFoundError:
-            same = False
-        if same:
-            break
-        os.close(fd)
-    try:
-        os.ftruncate(fd, 0)
-        os.write(fd, f"{os.getpid()}\n".encode())
-        yield
+        yield tmp
     finally:
-        with contextlib.suppress(OSError):
-            os.unlink(lock)
-        os.close(fd)
+        shutil.rmtree(tmp, ignore_errors=True)
 
-
-def _read_pid(fd: int) -> int | None:
-    try:
-        return int(os.pread(fd, 32, 0).decode().strip() or "0") or None
-    except (OSError, ValueError):
-        return None
-
-
-def _remove_stale_siblings(path: Path) -> None:
-    # Called with the lock held: no live run writes ``path``, so every temp of it is stale.
-    for prefix in (f".{path.name}.edgeconv-tmp-", f".{path.name}.edgeconv-old-"):
-        for stale in path.parent.glob(glob_escape(prefix) + "*"):
-            _remove(stale)
-
-
-def glob_escape(text: str) -> str:
-    import glob
-
-    return glob.escape(text)
-
-
-def pid_alive(pid: int) -> bool:
-    try:
-        os.kill(pid, 0)
-    except ProcessLookupError:
-        return False
-    except PermissionError:
-        return True  # someone else's live process
-    except (OSError, OverflowError):
-        return False
-    return True
-
-
-def remove_stale(directory: Path, prefix: str, suffix: str = "", legacy: bool = False) -> None:
-    """Remove ``directory/<prefix><pid>-...<suffix>`` entries whose process is gone: the temp
-    files and directories of a run killed with ``kill -9``.  ``legacy``: entries without a pid
-    (older versions' names) are removed too.  A live process's entries are left alone."""
-    try:
-        entries = list(Path(directory).glob(glob_escape(prefix) + "*" + glob_escape(suffix)))
-    except OSError:
-        return
-    for entry in entries:
-        if entry.name == OUTPUT_MARKER:
-            continue
-        head = entry.name[len(prefix):].split("-", 1)[0].split(".", 1)[0]
-        pid = int(head) if head.isdigit() else None
-        if pid is None and not legacy:
-            continue
-        if pid is not None and (pid == os.getpid() or pid_alive(pid)):
-            continue
-        _remove(entry)
 
 
 def make_dirs(path: Path) -> list[Path]:
@@ -491,3 +416,21 @@ def sha256_file(path: str | os.PathLike) -> str:
 
 def sha256_bytes(data: bytes) -> str:
     return hashlib.sha256(data).hexdigest()
+
+
+def glob_escape(text: str) -> str:
+    import glob
+
+    return glob.escape(text)
+
+
+def remove_stale(directory: Path, prefix: str) -> None:
+    """Remove the temp directories ``directory/<prefix>*`` of runs killed with ``kill -9``: only
+    those whose temp marker proves edgeconv made them, in a process that is gone."""
+    try:
+        entries = list(Path(directory).glob(glob_escape(prefix) + "*"))
+    except OSError:
+        return
+    for entry in entries:
+        if stale_temp(entry):
+            remove_tree(entry)

@@ -301,7 +301,7 @@ def run_onnx(model: onnx.ModelProto, feeds: dict[str, np.ndarray]) -> dict[str, 
     source, _held = onnxruntime_source(model, opts)  # weight-store arrays as external initializers
     sess = ort.InferenceSession(source, opts, providers=["CPUExecutionProvider"])
     names = [o.name for o in sess.get_outputs()]
-    from ..infra.isolate import guarded_run  #  (--timeout and Ctrl-C stop a model that never ends)
+    from ..infra.limits import guarded_run  #  (--timeout and Ctrl-C stop a model that never ends)
 
     return dict(zip(names, guarded_run(sess, names, feeds)))
 

@@ -56,13 +56,23 @@ class Citation:
                 "path": self.path, "lines": [self.first, self.last], "url": self.url}
 
 
+#: No source file has a billion lines.
+_MAX_LINE_DIGITS = 9
+
+
+def _short(text: str, limit: int = 160) -> str:
+    return text if len(text) <= limit else f"{text[:limit]}... ({len(text)} characters)"
+
+
 def parse_citation(text) -> Citation:
     """Split a citation into its parts; CitationError says what is wrong with it."""
     if not isinstance(text, str):
         raise CitationError(f"a source must be a citation string, not {type(text).__name__}")
     m = _CITATION.fullmatch(text.strip())
     if m is None:
-        raise CitationError(f"'{text}' is not a citation owner/repo@commit:path#Lline (or #Lfirst-Llast)")
+        raise CitationError(f"'{_short(text)}' is not a citation owner/repo@commit:path#Lline (or #Lfirst-Llast)")
+    if max(len(m["first"]), len(m["last"] or "")) > _MAX_LINE_DIGITS:  # int() of 5000 digits is refused
+        raise CitationError(f"'{_short(text)}': a line number has more than {_MAX_LINE_DIGITS} digits")
     first = int(m["first"])
     last = int(m["last"] or first)
     if last < first:

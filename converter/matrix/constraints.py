@@ -36,6 +36,8 @@ Kinds (``N`` is an input index, ``output`` the first output)::
                                                   C_in, C_out = m·C_in), grouped (any other)
     {pattern: gelu_erf}                           the node sits inside a named subgraph pattern
                                                   (converter/matrix/patterns.py registry)
+    {taps: inside}                                every Conv kernel tap reads some input element
+                                                  (none reads only the padding)
 
 Common modifiers: ``hw`` (list of hardware it applies to; default every hardware the entry
 supports), ``why`` (the vendor's words), ``source`` (a citation of the upstream line,
@@ -55,12 +57,12 @@ from collections.abc import Callable
 
 import numpy as np
 
-from .kinds_io import compile_scales, compile_unused_outputs
+from .kinds_io import compile_scales, compile_taps, compile_unused_outputs
 from .values import (VALUE_TESTS, ConstraintError, _as_list, _const, _plain, _shape, _static_shape,
                      _tensor, _value_test, _where, _where_text)
 
 KINDS = ("attr", "rank", "dtype", "const_inputs", "elements", "dims", "value", "broadcast", "axes",
-         "group", "pattern", "unused_outputs", "scales")
+         "group", "pattern", "unused_outputs", "scales", "taps")
 MODIFIERS = ("hw", "why", "source", "severity", "when")
 BROADCAST_RULES = ("same_shape", "per_channel", "same_rank", "numpy")
 AXES_TESTS = ("in", "subset_of", "eq", "last_only", "trailing_ones")
@@ -407,6 +409,7 @@ _COMPILERS = {
     "pattern": _compile_pattern,
     "unused_outputs": compile_unused_outputs,
     "scales": compile_scales,
+    "taps": compile_taps,
 }
 
 _ALLOWED_KEYS = {
@@ -423,6 +426,7 @@ _ALLOWED_KEYS = {
     "pattern": set(),
     "unused_outputs": set(),
     "scales": {"exact", "integer"},
+    "taps": set(),
 }
 
 

@@ -66,3 +66,54 @@ def compile_scales(spec):
         return None
 
     return test, text
+
+
+def padding_only_taps(node, out_shape=None) -> list[tuple[int, int]] | None:
+    """The (spatial axis, tap) pairs of a Conv whose every read falls in the padding (with
+    explicit pads; ``auto_pad`` VALID has none); None when the shapes or kernel are not known.
+    ``out_shape``: the output's, when the node no longer holds its output tensor."""
+    x = _static_shape(_tensor(node, 0))
+    y = _static_shape(_tensor(node, "output")) if out_shape is None else tuple(out_shape)
+    auto_pad = node.attrs.get("auto_pad", "NOTSET")
+    auto_pad = auto_pad.decode() if isinstance(auto_pad, bytes) else auto_pad
+    if x is None or y is None or len(x) < 3 or len(x) != len(y) or auto_pad not in ("NOTSET", "VALID"):
+        return None
+    spatial = len(x) - 2
+    kernel = node.attrs.get("kernel_shape")
+    if kernel is None:
+        w = _static_shape(_tensor(node, 1)) if len(node.inputs) > 1 else None
+        kernel = None if w is None else w[2:]
+    if kernel is None:
+        return None
+    strides = node.attrs.get("strides", [1] * spatial)
+    dilations = node.attrs.get("dilations", [1] * spatial)
+    pads = [0] * (2 * spatial) if auto_pad == "VALID" else node.attrs.get("pads", [0] * (2 * spatial))
+    out = []
+    for axis in range(spatial):
+        first = -int(pads[axis])
+        last = first + (int(y[2 + axis]) - 1) * int(strides[axis])
+        for tap in range(int(kernel[axis])):
+            lo, hi = first + tap * int(dilations[axis]), last + tap * int(dilations[axis])
+            if hi < 0 or lo >= int(x[2 + axis]):
+                out.append((axis, tap))
+    return out
+
+
+def compile_taps(spec):
+    """``{taps: inside}``: every kernel tap of a Conv reads at least one input element (a tap
+    whose every read falls in the zero padding contributes nothing, and some kernels mishandle it)."""
+    if spec["taps"] != "inside":
+        raise ConstraintError("'taps' must be 'inside'")
+    text = "every kernel tap reads the input (none only the padding)"
+
+    def test(node, op):
+        bad = padding_only_taps(node)
+        if bad is None:
+            return (False, "shapes, kernel or pads unknown")
+        if not bad:
+            return None
+        axis, tap = bad[0]
+        return (True, f"kernel tap {tap} of spatial axis {axis} reads only padding "
+                      f"({len(bad)} such tap row(s)/column(s))")
+
+    return test, text

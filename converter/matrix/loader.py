@@ -27,6 +27,9 @@ def read_yaml_with_lines(path: Path) -> tuple[Any, Lines]:
 
     if path.is_dir():
         raise MatrixFileError(f"{path}: is a directory, not a YAML file")
+    from ..infra.fsutil import regular_file
+
+    regular_file(path, "YAML file")
     try:
         text = path.read_text(encoding="utf-8")
     except OSError as err:
@@ -84,6 +87,9 @@ def _build(node, at: tuple, fname: str, lines: Lines, constructor, budget: _Budg
     if isinstance(node, yaml.MappingNode):
         out: dict = {}
         for key_node, value_node in node.value:
+            if not isinstance(key_node, yaml.ScalarNode):  # a list or mapping as a key ("? [a, b]")
+                raise MatrixFileError(f"{fname}:{key_node.start_mark.line + 1}: a key in {_dotted(at)} is a "
+                                      "list or mapping; keys are names or numbers")
             key = constructor.construct_object(key_node, deep=True)
             if key in out:
                 raise MatrixFileError(

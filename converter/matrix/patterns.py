@@ -155,3 +155,28 @@ def output_padding_in_end_pads(node, keep=frozenset()) -> Match | None:
     if auto_pad not in ("NOTSET",) or attr(node, "output_shape") is not None:
         return None
     return whole if all(a <= pads[len(adj) + i] for i, a in enumerate(adj)) else None
+
+
+def width_broadcast_first(node) -> bool:
+    """Is ``node`` a binary op whose *first* operand is broadcast along all but the last axis of a
+    4-D output with one channel and several rows ([1, 1, 1, W] against [N, 1, H, W])?"""
+    from ..ir.graph import static_shape
+
+    if len(node.inputs) != 2:
+        return False
+    a, b, out = (static_shape(t) for t in (node.inputs[0], node.inputs[1], node.outputs[0]))
+    if a is None or b is None or out is None or len(out) != 4 or len(a) > 4:
+        return False
+    a4 = (1,) * (4 - len(a)) + tuple(a)
+    return a4[:3] == (1, 1, 1) and a4[3] == out[3] and out[1] == 1 and out[2] > 1 and tuple(a4) != tuple(out)
+
+
+@pattern("broadcast_operand_not_first_over_rows",
+         "a binary op whose first operand is not a [1, 1, 1, W] broadcast over a one-channel [N, 1, H, W]",
+         ("Add", "Sub", "Mul", "Div", "Max", "Min"))
+def broadcast_operand_not_first_over_rows(node, keep=frozenset()) -> Match | None:
+    """A one-node pattern that holds unless :func:`width_broadcast_first`: TNN's x86 binary kernel
+    picks the broadcast operand of a width broadcast by comparing the channel dims
+    (x86_binary_op_layer_acc.cc:156-161, ``dims0[1] < dims1[1]``), which are equal (1) here, so it
+    reads the [1, 1, 1, W] operand as if it were [N, 1, H, W]."""
+    return None if width_broadcast_first(node) else Match((node,), node.inputs[0], node.outputs[0])

@@ -22,7 +22,7 @@ STORE_MIN_BYTES = 16 << 20
 
 def preload_steps(frameworks, verify: bool) -> list:
     """What the stages after loading import, as steps to run while a child process loads a torch
-    model (:func:`converter.infra.isolate.run_models`): on two cores the imports then cost no wall time."""
+    model (:func:`converter.frontend.isolate.run_models`): on two cores the imports then cost no wall time."""
     from .. import targets
 
     modules = ["onnx_graphsurgeon", "converter.frontend.normalize", "converter.legalize.apply",

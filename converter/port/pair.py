@@ -20,6 +20,7 @@ from typing import Any
 from .. import __version__
 from ..errors import BadInput, Unsupported
 from ..infra.fsutil import atomic_copy_file, atomic_write_text
+from ..infra.ownership import files_under
 from ..ir.memory import release
 from .outcome import StageFacts, decide
 from .result import PortResult
@@ -151,7 +152,7 @@ class PairPort:
 
         with self.timer.stage("quantize"):
             self.quant = quantize_for_port(final, self.request.quant, self.request.verify, plan, self.target, self.tmp,
-                                           warn=_warn, postprocess=self.postprocess.postprocess
+                                           warn=_warn, hw=self.hw, postprocess=self.postprocess.postprocess
                                            if self.postprocess is not None else None)
         self.report["quantization"] = _jsonable(self.quant.to_json())
 
@@ -234,7 +235,7 @@ class PairPort:
         from ..report.port_page import write_port_page
 
         write_port_page(self.report, model, self.matrix, self.tmp / "report.html", self.verdict)
-        files = sorted(str(p.relative_to(self.tmp)) for p in self.tmp.rglob("*") if p.is_file())
+        files = files_under(self.tmp)  # without the temp directory's own marker
         return PortResult(self.framework, self.hw, outcome.status, outcome.reason, self.out_dir, files,
                           self.timer.timings, self.report, self.verdict, oracle)
 

@@ -20,7 +20,8 @@ from collections.abc import Callable
 from pathlib import Path
 
 from ..errors import BadInput, EdgeconvError
-from ..infra.fsutil import replace_output_dir, sha256_file
+from ..infra.fsutil import sha256_file
+from ..infra.outdirs import check_output_dir, output_collection, replace_output_dir
 from .request import PortRequest
 from .result import PortResult
 
@@ -103,8 +104,16 @@ class PortSession:
         raised; with several, a pair that fails is a :meth:`PortResult.failed` and the others go on."""
         pairs = list(pairs)
         many = len(pairs) > 1
+        claim = contextlib.nullcontext()
         if dirs is None:
             dirs = (lambda fw, hw: Path(out_dir) / f"{fw}-{hw}") if many else (lambda fw, hw: Path(out_dir))
+            # before any work: a directory edgeconv may write (converter/infra/ownership.py); one
+            # pair replaces it, several write one directory each into it (held, locked)
+            claim = output_collection(out_dir) if many else contextlib.nullcontext(check_output_dir(out_dir))
+        with claim:
+            return self._run(pairs, many, dirs, jobs, progress)
+
+    def _run(self, pairs, many: bool, dirs, jobs: int, progress) -> list[PortResult]:
         self.load([fw for fw, _ in pairs])
 
         def one(fw, hw):
@@ -138,7 +147,7 @@ class PortSession:
 
             request = self.request
             if request.source.timeout is not None:
-                from ..infra.isolate import set_time_limit
+                from ..infra.limits import set_time_limit
 
                 set_time_limit(request.source.timeout)  # user code and each inference
             runs_models = request.verifies or request.quant.mode is not None

@@ -20,19 +20,9 @@ def judge_integer_file(quant, target, runtime, artifact) -> tuple[str, str] | No
 
     judge = bind(target, runtime)
     judged_by = oracle_of(judge, artifact)
-    oracle, no_runtime = judged_by.name, ""
+    oracle = judged_by.name
     try:
-        try:
-            quant.file_verification = quant.evaluate_file(judge, artifact)
-        except RuntimeUnavailable as err:
-            if judge is target:
-                raise
-            # the user's runtime cannot run integer files at all (a MACE built without
-            # quantize): the built-in reader judges it, and the verdict says why
-            no_runtime = f"{oracle}: {err}"
-            judge, judged_by = target, oracle_of(target, artifact)
-            oracle = judged_by.name
-            quant.file_verification = quant.evaluate_file(judge, artifact)
+        quant.file_verification = quant.evaluate_file(judge, artifact)
     except RuntimeRefused as err:
         return "verify_failed", f"{oracle}: {err}"
     except (ReaderCannotRun, RuntimeUnavailable) as err:
@@ -44,7 +34,7 @@ def judge_integer_file(quant, target, runtime, artifact) -> tuple[str, str] | No
     why = caveat(artifact, judged_by) if caveat is not None else None
     if why and quant.file_verification.ok:
         return "unverified", (f"the {quant.plan.mode} file is judged by {oracle} only "
-                              f"({quant.file_verification.summary()}): {no_runtime or why}")
+                              f"({quant.file_verification.summary()}): {why}")
     return None
 
 

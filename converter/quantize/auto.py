@@ -105,16 +105,17 @@ def outlier_samples(model: onnx.ModelProto, samples: list[dict], tensors: list[s
 
 def auto_quantize(model: onnx.ModelProto, config: QuantConfig, ranges, calibration: list[dict],
                   evaluation: list[dict], tolerances: Tolerances | None, float_allowed: bool,
-                  evaluate=None) -> AutoResult:
+                  evaluate=None, stats=None) -> AutoResult:
     """Mixed precision as described in the module docstring.  ``evaluate(quantized model) ->
-    QuantVerification`` defaults to comparing outputs with the float model on ``evaluation``."""
+    QuantVerification`` defaults to comparing outputs with the float model on ``evaluation``;
+    ``stats``: the calibration pass's float statistics of ``calibration`` (bias correction)."""
     run_float = onnx_runner(model)
     if evaluate is None:
         def evaluate(candidate):
             return compare_quantized(run_float, onnx_runner(candidate), evaluation, tolerances, config.mode)
 
     def attempt(cfg, rng):
-        candidate = quantize_model(model, cfg, rng, calibration)
+        candidate = quantize_model(model, cfg, rng, calibration, stats)
         return candidate, evaluate(candidate)
 
     current, quality = attempt(config, ranges)

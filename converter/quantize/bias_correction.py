@@ -61,11 +61,11 @@ def _attrs(node: onnx.NodeProto) -> dict:
     return {a.name: helper.get_attribute_value(a) for a in node.attribute}
 
 
-def _layers(view: QdqView) -> list[_Layer]:
+def _layers(view: QdqView, only: set[str] | None = None) -> list[_Layer]:
     floats = {i.name: i for i in view.float_model.graph.initializer}
     layers = []
     for node in view.float_model.graph.node:
-        if node.op_type not in ("Conv", "Gemm") or len(node.input) < 3:
+        if node.op_type not in ("Conv", "Gemm") or len(node.input) < 3 or (only is not None and node.input[1] not in only):
             continue
         a = _attrs(node)
         if node.op_type == "Gemm" and (a.get("alpha", 1.0) != 1.0 or a.get("beta", 1.0) != 1.0 or a.get("transA", 0)):
@@ -79,6 +79,12 @@ def _layers(view: QdqView) -> list[_Layer]:
                              numpy_helper.to_array(floats[node.input[2]]).astype(np.float64).reshape(-1),
                              weights[1], bias))
     return layers
+
+
+def corrected_inputs(float_model: onnx.ModelProto) -> list[str]:
+    """The data input of every Conv/Gemm with a bias: the tensors whose mean a correction needs."""
+    return list(dict.fromkeys(n.input[0] for n in float_model.graph.node
+                              if n.op_type in ("Conv", "Gemm") and len(n.input) > 2))
 
 
 def _float_pass(float_model: onnx.ModelProto, names: list[str], samples: list[dict],
@@ -149,7 +155,8 @@ def _corrected(qdq_model: onnx.ModelProto, layers: list[_Layer], means: dict[str
 
 
 def correct_biases(float_model: onnx.ModelProto, qdq_model: onnx.ModelProto, samples: list[dict],
-                   alternatives: dict[str, onnx.ModelProto] | None = None) -> onnx.ModelProto:
+                   alternatives: dict[str, onnx.ModelProto] | None = None,
+                   only: set[str] | None = None, stats=None) -> onnx.ModelProto:
     """The best, by worst output SQNR on the first :data:`CHECK_SAMPLES` calibration samples, of
     ``qdq_model`` and each of ``alternatives`` (the same model with other activation ranges),
     each as it is and with corrected biases; ties go to ``qdq_model`` as it is.  The chosen
@@ -158,9 +165,12 @@ def correct_biases(float_model: onnx.ModelProto, qdq_model: onnx.ModelProto, sam
     ``alternatives`` exist because the best ranges depend on the biases: with plain biases,
     residual Adds sharing their output's range (TensorFlow's layout, :func:`.ranges.share_add_ranges`)
     gain, with corrected biases each tensor's own range can gain more (MobileNetV2 at 224x224,
-    64 held-out samples: shared 43.5 dB, own 46.4 dB)."""
+    64 held-out samples: shared 43.5 dB, own 46.4 dB).  ``only``: the weights whose layers may be
+    corrected (a target that writes its own integers for these alone, :mod:`.target_weights`);
+    ``stats``: the calibration pass's :class:`.float_pass.FloatStats` of the same samples (else
+    the float model runs here)."""
     candidates = {"shared": qdq_model, **(alternatives or {})}
-    layers = {label: _layers(QdqView(float_model, model)) for label, model in candidates.items()}
+    layers = {label: _layers(QdqView(float_model, model), only) for label, model in candidates.items()}
     record: dict = {"layers": len(layers["shared"]), "applied": False, "add_ranges": "shared"}
     if not layers["shared"]:
         record["why"] = "no Conv/Gemm with an integer weight and an int32 bias of its own"
@@ -169,7 +179,12 @@ def correct_biases(float_model: onnx.ModelProto, qdq_model: onnx.ModelProto, sam
         return qdq_model
     check = samples[:CHECK_SAMPLES]
     names = [layer.node.input[0] for found in layers.values() for layer in found]
-    means, references = _float_pass(float_model, names, samples[:max(MEAN_SAMPLES, len(check))], len(check))
+    averaged = samples[:max(MEAN_SAMPLES, len(check))]
+    if (stats is not None and stats.mean_samples == len(averaged) and len(stats.references) >= len(check)
+            and all(n in stats.means for n in names)):
+        means, references = stats.means, stats.references[:len(check)]
+    else:
+        means, references = _float_pass(float_model, names, averaged, len(check))
     scored = []  # (sqnr, order, label, corrected?, model)
     for label, model in candidates.items():
         scored.append((_worst_sqnr(model, check, references), len(scored), label, False, model))

@@ -13,12 +13,17 @@ SRC is one of
 Every problem is one :class:`~converter.errors.BadInput` line: names or shapes that do not match
 the model, NaN/Inf values, an empty directory, an image that does not decode, a spec that
 contradicts the model, or a set larger than ``max_bytes`` (checked from the file headers before
-anything is loaded).  Fewer than :data:`MIN_SAMPLES` samples is a warning, not an error.
+anything is loaded: an .npy header declaring more than its file holds is refused).  Fewer than
+:data:`MIN_SAMPLES` samples is a warning, not an error; more than :data:`MAX_SAMPLES` are
+calibrated on a random, seeded subset of that many, which the report and a warning name.
+Reading the set and the calibration runs are each bounded by ``--timeout`` as a whole.
 Nothing is ever unpickled (``allow_pickle=False``).
 """
 
 from __future__ import annotations
 
+import math
+import os
 import zipfile
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -27,11 +32,15 @@ import numpy as np
 import onnx
 
 from ..errors import BadInput
+from ..infra.fsutil import regular_file
 from ..runtimes.feeds import input_specs, read_npz, samples_from_arrays
 from .preprocess import IMAGE_SUFFIXES, PreprocessSpec, apply_spec, bind, decode_image
 
 FLAG = "--calibration"
 MIN_SAMPLES = 16
+#: Calibrate on at most this many samples (a random, seeded subset of a bigger set): ranges from
+#: a few hundred samples rarely move with more, and the time grows with every one.
+MAX_SAMPLES = 512
 #: Refuse calibration sets bigger than this (bytes of arrays once loaded).
 DEFAULT_MAX_BYTES = 2 << 30
 
@@ -45,31 +54,67 @@ class CalibrationSet:
     source: str
     warnings: list[str] = field(default_factory=list)
     nbytes: int = 0
+    #: Samples in the source; ``samples`` is a random subset when it held more than MAX_SAMPLES.
+    total: int = 0
 
 
 def load_calibration(src: str | Path, model: onnx.ModelProto, spec: PreprocessSpec | None = None,
-                     max_bytes: int = DEFAULT_MAX_BYTES) -> CalibrationSet:
-    """Read and validate ``src`` for ``model`` (the float model that will be quantized)."""
+                     max_bytes: int = DEFAULT_MAX_BYTES, max_samples: int = MAX_SAMPLES,
+                     seed: int = 0) -> CalibrationSet:
+    """Read and validate ``src`` for ``model`` (the float model that will be quantized).  A set of
+    more than ``max_samples`` samples is calibrated on a random subset of that many (``seed``);
+    reading it is bounded by ``--timeout`` as a whole (:class:`converter.frontend.isolate.Deadline`)."""
+    from ..infra.limits import Deadline
+
     path = Path(src)
     if not path.exists():
         raise BadInput(f"{FLAG} {path}: no such file or directory")
-    if path.is_file():
+    deadline = Deadline(f"{FLAG} {path}: reading the calibration set")
+    choose = _Subset(max_samples, seed)
+    if not path.is_dir():
+        regular_file(path, "calibration file")
         if path.suffix.lower() != ".npz":
             raise BadInput(f"{FLAG} {path}: expected an .npz file or a directory (of .npy/.npz files or images)")
         _check_size([path], [], 0, max_bytes, path)
-        samples = samples_from_arrays(read_npz(path, FLAG), model, source=f"{FLAG} {path}")
+        # the subset is taken before the arrays are split into samples (a million of them, say)
+        samples = samples_from_arrays(read_npz(path, FLAG), model, source=f"{FLAG} {path}", pick=choose)
+        total = choose.seen
     else:
-        samples = _load_directory(path, model, spec, max_bytes)
+        samples, total = _load_directory(path, model, spec, max_bytes, choose, deadline)
     _check_finite(samples, path)
     nbytes = sum(a.nbytes for s in samples for a in s.values())
     warnings = []
     if len(samples) < MIN_SAMPLES:
         warnings.append(f"{FLAG} {path}: only {len(samples)} sample{'s' if len(samples) != 1 else ''}; ranges "
                         f"calibrated on fewer than {MIN_SAMPLES} rarely cover the data the model will see")
-    return CalibrationSet(samples, f"{path} ({len(samples)} sample{'s' if len(samples) != 1 else ''})", warnings, nbytes)
+    used = f"{len(samples)} sample{'s' if len(samples) != 1 else ''}"
+    if total > len(samples):
+        used = f"a random subset of {len(samples)} of its {total} samples, seed {seed}"
+        warnings.append(f"{FLAG} {path}: {total} samples; calibrating on a random subset of {len(samples)} "
+                        f"(seed {seed}; at most {max_samples} are used)")
+    return CalibrationSet(samples, f"{path} ({used})", warnings, nbytes, total)
 
 
-def _load_directory(path: Path, model: onnx.ModelProto, spec: PreprocessSpec | None, max_bytes: int) -> list[Sample]:
+class _Subset:
+    """``subset(n)`` -> the indices of the samples to use: all, or a sorted random subset of
+    ``max_samples`` (seeded); ``seen`` is the ``n`` it was last asked about."""
+
+    def __init__(self, max_samples: int, seed: int):
+        self.max_samples, self.seed, self.seen = max_samples, seed, 0
+
+    def __call__(self, n: int) -> list[int]:
+        self.seen = n
+        if n <= self.max_samples:
+            return list(range(n))
+        return sorted(int(i) for i in np.random.default_rng(self.seed).choice(n, self.max_samples, replace=False))
+
+
+def _chosen(samples: list, choose: _Subset) -> tuple[list, int]:
+    return [samples[i] for i in choose(len(samples))], len(samples)
+
+
+def _load_directory(path: Path, model: onnx.ModelProto, spec: PreprocessSpec | None, max_bytes: int, choose,
+                    deadline) -> tuple[list[Sample], int]:
     files = sorted(p for p in path.iterdir() if p.is_file() and not p.name.startswith("."))
     arrays = [p for p in files if p.suffix.lower() in (".npy", ".npz")]
     images = [p for p in files if p.suffix.lower() in IMAGE_SUFFIXES]
@@ -78,11 +123,13 @@ def _load_directory(path: Path, model: onnx.ModelProto, spec: PreprocessSpec | N
     if arrays and images:
         raise BadInput(f"{FLAG} {path}: mixes arrays ({arrays[0].name}) and images ({images[0].name}); use one kind")
     if images:
-        return _load_images(path, images, model, spec, max_bytes)
+        picked = [images[i] for i in choose(len(images))]  # decode only the images used
+        return _load_images(path, picked, model, spec, max_bytes, deadline), len(images)
     _check_size(arrays, [], 0, max_bytes, path)
     specs = input_specs(model)
     samples: list[Sample] = []
     for file in arrays:
+        deadline.check()
         if file.suffix.lower() == ".npz":
             arrays_of_file = read_npz(file, FLAG)
         else:
@@ -91,10 +138,33 @@ def _load_directory(path: Path, model: onnx.ModelProto, spec: PreprocessSpec | N
                                f"{len(specs)} ({', '.join(s.name for s in specs)}); use .npz files keyed by input name")
             arrays_of_file = {specs[0].name: _read_npy(file)}
         samples += samples_from_arrays(arrays_of_file, model, source=f"{FLAG} {file}")
-    return samples
+    return _chosen(samples, choose)
+
+
+def _npy_header(path: Path) -> tuple[tuple[int, ...], np.dtype, int]:
+    """An .npy file's declared (shape, dtype) and the bytes that follow its header, read from the
+    header alone; BadInput for a header that is not numpy's or declares more data than the file has."""
+    try:
+        with open(path, "rb") as f:
+            version = np.lib.format.read_magic(f)
+            reader = {(1, 0): np.lib.format.read_array_header_1_0, (2, 0): np.lib.format.read_array_header_2_0}
+            if version not in reader:
+                raise ValueError(f"unsupported .npy format version {version[0]}.{version[1]}")
+            shape, _, dtype = reader[version](f)
+            payload = os.fstat(f.fileno()).st_size - f.tell()
+    except (ValueError, OSError, EOFError, SyntaxError, TypeError) as err:
+        raise BadInput(f"{FLAG} {path}: unreadable .npy ({str(err).splitlines()[0] if str(err) else type(err).__name__})") from None
+    if dtype.hasobject:
+        raise BadInput(f"{FLAG} {path}: holds pickled object arrays, which edgeconv does not load")
+    declared = math.prod(int(d) for d in shape) * dtype.itemsize
+    if declared > payload:
+        raise BadInput(f"{FLAG} {path}: its header declares shape {list(shape)} ({declared / 2**30:.3g} GiB of "
+                       f"{dtype}), but the file holds {payload} bytes of data")
+    return tuple(shape), dtype, declared
 
 
 def _read_npy(path: Path) -> np.ndarray:
+    _npy_header(path)  # before numpy allocates what the header declares
     try:
         return np.load(path, allow_pickle=False)
     except ValueError as err:
@@ -106,7 +176,7 @@ def _read_npy(path: Path) -> np.ndarray:
 
 
 def _load_images(path: Path, images: list[Path], model: onnx.ModelProto, spec: PreprocessSpec | None,
-                 max_bytes: int) -> list[Sample]:
+                 max_bytes: int, deadline) -> list[Sample]:
     if spec is None:
         raise BadInput(f"{FLAG} {path}: a directory of images needs --preprocess SPEC (e.g. "
                        "rgb,range=0-1,mean=0.485/0.456/0.406,std=0.229/0.224/0.225) to become model inputs")
@@ -117,7 +187,11 @@ def _load_images(path: Path, images: list[Path], model: onnx.ModelProto, spec: P
                        f"({', '.join(s.name for s in specs)}); give .npz files keyed by input name")
     _check_size([], images, int(np.prod(bound.input_shape)) * 4, max_bytes, path)
     want = input_specs(model)[0].dtype
-    return [{bound.input: apply_spec(bound, decode_image(image, bound)).astype(want)} for image in images]
+    samples = []
+    for image in images:
+        deadline.check()
+        samples.append({bound.input: apply_spec(bound, decode_image(image, bound)).astype(want)})
+    return samples
 
 
 def _array_bytes(path: Path) -> int:
@@ -128,7 +202,7 @@ def _array_bytes(path: Path) -> int:
                 return sum(info.file_size for info in archive.infolist())
         except (zipfile.BadZipFile, OSError):
             return 0  # read_npz says what is wrong with it
-    return path.stat().st_size
+    return _npy_header(path)[2]
 
 
 def _check_size(arrays: list[Path], images: list[Path], bytes_per_image: int, max_bytes: int, where: Path) -> None:

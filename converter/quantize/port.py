@@ -122,9 +122,10 @@ class QuantResult:
 
 def quantize_for_port(model: onnx.ModelProto, request: QuantRequest, verify: VerifySpec | None, plan: QuantPlan,
                       target, out_dir: Path, postprocess: Callable | None = None,
-                      warn: Callable[[str], None] | None = None) -> QuantResult:
-    """Quantize the legalized (cut) float ``model`` as ``plan`` says; write the files into ``out_dir``.
-    ``verify``: the port's verification options (``--inputs`` are the held-out evaluation samples)."""
+                      warn: Callable[[str], None] | None = None, hw: str = "") -> QuantResult:
+    """Quantize the legalized (cut) float ``model`` as ``plan`` says for ``target`` on ``hw``
+    (default: the target's own); write the files into ``out_dir``.  ``verify``: the port's
+    verification options (``--inputs`` are the held-out evaluation samples)."""
     from ..ir.onnx_file import save_onnx
     from ..runtimes.feeds import load_npz, random_inputs
     from ..runtimes.onnxruntime import onnx_runner
@@ -148,9 +149,10 @@ def quantize_for_port(model: onnx.ModelProto, request: QuantRequest, verify: Ver
     if request.calibration:  # also the evaluation data of fp16 / int8-weights when no --inputs
         from .calibration import load_calibration
 
-        calibration = load_calibration(request.calibration, model, spec)
+        calibration = load_calibration(request.calibration, model, spec, seed=verify.seed)
         warnings += calibration.warnings
-        cal_info = {"source": calibration.source, "samples": len(calibration.samples), "bytes": calibration.nbytes}
+        cal_info = {"source": calibration.source, "samples": len(calibration.samples), "bytes": calibration.nbytes,
+                    "samples_in_source": calibration.total}
     held_out = load_npz(verify.inputs, model) if verify.inputs else None
     if spec is not None:
         from .input_checks import check_inputs
@@ -164,19 +166,22 @@ def quantize_for_port(model: onnx.ModelProto, request: QuantRequest, verify: Ver
             warnings += check_inputs(held_out, spec, f"--inputs {verify.inputs}")
     evaluation = held_out or (calibration.samples if calibration else random_inputs(model, verify.seed, verify.ranges, samples=8))
     tolerances = load_tolerances(verify.tolerances)
-    # MACE files (and TNN files of per-tensor QDQ weights) quantize the float weights with their
-    # own schemes (other scales, other rounding): a correction fitted to the QDQ model's weight
-    # errors would be noise for them.
-    own_weights = (native_export(target, plan) and plan.mode in ("int8", "uint8")
-                   and not target.carries_qdq_weight_integers(plan.per_channel))
+    # A target that quantizes the float weights itself either hands its integers to the QDQ model
+    # (MACE's CPU: target_weights.py) or writes other ones (TNN of per-tensor QDQ weights, MACE's
+    # DSP): a correction fitted to the QDQ model's weight errors would be noise for the latter.
+    integer_file = native_export(target, plan) and plan.mode in ("int8", "uint8")
+    weight_integers = target.weight_integers(plan.mode, hw or target.default_hw) if integer_file else None
+    own_weights = integer_file and weight_integers is None and not target.carries_qdq_weight_integers(plan.per_channel)
     config = QuantConfig(plan.mode, per_channel=plan.per_channel, method=plan.method, full_integer=plan.full_integer,
-                         bias_correction=plan.bias_correction and not own_weights)
-    ranges = None
+                         bias_correction=plan.bias_correction and not own_weights, weight_integers=weight_integers)
+    ranges, stats = None, None
     if plan.needs_calibration:
+        from .float_pass import FloatStats
         from .ranges import collect_ranges
 
-        ranges = collect_ranges(model, calibration.samples, plan.method)
-    run_float = onnx_runner(model)
+        stats = FloatStats()  # minmax calibration takes bias correction's float statistics too
+        ranges = collect_ranges(model, calibration.samples, plan.method, stats=stats)
+    run_float = remembered(onnx_runner(model))  # every candidate and the file meet the same references
     pp = postprocess or (lambda outputs: outputs)
 
     def evaluate(candidate):
@@ -188,10 +193,10 @@ def quantize_for_port(model: onnx.ModelProto, request: QuantRequest, verify: Ver
         from .auto import auto_quantize
 
         auto = auto_quantize(model, config, ranges, calibration.samples, evaluation, tolerances,
-                             plan.float_allowed, evaluate)
+                             plan.float_allowed, evaluate, stats)
         config, quantized, table, quality, decisions = auto.config, auto.model, auto.table, auto.quality, auto.decisions
     else:
-        quantized = quantize_model(model, config, ranges, calibration.samples if calibration else None)
+        quantized = quantize_model(model, config, ranges, calibration.samples if calibration else None, stats)
         quality = evaluate(quantized)
         table = debug_layers(model, quantized, evaluation, plan.mode)
     params = quant_params(QdqView(model, quantized), config)
@@ -237,6 +242,18 @@ def quantize_for_port(model: onnx.ModelProto, request: QuantRequest, verify: Ver
         if warn is not None:
             warn(line)
     return result
+
+
+def remembered(runner: Callable) -> Callable:
+    """``runner`` computing each sample (by identity: the evaluation list's own dicts) once."""
+    outputs: dict[int, dict] = {}
+
+    def run(sample):
+        if id(sample) not in outputs:
+            outputs[id(sample)] = runner(sample)
+        return outputs[id(sample)]
+
+    return run
 
 
 def calibrated_params(ranges, params: dict, mode: str) -> dict:

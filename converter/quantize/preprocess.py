@@ -30,6 +30,7 @@ The order of operations is fixed: decode -> RGB/L -> resize -> float32 -> range 
 from __future__ import annotations
 
 import re
+import warnings
 from dataclasses import dataclass, replace
 from pathlib import Path
 
@@ -111,14 +112,17 @@ def parse_spec(text: str) -> PreprocessSpec:
 
 
 def _read_yaml(path: Path) -> dict:
-    import yaml
+    """The spec file, read by the matrix's YAML reader: aliases expand within its budget (an
+    alias bomb is refused), keys are scalars, only a regular file is read."""
+    from ..matrix.loader import read_yaml_with_lines
 
-    if not path.is_file():
+    if not path.exists():
         raise BadInput(f"--preprocess {path}: no such file")
     try:
-        data = yaml.safe_load(path.read_text(encoding="utf-8"))
-    except (yaml.YAMLError, UnicodeDecodeError) as err:
-        raise BadInput(f"--preprocess {path}: not valid YAML ({str(err).splitlines()[0]})") from None
+        data, _ = read_yaml_with_lines(path)
+    except BadInput as err:
+        problem = str(err).replace("the matrix file", "the file").replace("matrix file", "file")
+        raise BadInput(f"--preprocess {path}: {problem}") from None
     if not isinstance(data, dict):
         raise BadInput(f"--preprocess {path}: expected a mapping with keys order, resize, range, mean, std, layout, input")
     return data
@@ -156,7 +160,25 @@ def _from_mapping(items: dict, where: str) -> PreprocessSpec:
             spec = replace(spec, **{key: tuple(values)})
     if "input" in items:
         spec = replace(spec, input=str(items["input"]))
+    _check_float32(spec, where)
     return spec
+
+
+def _check_float32(spec: PreprocessSpec, where: str) -> None:
+    """The spec's numbers and what it makes of pixels 0 and 255 must be finite float32 values
+    (the model input's type; :func:`apply_spec` computes in it), and std nonzero in it: else
+    every preprocessed image would be Inf or NaN, and the error would blame the images."""
+    lo, hi = spec.value_range
+    with np.errstate(all="ignore"):
+        given = np.array([lo, hi, *spec.mean, *spec.std], np.float64).astype(np.float32)
+        step = np.float32((hi - lo) / 255.0)
+        ends = (np.array([[lo], [hi]], np.float32) - spec.per_channel(spec.mean)) / spec.per_channel(spec.std)
+    if np.isfinite(given).all() and np.isfinite(ends).all() and step > 0 and (spec.per_channel(spec.std) > 0).all():
+        return
+    numbers = (f"range={lo:g}-{hi:g}, mean={'/'.join(f'{v:g}' for v in spec.mean)}, "
+               f"std={'/'.join(f'{v:g}' for v in spec.std)}")
+    raise BadInput(f"{where}: {numbers} gives values float32 cannot hold (Inf, NaN or a zero std); "
+                   "choose numbers nearer 1, as in range=0-1,mean=0.485/0.456/0.406,std=0.229/0.224/0.225")
 
 
 def _numbers(value, where: str) -> list[float]:
@@ -173,12 +195,22 @@ def _numbers(value, where: str) -> list[float]:
 def _size(value, where: str) -> tuple[int, int]:
     parts = value if isinstance(value, (list, tuple)) else re.split(r"[xX]", str(value))
     try:
-        h, w = (int(p) for p in parts)
-    except (TypeError, ValueError):
-        raise BadInput(f"{where}: resize must be HEIGHTxWIDTH, e.g. 224x224; got {value!r}") from None
+        h, w = (_whole(p) for p in parts)
+    except (TypeError, ValueError, OverflowError):  # OverflowError: int(inf)
+        raise BadInput(f"{where}: resize must be HEIGHTxWIDTH in whole pixels, e.g. 224x224; got {value!r}") from None
     if h <= 0 or w <= 0:
         raise BadInput(f"{where}: resize must be positive, got {value!r}")
     return h, w
+
+
+def _whole(part) -> int:
+    """A pixel count: an int, or text/a float with a whole value (``"224"``, ``224.0``)."""
+    if isinstance(part, bool):
+        raise TypeError("a boolean is not a size")
+    number = float(part) if isinstance(part, float) else int(str(part).strip())
+    if number != int(number):
+        raise ValueError("not whole")
+    return int(number)
 
 
 def _range(value, where: str) -> tuple[float, float]:
@@ -243,7 +275,10 @@ def bind(spec: PreprocessSpec, model: onnx.ModelProto) -> PreprocessSpec:
 
 def decode_image(path: str | Path, spec: PreprocessSpec) -> np.ndarray:
     """The image at ``path`` decoded with Pillow, converted to RGB (L for gray) and resized to the
-    bound spec's size: an HxWxC uint8 array.  An undecodable file is one BadInput line."""
+    bound spec's size: an HxWxC array of pixel values on the 0..255 scale -- uint8, or float32 for
+    a 16-bit grayscale image, whose 0..65535 range is mapped onto 0..255 (Pillow's RGB/L
+    conversion would clip it: every value from 256 up became 255).  An undecodable file, an image
+    of 32-bit or float pixels, and one over Pillow's decompression-bomb size are one BadInput line."""
     try:
         from PIL import Image, UnidentifiedImageError
     except ImportError:
@@ -251,22 +286,41 @@ def decode_image(path: str | Path, spec: PreprocessSpec) -> np.ndarray:
     if spec.resize is None:
         raise ValueError("bind the spec to the model first")
     try:
-        with Image.open(path) as img:
-            img.load()
-            img = img.convert("L" if spec.order == "gray" else "RGB")
-            height, width = spec.resize
-            if img.size != (width, height):
-                img = img.resize((width, height), Image.BILINEAR)
-            array = np.asarray(img, dtype=np.uint8)
-    except (UnidentifiedImageError, OSError, ValueError, Image.DecompressionBombError) as err:
+        with warnings.catch_warnings():
+            # Pillow only warns (two lines on stderr) between its bomb limit and twice it
+            warnings.simplefilter("error", Image.DecompressionBombWarning)
+            with Image.open(path) as img:
+                img.load()
+                array = _pixels(img, spec, Image)
+    except (UnidentifiedImageError, OSError, ValueError, Image.DecompressionBombError,
+            Image.DecompressionBombWarning) as err:
         text = str(err).splitlines()[0] if str(err) else type(err).__name__
         raise BadInput(f"--calibration {path}: not a decodable image ({text})") from None
     return array[:, :, None] if array.ndim == 2 else array
 
 
+def _pixels(img, spec: PreprocessSpec, Image) -> np.ndarray:
+    height, width = spec.resize
+    sixteen_bit = img.mode.startswith("I;16") or (img.mode == "I" and img.format == "PNG")
+    if img.mode in ("I", "F") and not sixteen_bit:
+        raise ValueError(f"{img.mode} pixels ({'32-bit integers' if img.mode == 'I' else 'floats'}) have no "
+                         "fixed range; give 8- or 16-bit images")
+    if sixteen_bit:
+        img = img.convert("F")
+    else:
+        img = img.convert("L" if spec.order == "gray" else "RGB")
+    if img.size != (width, height):
+        img = img.resize((width, height), Image.BILINEAR)
+    if not sixteen_bit:
+        return np.asarray(img, dtype=np.uint8)
+    gray = np.asarray(img, dtype=np.float32) * np.float32(255.0 / 65535.0)
+    return gray if spec.order == "gray" else np.repeat(gray[:, :, None], 3, axis=2)
+
+
 def apply_spec(spec: PreprocessSpec, image: np.ndarray) -> np.ndarray:
-    """The numpy reference: an HxWxC uint8 image (already at the spec's size) -> the model input
-    (float32, batch 1, the spec's layout), in the documented order of operations."""
+    """The numpy reference: an HxWxC image of 0..255 pixel values (uint8, or float32 from a 16-bit
+    image; already at the spec's size) -> the model input (float32, batch 1, the spec's layout),
+    in the documented order of operations."""
     image = np.asarray(image)
     if image.ndim != 3 or image.shape[2] != spec.channels:
         raise BadInput(f"preprocess: expected an HxWx{spec.channels} image, got shape {list(image.shape)}")

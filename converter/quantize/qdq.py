@@ -26,7 +26,6 @@ Every mode is deterministic: the same model and calibration data give a byte-ide
 from __future__ import annotations
 
 import inspect
-import tempfile
 from dataclasses import dataclass, field
 from pathlib import Path
 
@@ -35,6 +34,7 @@ import onnx
 import onnx_graphsurgeon as gs
 
 from ..errors import RuntimeUnavailable
+from ..infra.fsutil import private_temp_dir
 from ..ir.graph import NameAllocator, attr, constant_value, to_graph, to_model
 from .ranges import quiet_onnxruntime_quantization, range_of, share_add_ranges
 
@@ -54,15 +54,21 @@ class QuantConfig:
     #: Correct the int32 biases for the mean shift of weight rounding (:mod:`.bias_correction`;
     #: needs the calibration samples, and is kept only where it helps on them).
     bias_correction: bool = True
+    #: The Conv weight integers of a target that quantizes weights itself
+    #: (:mod:`.target_weights`): the QDQ model computes with them, and bias correction corrects
+    #: only those layers.  None: onnxruntime's integers.
+    weight_integers: object = None
 
     @property
     def integer(self) -> bool:
         return self.mode in ("int8", "uint8")
 
 
-def quantize_model(model: onnx.ModelProto, config: QuantConfig, ranges=None, samples=None) -> onnx.ModelProto:
+def quantize_model(model: onnx.ModelProto, config: QuantConfig, ranges=None, samples=None,
+                   stats=None) -> onnx.ModelProto:
     """The quantized model for ``config`` (``ranges``: :func:`.ranges.collect_ranges` output,
-    required for int8/uint8; ``samples``: the calibration samples, for bias correction)."""
+    required for int8/uint8; ``samples``: the calibration samples, for bias correction, and
+    ``stats`` the float statistics the calibration pass took of them, if it did)."""
     if config.mode == "fp16":
         return to_fp16(model, config.nodes_to_exclude)
     if config.mode == "int8-weights":
@@ -72,13 +78,35 @@ def quantize_model(model: onnx.ModelProto, config: QuantConfig, ranges=None, sam
     if ranges is None:
         raise ValueError("int8/uint8 quantization needs calibration ranges")
     shared = share_add_ranges(model, ranges)
-    quantized = quantize_static_qdq(model, shared, config)
+    quantized, only = _with_weights(model, quantize_static_qdq(model, shared, config), config)
     if config.bias_correction and samples:
         from .bias_correction import correct_biases
 
-        alternatives = {} if _same_ranges(shared, ranges) else {"own": quantize_static_qdq(model, ranges, config)}
-        quantized = correct_biases(model, quantized, samples, alternatives)
+        alternatives = {} if _same_ranges(shared, ranges) else {"own": _own_ranges(model, quantized, shared, ranges, config)}
+        quantized = correct_biases(model, quantized, samples, alternatives, only, stats)
     return quantized
+
+
+def _own_ranges(model, quantized, shared, ranges, config: QuantConfig) -> onnx.ModelProto:
+    """The QDQ model with each tensor's own range: ``quantized`` re-stamped where it can be
+    (:mod:`.range_variants`), else quantized again."""
+    from onnxruntime.quantization import QuantType
+
+    from .range_variants import with_ranges
+
+    qtype = QuantType.QInt8 if config.mode == "int8" else QuantType.QUInt8
+    own = with_ranges(model, quantized, shared, ranges, qtype)
+    return own if own is not None else _with_weights(model, quantize_static_qdq(model, ranges, config), config)[0]
+
+
+def _with_weights(model, quantized, config: QuantConfig):
+    """(the QDQ model with the target's weight integers, the weights they replaced), or
+    (``quantized``, None) with onnxruntime's."""
+    if config.weight_integers is None:
+        return quantized, None
+    from .target_weights import with_target_weights
+
+    return with_target_weights(model, quantized, config.weight_integers)
 
 
 def _same_ranges(a, b) -> bool:
@@ -105,7 +133,7 @@ def quantize_static_qdq(model: onnx.ModelProto, ranges, config: QuantConfig) -> 
 
     qtype = QuantType.QInt8 if config.mode == "int8" else QuantType.QUInt8
     extra = {"ForceQuantizeNoInputCheck": bool(config.full_integer)}
-    with tempfile.TemporaryDirectory(prefix="edgeconv-qdq-") as tmp, quiet_onnxruntime_quantization():
+    with private_temp_dir("qdq") as tmp, quiet_onnxruntime_quantization():
         src, out, cache = Path(tmp) / "float.onnx", Path(tmp) / "qdq.onnx", Path(tmp) / "ranges.json"
         onnx.save(model, str(src))
         save_tensors_data(ranges, cache)

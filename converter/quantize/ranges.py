@@ -30,7 +30,6 @@ from __future__ import annotations
 import contextlib
 import io
 import logging
-import tempfile
 from pathlib import Path
 
 import numpy as np
@@ -76,24 +75,36 @@ class _Chunk:
 
 
 def collect_ranges(model: onnx.ModelProto, samples: list[dict[str, np.ndarray]], method: str = "minmax",
-                   percentile: float = PERCENTILE):
-    """onnxruntime ``TensorsData`` (method ``MinMax`` for every method, see :func:`as_minmax`)."""
+                   percentile: float = PERCENTILE, stats=None):
+    """onnxruntime ``TensorsData`` (method ``MinMax`` for every method, see :func:`as_minmax`).
+    ``minmax`` takes onnxruntime's ranges in one float pass of its own (:mod:`.float_pass`),
+    which also fills ``stats`` (a :class:`.float_pass.FloatStats`) for bias correction."""
     from onnxruntime.quantization.calibrate import CalibrationMethod, create_calibrator
 
     if method not in METHODS:
         raise ValueError(f"unknown calibration method {method!r}")
+    if method == "minmax":
+        from .bias_correction import CHECK_SAMPLES, MEAN_SAMPLES
+        from .float_pass import minmax_pass
+
+        return minmax_pass(model, samples, stats, MEAN_SAMPLES, CHECK_SAMPLES)
     ort_method = {"minmax": CalibrationMethod.MinMax, "percentile": CalibrationMethod.Percentile,
                   "entropy": CalibrationMethod.Entropy, "mse": CalibrationMethod.Percentile}[method]
     options = {"percentile": percentile} if method == "percentile" else {}
     if method == "mse":
         options = {"symmetric": False}  # a histogram of values, not of |values|
-    with tempfile.TemporaryDirectory(prefix="edgeconv-calib-") as tmp, quiet_onnxruntime_quantization():
+    from ..infra.fsutil import private_temp_dir
+    from ..infra.limits import Deadline
+
+    deadline = Deadline(f"calibration ({len(samples)} samples, onnxruntime)")  # --timeout bounds the total
+    with private_temp_dir("calib") as tmp, quiet_onnxruntime_quantization():
         model_path = Path(tmp) / "model.onnx"
         onnx.save(model, str(model_path))
         calibrator = create_calibrator(model_path, [], augmented_model_path=str(Path(tmp) / "augmented.onnx"),
                                        calibrate_method=ort_method, extra_options=options)
-        calibrator.infer_session = _GuardedSession(_optimized_session(calibrator.augmented_model_path))
+        calibrator.infer_session = _GuardedSession(_optimized_session(calibrator.augmented_model_path), deadline)
         for start in range(0, len(samples), CHUNK):
+            deadline.check()
             calibrator.collect_data(_Chunk(samples[start:start + CHUNK]))
         if method == "mse":
             data = _mse_ranges(calibrator.collector.histogram_dict)
@@ -105,18 +116,18 @@ def collect_ranges(model: onnx.ModelProto, samples: list[dict[str, np.ndarray]],
 
 class _GuardedSession:
     """The calibrator's session, each of its runs stopped by ``--timeout`` and Ctrl-C like every
-    other onnxruntime run (:func:`converter.infra.isolate.guarded_run`); the rest is the session's."""
+    other onnxruntime run (:func:`converter.frontend.isolate.guarded_run`); the rest is the session's."""
 
-    def __init__(self, session):
-        self._session = session
+    def __init__(self, session, deadline=None):
+        self._session, self._deadline = session, deadline
 
     def __getattr__(self, name):
         return getattr(self._session, name)
 
     def run(self, names, feeds, run_options=None):
-        from ..infra.isolate import guarded_run
+        from ..infra.limits import guarded_run
 
-        return guarded_run(self._session, names, feeds, "calibration (onnxruntime)")
+        return guarded_run(self._session, names, feeds, "calibration (onnxruntime)", self._deadline)
 
 
 def _optimized_session(path: str):
@@ -202,9 +213,9 @@ def share_add_ranges(model: onnx.ModelProto, tensors_data):
     tensor of the zoo's MobileNetV2 (224x224) and ResNet (32x32).  Measured (LiteRT, median SQNR
     over held-out samples against the float model, ``benchmarks/bench_quant_peers.py``): with 100
     calibration / 16 held-out samples at 224x224, MobileNetV2 41.8 -> 42.1 dB, ResNet 43.8 ->
-    44.1 dB; with 16 / 8 at 32x32, ResNet 39.8 -> 42.5 dB but MobileNetV2 42.6 -> 42.3 dB (the
-    rule is TensorFlow's layout, not a gain on every model).  Widening every lone Add input
-    instead (the shortcut's 1x1 CONV_2D too) loses the 32x32 ResNet gain.
+    44.1 dB; with 16 calibration samples at 32x32, ResNet 41.1 dB either way on 32 held-out
+    samples (the 39.8 -> 42.5 dB once measured on 8 was one sample's swing: the rule is
+    TensorFlow's layout, not a gain on every model).
 
     The Add's output range is the range it is quantized with: that of a lone Relu/Clip after it
     when there is one (onnxruntime's ``adjust_tensor_ranges`` folds the activation).  Adds are

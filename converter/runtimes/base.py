@@ -120,12 +120,12 @@ class TargetRunner(Runner):
         self.executor, self.artifact, self.oracle = executor, artifact, oracle
 
     def infer(self, feeds):
-        from ..errors import RuntimeUnavailable
+        from ..errors import RuntimeUnavailable, TimedOut
 
         try:
             return self.executor.run(self.artifact, feeds)
-        except (RuntimeUnavailable, RuntimeRefused, ReaderCannotRun):
-            raise
+        except (RuntimeUnavailable, RuntimeRefused, ReaderCannotRun, TimedOut):
+            raise  # TimedOut: past --timeout, the whole run stops (exit 9), no verdict on the file
         except Exception as err:  # noqa: BLE001 - any reader failure is the reader's
             if self.oracle.kind != READER:
                 raise
@@ -174,4 +174,4 @@ def locate_binary(fw: str, path: Path, names: tuple[str, ...], what: str) -> Pat
         raise BadInput(f"--runtime {fw}={path}: no such file")
     if not os.access(path, os.X_OK):
         raise BadInput(f"--runtime {fw}={path}: not executable")
-    return path
+    return path.absolute()  # "./tnn_run" runs that file, not one found on PATH

@@ -194,8 +194,10 @@ def _stack_of_samples(arr: np.ndarray, spec: InputSpec, source: str) -> np.ndarr
                    f"batch of {batch}, give one sample as {shape} or N samples as {['N', *shape]}")
 
 
-def samples_from_arrays(arrays: dict[str, np.ndarray], model: onnx.ModelProto, source: str = "inputs") -> list[Sample]:
-    """Split ``{input name: array}`` into samples, checking names, ranks, shapes and dtypes."""
+def samples_from_arrays(arrays: dict[str, np.ndarray], model: onnx.ModelProto, source: str = "inputs",
+                        pick=None) -> list[Sample]:
+    """Split ``{input name: array}`` into samples, checking names, ranks, shapes and dtypes.
+    ``pick``: ``n`` -> the indices of the samples to keep (default: all ``n``)."""
     specs = input_specs(model)
     names = [s.name for s in specs]
     missing = [n for n in names if n not in arrays]
@@ -230,4 +232,4 @@ def samples_from_arrays(arrays: dict[str, np.ndarray], model: onnx.ModelProto, s
         detail = ", ".join(f"{k}: {v}" for k, v in counts.items())
         raise BadInput(f"{source}: inputs hold different numbers of samples ({detail})")
     n = next(iter(counts.values()), 1)
-    return [{k: np.ascontiguousarray(v[i]) for k, v in stacked.items()} for i in range(n)]
+    return [{k: np.ascontiguousarray(v[i]) for k, v in stacked.items()} for i in (range(n) if pick is None else pick(n))]

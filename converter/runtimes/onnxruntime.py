@@ -56,7 +56,7 @@ def run_session(sess, inputs: dict[str, np.ndarray], output_names: list[str] | N
         raise BadInput(f"no value for model input(s) {', '.join(missing)}")
     names = output_names or [o.name for o in sess.get_outputs()]
     from ..errors import EdgeconvError
-    from ..infra.isolate import guarded_run
+    from ..infra.limits import guarded_run
 
     try:
         values = guarded_run(sess, names, {n: inputs[n] for n in wanted})  # time limit, Ctrl-C

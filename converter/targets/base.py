@@ -48,6 +48,12 @@ import onnx
 from ..errors import BadInput
 
 
+#: How a file whose runtime computes in half precision is judged (``Artifact.meta
+#: ["suggested_tolerance"]``, used when the user gives no tolerances): CoreML on the Neural
+#: Engine, TNN on OpenCL/Metal GPUs.
+FP16_TOLERANCE = {"atol": 4e-3, "rtol": 4e-3}
+
+
 @dataclass(frozen=True)
 class ExportOptions:
     """What an exporter is told besides the model: the user's choices (``--fp16-weights``,
@@ -160,6 +166,14 @@ class Target(ABC):
         granularity), not a weight scheme of its own: then the bias correction computed for
         those integers (converter/quantize/bias_correction.py) holds for the file too."""
         return False
+
+    def weight_integers(self, mode: str, hw: str):
+        """How its ``mode`` file for ``hw`` quantizes a Conv weight when it does so itself, not
+        with the QDQ model's integers: ``(float weight) -> (integers, scale, zero point)`` per
+        tensor, or None.  The port writes these integers into the QDQ model
+        (converter/quantize/target_weights.py), so that its verdict and the bias correction
+        compute with the file's weights."""
+        return None
 
     def executor_name(self) -> str:
         """``executor``, for targets whose executor depends on the machine (CoreML: the device

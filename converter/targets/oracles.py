@@ -65,8 +65,8 @@ def load_runtime(framework: str, path: str | os.PathLike) -> RealRuntime:
 
 def resolve(framework: str, given: dict[str, str] | None = None, hw: str | None = None) -> RealRuntime | None:
     """The real runtime the user chose for ``framework``, or None (use the built-in executor);
-    with ``hw``, None too when that runtime cannot run files for ``hw`` (a CPU-only MACE build
-    and a GPU file)."""
+    with ``hw``, None too when that runtime cannot run files for ``hw`` (mace_run and a DSP
+    file; a GPU file it runs as its CPU twin, :func:`converter.targets.mace.runtime.cpu_twin`)."""
     path = chosen_path(framework, given)
     runtime = None if path is None else load_runtime(framework, path)
     return None if runtime is None or (hw is not None and not runtime.serves(hw)) else runtime

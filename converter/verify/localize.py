@@ -24,6 +24,7 @@ import onnx
 
 from ..ir.graph import Provenance, provenance_of, to_graph
 from . import metrics
+from ..errors import TimedOut
 from ..runtimes.onnxruntime import expose_intermediates, intermediate_values, one_line, run_session, session  # noqa: F401
 
 #: Default per-layer normalized rMSE above which a layer counts as diverging.  float32
@@ -181,6 +182,8 @@ def localize(
         cand_exposed, cand_order = expose_intermediates(candidate_model)
         ref_values = run_session(session(ref_exposed), sample)
         cand_values = run_session(session(cand_exposed), sample)
+    except TimedOut:
+        raise  # past --timeout: no second wait for a localization
     except Exception as err:  # BadInput from onnxruntime, or an unloadable exposed copy
         report.error = one_line(err)
         report.seconds = time.perf_counter() - start

@@ -29,6 +29,7 @@ import onnx
 from ..ir.graph import provenance_of
 from . import metrics
 from .localize import DEFAULT_LAYER_TOL, LayerReport, LayerResult, _comparable, _topological_nodes, intermediate_values
+from ..errors import TimedOut
 from ..runtimes.onnxruntime import one_line
 
 #: Why a legalized tensor has no counterpart in the file.
@@ -85,6 +86,8 @@ def localize_target(
     try:
         ref_values = intermediate_values(reference, sample)
         got = target.intermediates(artifact, sample)
+    except TimedOut:
+        raise  # past --timeout: no second wait for a localization
     except Exception as err:  # noqa: BLE001 - a localization that cannot run says why, once
         report.error = one_line(err)
         report.seconds = time.perf_counter() - start

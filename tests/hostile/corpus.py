@@ -19,6 +19,7 @@ from __future__ import annotations
 
 import io
 import json
+import os
 import pickle
 import zipfile
 from dataclasses import dataclass, field
@@ -28,7 +29,7 @@ import numpy as np
 import onnx
 from onnx import TensorProto, helper, numpy_helper
 
-OK, BAD, UNSUPPORTED, NEEDS_CUSTOM, TIMEOUT = 0, 2, 3, 7, 9
+OK, BAD, UNSUPPORTED, NEEDS_CUSTOM, UNVERIFIED, TIMEOUT = 0, 2, 3, 7, 8, 9
 
 
 @dataclass
@@ -40,14 +41,18 @@ class Case:
     check_args: list = field(default_factory=list)  # extra arguments for check and port
     inspect_args: list = field(default_factory=lambda: ["--normalized"])
     marker: str | None = None  # a file a payload would create: must never exist
+    port_args: list = field(default_factory=list)  # extra arguments for port only
+    target: str = "tflite"
+    out_arg: str | None = None  # port's -o as given (default: the test's fresh directory)
 
     def argv(self, command: str, root: Path, out: Path) -> list[str]:
         model = str(root / self.model)
         if command == "inspect":
             return ["inspect", model, *self.inspect_args, *self.args]
         if command == "check":
-            return ["check", model, "-t", "tflite", *self.args, *self.check_args]
-        return ["port", model, "-t", "tflite", "-o", str(out), *self.args, *self.check_args]
+            return ["check", model, "-t", self.target, *self.args, *self.check_args]
+        out_arg = str(out) if self.out_arg is None else self.out_arg
+        return ["port", model, "-t", self.target, "-o", out_arg, *self.args, *self.check_args, *self.port_args]
 
 
 # ----------------------------------------------------------------------------------- builders
@@ -114,7 +119,7 @@ def _torch_save_zip(data_pkl: bytes) -> bytes:
 def build_torch_files(root: Path) -> dict[str, Path]:
     """A real ExportedProgram and TorchScript files, made in a separate interpreter: torch's
     thread pools must not start in the caller (a process with threads cannot fork the
-    loader's child, see converter.infra.isolate, and would start a fresh interpreter per load)."""
+    loader's child, see converter.frontend.isolate, and would start a fresh interpreter per load)."""
     import subprocess
     import sys
 
@@ -360,4 +365,187 @@ def build_corpus(root: Path, seed: int = 0, torch_files: bool = True, tf_files: 
                        [_vi("x", [1, 4])], [_vi("y", [1, 4])], domains=["com.hostile"])
     add("markup_in_op_type", save(markup_op, "markup_op.onnx"),
         {"inspect": OK, "check": UNSUPPORTED, "port": NEEDS_CUSTOM})
+    cases += new_surfaces(root, rng, save)
     return cases
+
+
+# ------------------------------------------------------- issue 28: the surfaces added since issue 17
+
+
+def image_model(rng) -> onnx.ModelProto:
+    """Conv+Relu on one 1x3x8x8 image input (weights as initializers only)."""
+    w = numpy_helper.from_array(rng.standard_normal((4, 3, 3, 3)).astype(np.float32), "w")
+    nodes = [helper.make_node("Conv", ["x", "w"], ["c"], pads=[1, 1, 1, 1]), helper.make_node("Relu", ["c"], ["y"])]
+    return _model(nodes, [_vi("x", [1, 3, 8, 8])], [_vi("y", [1, 4, 8, 8])], [w])
+
+
+def invalid_attribute_models() -> dict[str, onnx.ModelProto]:
+    """Models onnxruntime refuses to run (attributes out of range): no reference, no verdict."""
+    pads = numpy_helper.from_array(np.array([0, 0, 10, 10, 0, 0, 10, 10], np.int64), "pads")
+    pad = _model([helper.make_node("Pad", ["x", "pads"], ["y"], mode="reflect")], [_vi("x", [1, 3, 6, 6])],
+                 [_vi("y", [1, 3, 26, 26])], [pads])
+    w = numpy_helper.from_array(np.ones((3, 4, 3, 3), np.float32), "w")
+    deconv = _model([helper.make_node("ConvTranspose", ["x", "w"], ["y"], output_padding=[1000, 1000])],
+                    [_vi("x", [1, 3, 8, 8])], [_vi("y", [1, 4, 1010, 1010])], [w])
+    shape = numpy_helper.from_array(np.array([7, 7], np.int64), "s")
+    reshape = _model([helper.make_node("Reshape", ["x", "s"], ["y"])], [_vi("x", [1, 3, 8, 8])], [_vi("y", [7, 7])],
+                     [shape])
+    return {"pad_reflect_beyond_input": pad, "convtranspose_output_padding": deconv, "reshape_wrong_size": reshape}
+
+
+def png16(path: Path, gray: np.ndarray) -> Path:
+    """A 16-bit grayscale PNG of ``gray`` (uint16), written by Pillow."""
+    from PIL import Image
+
+    Image.fromarray(gray.astype(np.uint16)).save(path)
+    return path
+
+
+def npy_header_only(path: Path, shape: tuple) -> Path:
+    """An .npy file whose header declares ``shape`` (float32) and that holds 16 bytes of data."""
+    buf = io.BytesIO()
+    np.lib.format.write_array_header_1_0(buf, {"descr": "<f4", "fortran_order": False, "shape": shape})
+    path.write_bytes(buf.getvalue() + b"\0" * 16)
+    return path
+
+
+def sleeping_runtime(path: Path, seconds: int = 987654) -> Path:
+    """A --runtime tool that never answers: a shell whose child sleeps (``sleep SECONDS``, a
+    number no other process uses, so a test can look for it afterwards)."""
+    path.write_text(f"#!/bin/sh\nsleep {seconds}\necho done\n")
+    path.chmod(0o755)
+    return path
+
+
+def alias_bomb_mapping(key: str, levels: int = 10, width: int = 9) -> str:
+    """A YAML mapping whose ``key`` holds ``width ** levels`` values through nested aliases."""
+    lines = ["a0: &a0 [" + ", ".join(["x"] * width) + "]"]
+    lines += [f"a{i}: &a{i} [" + ", ".join([f"*a{i - 1}"] * width) + "]" for i in range(1, levels)]
+    return "\n".join(lines + [f"{key}: *a{levels - 1}"]) + "\n"
+
+
+def user_directory(path: Path) -> Path:
+    """A directory of the user's, with names edgeconv uses for its own temp entries."""
+    (path / ".old-x").mkdir(parents=True, exist_ok=True)
+    (path / ".old-x" / "a").write_text("mine")
+    (path / ".partial-y").write_text("mine")
+    (path / ".edgeconv-notes").write_text("mine")
+    (path / "index.html").write_text("mine")
+    return path
+
+
+def new_surfaces(root: Path, rng, save) -> list[Case]:
+    """Calibration data, --preprocess, -o, --runtime and overlays (issue 28)."""
+    cases: list[Case] = []
+
+    def add(name, model, expect, **kw):
+        if isinstance(expect, int):
+            expect = {"inspect": expect, "check": expect, "port": expect}
+        cases.append(Case(name, model, expect, **kw))
+
+    both_bad = {"inspect": OK, "check": BAD, "port": BAD}
+    port_bad = {"inspect": OK, "check": OK, "port": BAD}
+    image = save(image_model(rng), "image_model.onnx")
+    imgs = root / "imgs8"
+    imgs.mkdir(exist_ok=True)
+    from PIL import Image
+
+    for k in range(4):
+        Image.fromarray(rng.integers(0, 256, (8, 8, 3), dtype=np.uint8)).save(imgs / f"{k}.png")
+
+    def calibrate(source, *more):
+        return ["--quantize", "int8", "--calibration", str(source), *more]
+
+    # --- calibration data
+    os.mkfifo(root / "fifo.onnx")
+    add("fifo_as_model", "fifo.onnx", BAD, args=["--timeout", "5"])
+    (root / "calib_fifo").mkdir(exist_ok=True)
+    os.mkfifo(root / "calib_fifo" / "x.npz")
+    add("calibration_fifo", image, port_bad, port_args=calibrate(root / "calib_fifo" / "x.npz", "--timeout", "5"))
+    (root / "calib_huge_npy").mkdir(exist_ok=True)
+    npy_header_only(root / "calib_huge_npy" / "x.npy", (1000000, 1, 3, 224, 224))
+    add("calibration_npy_header_561gib", image, port_bad, port_args=calibrate(root / "calib_huge_npy"))
+    np.savez(root / "calib_2000.npz", x=rng.random((2000, 1, 3, 8, 8), dtype=np.float32))
+    add("calibration_2000_samples_subset", image, OK, port_args=calibrate(root / "calib_2000.npz"))
+    (root / "calib_16bit").mkdir(exist_ok=True)
+    for k in range(16):
+        png16(root / "calib_16bit" / f"{k:02d}.png", rng.integers(256, 65536, (8, 8)))
+    add("calibration_16bit_png", image, OK, port_args=calibrate(root / "calib_16bit", "--preprocess", "rgb"))
+    (root / "calib_bomb").mkdir(exist_ok=True)
+    Image.new("L", (12000, 12000)).save(root / "calib_bomb" / "big.png")
+    add("calibration_decompression_bomb", image, port_bad,
+        port_args=calibrate(root / "calib_bomb", "--preprocess", "rgb"))
+    # --- --preprocess
+    (root / "preprocess_bomb.yaml").write_text(alias_bomb_mapping("mean"))
+    add("preprocess_alias_bomb", image, port_bad, port_args=calibrate(imgs, "--preprocess", str(root / "preprocess_bomb.yaml")))
+    (root / "preprocess_inf.yaml").write_text("resize: [.inf, 12]\n")
+    add("preprocess_resize_inf", image, port_bad, port_args=calibrate(imgs, "--preprocess", str(root / "preprocess_inf.yaml")))
+    for name, spec in (("std_1e-50", "std=1e-50"), ("range_1e39", "range=1e39-1e40"), ("mean_1e308", "mean=1e308,std=1e-308")):
+        add(f"preprocess_{name}", image, port_bad, port_args=calibrate(imgs, "--preprocess", spec))
+    # --- -o
+    add("out_dot", "good.onnx", port_bad, out_arg=".")
+    add("out_empty", "good.onnx", port_bad, out_arg="")
+    add("out_root", "good.onnx", port_bad, out_arg="/")
+    add("out_users_directory", "good.onnx", port_bad, out_arg=str(user_directory(root / "users_dir")))
+    add("out_model_directory", "good.onnx", port_bad, out_arg=str(root))
+    # --- --runtime that never answers
+    rt = sleeping_runtime(root / "rt_sleep.sh")
+    add("runtime_never_answers", "good.onnx", {"inspect": OK, "check": OK, "port": TIMEOUT}, target="tnn",
+        port_args=["--runtime", f"tnn={rt}", "--timeout", "3"])
+    # --- overlays
+    (root / "overlay_list_key.yaml").write_text("frameworks:\n  tflite:\n    ? [a, b]\n    : 1\n")
+    add("overlay_list_key", "good.onnx", both_bad, check_args=["--matrix-overlay", str(root / "overlay_list_key.yaml")])
+    (root / "overlay_line_5000_digits.yaml").write_text(
+        "frameworks:\n  tnn:\n    ops:\n      Relu:\n        supported: [arm]\n"
+        f"        source: Tencent/TNN@f0cb081:doc/en/user/support_en.md#L{'9' * 5000}\n")
+    add("overlay_line_5000_digits", "good.onnx", both_bad, target="tnn",
+        check_args=["--matrix-overlay", str(root / "overlay_line_5000_digits.yaml")])
+    # --- no reference: never ok
+    for name, model in invalid_attribute_models().items():
+        add(name, save(model, f"{name}.onnx"), {"inspect": OK, "check": OK, "port": UNVERIFIED})
+    control = _model([helper.make_node("Op\x01", ["x"], ["y"], domain="com.hostile")], [_vi("x", [1, 4])],
+                     [_vi("y", [1, 4])], domains=["com.hostile"])
+    add("control_char_in_op_type", save(control, "control_op.onnx"),
+        {"inspect": OK, "check": UNSUPPORTED, "port": NEEDS_CUSTOM})
+    return cases
+
+
+@dataclass
+class ManifestCase:
+    """A batch manifest and the exit code ``batch`` must give (``args``: extra flags)."""
+
+    name: str
+    manifest: str  # relative to the corpus root
+    expect: int
+    args: list = field(default_factory=list)
+    #: The output directory, when it is the user's (it must be byte-identical after the run).
+    users_dir: str | None = None
+
+
+def build_manifests(root: Path) -> list[ManifestCase]:
+    """Hostile batch manifests over the files :func:`build_corpus` wrote into ``root``."""
+    cases: list[ManifestCase] = []
+
+    def add(name, text, expect, **kw):
+        (root / f"{name}.yaml").write_text(text)
+        cases.append(ManifestCase(name, f"{name}.yaml", expect, **kw))
+
+    good = f"models:\n  - path: {root / 'good.onnx'}\n"
+    tflite = "targets: [{to: tflite, hw: cpu}]\n"
+    add("manifest_alias_bomb", alias_bomb_mapping("defaults") + tflite + good, BAD)
+    add("manifest_list_key", tflite + good + "    ? [a, b]\n    : 1\n", BAD)
+    add("manifest_fifo_model", tflite + f"models:\n  - path: {root / 'fifo.onnx'}\n", BAD)
+    add("manifest_fifo_calibration", tflite + good + f"    quantize: int8\n    calibration: {root / 'calib_fifo' / 'x.npz'}\n",
+        BAD)
+    add("manifest_preprocess_bomb", tflite + f"models:\n  - path: {root / 'image_model.onnx'}\n    quantize: int8\n"
+        f"    calibration: {root / 'imgs8'}\n    preprocess: {root / 'preprocess_bomb.yaml'}\n", BAD)
+    users = user_directory(root / "users_batch_dir")
+    add("manifest_output_users_directory", f"output: {users}\n" + tflite + good, BAD, users_dir="users_batch_dir")
+    add("manifest_runtime_never_answers", f"runtimes: {{tnn: {root / 'rt_sleep.sh'}}}\n"
+        "targets: [{to: tnn, hw: arm}]\n" + good + "    timeout: 3\n", BATCH_FAILED)
+    add("manifest_control_char_op", tflite + f"models:\n  - path: {root / 'control_op.onnx'}\n", BATCH_FAILED)
+    add("manifest_ray_unreachable", tflite + good, BAD, args=["--executor", "ray", "--address", "127.0.0.1:1"])
+    return cases
+
+
+BATCH_FAILED = 6

@@ -21,8 +21,6 @@ def register(app: typer.Typer) -> None:
         """Build a seeded zoo model (TorchScript .pt) and run `edgeconv port` on it."""
         import importlib.util
         import inspect
-        from pathlib import Path
-
         from ...errors import BadInput, MissingExtra
 
         if importlib.util.find_spec("torch") is None:
@@ -35,21 +33,22 @@ def register(app: typer.Typer) -> None:
 
         if model not in zoo.NAMES:
             raise BadInput(f"unknown zoo model '{model}'; choose one of: {', '.join(zoo.NAMES)}")
-        out_dir = Path(out)
-        out_dir.mkdir(parents=True, exist_ok=True)
-        shapes = zoo.input_shapes(model)
-        net = zoo.build(model)
-        path = out_dir / f"{model}.pt"
-        traced = torch.jit.trace(net, tuple(torch.zeros(s) for s in shapes.values()))
-        torch.jit.save(traced, str(path))
-        # TorchScript names its inputs after forward()'s parameters, not the zoo's names.
-        names = [n for n in inspect.signature(net.forward).parameters if n != "self"]
-        shape_flags = [f"{name}={'x'.join(map(str, s))}" for name, s in zip(names, shapes.values())]
-        if hw is None and to != "all":
-            hw = default_hw(to)
-        hw_args = ["--hw", hw] if hw is not None else []  # --to all: port's default, each framework's CPU
-        args = ["port", str(path), "--to", to, *hw_args, "-o", str(out_dir / f"{to}-{hw or 'cpu'}")]
-        for flag in shape_flags:
-            args += ["--input-shape", flag]
-        print(f"built {path} (seeded {model}); running: edgeconv {' '.join(args)}")
-        return main(args)
+        from ...infra.outdirs import output_collection
+
+        with output_collection(out, (f"{model}.pt",)) as out_dir:  # new, empty or edgeconv's: never a user's
+            shapes = zoo.input_shapes(model)
+            net = zoo.build(model)
+            path = out_dir / f"{model}.pt"
+            traced = torch.jit.trace(net, tuple(torch.zeros(s) for s in shapes.values()))
+            torch.jit.save(traced, str(path))
+            # TorchScript names its inputs after forward()'s parameters, not the zoo's names.
+            names = [n for n in inspect.signature(net.forward).parameters if n != "self"]
+            shape_flags = [f"{name}={'x'.join(map(str, s))}" for name, s in zip(names, shapes.values())]
+            if hw is None and to != "all":
+                hw = default_hw(to)
+            hw_args = ["--hw", hw] if hw is not None else []  # --to all: port's default, each framework's CPU
+            args = ["port", str(path), "--to", to, *hw_args, "-o", str(out_dir / f"{to}-{hw or 'cpu'}")]
+            for flag in shape_flags:
+                args += ["--input-shape", flag]
+            print(f"built {path} (seeded {model}); running: edgeconv {' '.join(args)}")
+            return main(args)

@@ -122,7 +122,7 @@ def model_options(as_option: bool = False) -> Callable:
 
 def _timeout(seconds: float | None) -> float | None:
     """--timeout applies to everything this command runs (torch loading, onnxruntime)."""
-    from ...infra.isolate import set_time_limit
+    from ...infra.limits import set_time_limit
 
     set_time_limit(seconds)
     return seconds

@@ -42,13 +42,14 @@ def register(app: typer.Typer) -> None:
         from pathlib import Path
 
         from ...errors import BadInput
-        from ...infra.fsutil import replace_output_dir
+        from ...infra.outdirs import check_output_dir, replace_output_dir
         from ...ir.graph import to_graph
         from ...ir.onnx_file import save_onnx
         from ...postproc import split
 
         if not _CPP_NAMESPACE.fullmatch(namespace):
             raise BadInput(f"--cpp-namespace '{namespace}': not a C++ namespace name (letters, digits, _ and ::)")
+        out = check_output_dir(out)  # before any work: a directory edgeconv may replace
         m = matrix.load()
         from ...port.resolve import resolve_one
 
@@ -64,7 +65,6 @@ def register(app: typer.Typer) -> None:
         limit = max_outputs if max_outputs is not None else m.properties(framework, hardware).get("max_outputs")
         result = split(onnx_model, must_move, limit, cpp_namespace=namespace,
                        title=Path(source.path).stem)
-        out = Path(out)
         with replace_output_dir(out) as tmp:
             save_onnx(result.model, tmp / "model.onnx")
             for name, text in result.files.items():

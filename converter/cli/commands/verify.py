@@ -39,6 +39,9 @@ def register(app: typer.Typer) -> None:
             None, "--max-memory", metavar="SIZE",
             help="Refuse (exit 2) models whose inference needs more, e.g. 8G. Default: half the RAM."),
         runtime: list[str] | None = Runtime,
+        timeout: float = typer.Option(600.0, "--timeout", metavar="SECONDS", min=0,
+                                      help="Stop an inference or a --runtime tool (with every process it started) "
+                                           "after this long (exit 9); 0: no limit."),
         json_out: bool = Json,
     ) -> None:
         """Compare CONVERTED with ORIGINAL on seeded or given inputs; name the first diverging layer."""
@@ -47,11 +50,14 @@ def register(app: typer.Typer) -> None:
 
         from ...errors import VerificationFailed
         from ...verify import load_tolerances, verify_files
+        from ...infra.outdirs import check_output_dir
+        from ...infra.limits import set_time_limit
         from ...frontend.declared_inputs import parse_input_flags, parse_range_flags
-        from ...verify.pipeline import write_outputs
-        from ...verify.replay import write_replay
         from ...verify.report import print_report, to_json
 
+        if out:
+            check_output_dir(out)  # before any work: new, empty or edgeconv's
+        set_time_limit(timeout)
         tols = load_tolerances(tolerances, atol=atol, rtol=rtol, layer_rmse=layer_tol)
         if preprocess:
             _check_preprocessing(original, inputs, preprocess)
@@ -70,12 +76,7 @@ def register(app: typer.Typer) -> None:
         else:
             report = verify_files(original, converted, tols, inputs_npz=inputs, seed=seed,
                                   ranges=ranges, samples=samples, shapes=shapes or None)
-        target_dir = Path(out) if out else None
-        if not report.ok:
-            target_dir = target_dir or Path(converted).with_name(Path(converted).stem + ".verify")
-            write_replay(report, target_dir, original, converted, tolerances, runtimes=chosen)
-        if target_dir is not None:
-            write_outputs(report, target_dir)
+        _write_verify_dir(report, out, original, converted, tolerances, chosen)
         if json_out:
             print(json.dumps(to_json(report), indent=2, sort_keys=True, allow_nan=False))
         else:
@@ -83,6 +84,26 @@ def register(app: typer.Typer) -> None:
         if not report.ok:
             raise VerificationFailed(report.summary())
 
+
+
+def _write_verify_dir(report, out: str | None, original: str, converted: str, tolerances, runtimes) -> None:
+    """verify.json/html (and on failure the replay files) in ``-o`` or, on failure only,
+    ``<CONVERTED>.verify/``: a directory of edgeconv's own, replaced as a whole."""
+    from pathlib import Path
+
+    from ...infra.outdirs import replace_output_dir
+    from ...verify.pipeline import write_outputs
+    from ...verify.replay import write_replay
+
+    target_dir = Path(out) if out else None
+    if not report.ok:
+        target_dir = target_dir or Path(converted).with_name(Path(converted).stem + ".verify")
+    if target_dir is None:
+        return
+    with replace_output_dir(target_dir) as tmp:
+        if not report.ok:
+            write_replay(report, tmp, original, converted, tolerances, shown_dir=target_dir, runtimes=runtimes)
+        write_outputs(report, tmp)
 
 
 def _check_preprocessing(original: str, inputs: str | None, spec_text: str) -> None:

@@ -6,7 +6,8 @@
 from __future__ import annotations
 
 from . import (activations, arithmetic, cleanup, conv_nd, convtranspose, crop, deconv, decompose,  # noqa: F401
-               einsum, fold, groups, linear, pad, rank)  # importing a module registers its rules
+               einsum, expand, fold, groups, linear, norm_rank, pad, pool_nd, rank, reduce,
+               scatter, taps, functions)  # importing a module registers its rules (functions last)
 from .base import (APPROXIMATE, EXACT, KINDS, REGISTRY, RETRAIN, Rule, apply_rule,
                    apply_rule_to_graph, rules_for)
 from . import logic  # noqa: F401,E402  (issue 27: IsNaN for the attention of HF encoders)

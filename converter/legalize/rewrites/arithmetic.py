@@ -125,3 +125,36 @@ def pow_to_mul(rw, node):
         rw.out("Mul", [x, x])
     else:
         rw.out("Mul", [rw.emit("Mul", [x, x]), x])
+
+
+def _broadcast_first(node, graph):
+    from ...matrix.patterns import width_broadcast_first
+
+    return None if width_broadcast_first(node) else "the first operand is not a [1, 1, 1, W] broadcast over rows"
+
+
+def _commute(op):
+    @rule(op, emits=[op], when=_broadcast_first, name=f"{op.lower()}_operands_swapped")
+    def swap(rw, node):
+        """The broadcast operand second: the op commutes, bit for bit.
+
+        before: Op(c[1, 1, 1, W], x[N, 1, H, W]) ─► y          after: Op(x, c) ─► y
+        """
+        rw.out(node.op, [node.inputs[1], node.inputs[0]])
+
+    return swap
+
+
+for _op in ("Add", "Mul", "Max", "Min"):
+    _commute(_op)
+
+
+@rule("Sub", emits=["Sub", "Neg"], when=all_of(_broadcast_first, _signed))
+def sub_operands_swapped(rw, node):
+    """a − b = −(b − a): rounding to nearest is symmetric in sign, so the values are equal (where
+    a = b the result is −0 instead of +0); the broadcast operand second.
+
+    before: Sub(c[1, 1, 1, W], x[N, 1, H, W]) ─► y          after: Neg(Sub(x, c)) ─► y
+    """
+    a, b = node.inputs
+    rw.out("Neg", [rw.emit("Sub", [b, a], dtype=b.dtype)])

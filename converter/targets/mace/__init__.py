@@ -13,7 +13,7 @@ import numpy as np
 import onnx
 
 from ...infra.fsutil import atomic_output_dir, sha256_bytes
-from ..base import Artifact, ExportOptions, Target
+from ..base import FP16_TOLERANCE, Artifact, ExportOptions, Target
 from ..naming import NameRule
 from .registry import OPS
 
@@ -45,6 +45,21 @@ class MaceTarget(Target):
     #: Hexagon NN nodes on the DSP (hexagon.py).
     quantized_modes = ("uint8", "fp16")
 
+    def weight_integers(self, mode: str, hw: str):
+        """The CPU's uint8 file quantizes each convolution's float weights itself, per tensor
+        (quantized.py ``quantize_weights``, MACE's ``quantize_util.quantize(non_zero=True)``):
+        the QDQ model takes these integers, so its bias correction holds for the file.  (The
+        DSP's Hexagon nodes have their own requantization, hexagon.py: no correction there.)"""
+        if mode != "uint8" or hw != "cpu":
+            return None
+        from .quantized import quantize_weights
+
+        def integers(weight: np.ndarray):
+            q, info = quantize_weights(weight)
+            return q, info.scale, info.zero_point
+
+        return integers
+
     def export(self, model: onnx.ModelProto, out_dir: Path, hw: str,
                options: ExportOptions | None = None) -> Artifact:
         from . import deploy_yaml, netdef_writer
@@ -65,24 +80,25 @@ class MaceTarget(Target):
             for file_name, content in files.items():
                 (tmp / file_name).write_bytes(content)
         meta.update(name=name, inputs=[vars(i) for i in inputs], outputs=[vars(o) for o in outputs])
+        if meta.get("compute_precision") == "fp16":
+            meta["suggested_tolerance"] = FP16_TOLERANCE
         return Artifact(target=self.name, hw=hw, files=[out_dir / f for f in files], out_dir=out_dir,
                         meta=meta, runtime="mace-reader+onnxruntime")
 
     def run(self, artifact: Artifact, inputs: dict[str, np.ndarray]) -> dict[str, np.ndarray]:
         """Feed NCHW arrays as a MaceTensor with data_format NCHW would be: transposed to the
         model's NHWC ``input_info`` (and outputs back), then execute through the reader."""
-        import onnxruntime as ort
-
         from .intermediates import feeds
-        from ...infra.isolate import guarded_run  # --timeout and Ctrl-C stop it like every other run
+        from ...infra.limits import guarded_run  # --timeout and Ctrl-C stop it like every other run
+        from ...runtimes.onnxruntime import session
         from .reader import read
 
         name = artifact.meta["name"]
         model = read(artifact.out_dir / f"{name}.pb", artifact.out_dir / f"{name}.data")
-        options = ort.SessionOptions()
-        options.intra_op_num_threads = 1
-        session = ort.InferenceSession(model.SerializeToString(), options, providers=["CPUExecutionProvider"])
-        results = guarded_run(session, None, feeds(artifact, inputs), "the MACE reader's onnxruntime run")
+        # Graph optimizations off (the integer graph runs node by node as the reader wrote it);
+        # its ConvIntegers are uint8 x uint8, which onnxruntime accumulates exactly on every CPU.
+        results = guarded_run(session(model, threads=1), None, feeds(artifact, inputs),
+                              "the MACE reader's onnxruntime run")
         outs = {}
         for info, value in zip(artifact.meta["outputs"], results):
             value = value.transpose(0, 3, 1, 2) if info["data_format"] == 1 else value
@@ -103,9 +119,9 @@ class MaceTarget(Target):
         return intermediates(artifact, inputs)
 
     def integer_file_caveat(self, artifact: Artifact, oracle) -> str | None:
-        """Why a uint8 file judged by ``oracle`` is still not verified (None: it is).  Only
-        edgeconv's reader runs it here: MACE's integer kernels re-expressed by the same hands that
-        wrote the file, never cross-checked against a MACE build with quantize support."""
+        """Why a uint8 file judged by ``oracle`` is still not verified (None: it is): edgeconv's
+        reader alone ran it (MACE's integer kernels re-expressed by the same hands that wrote the
+        file), no MACE runtime."""
         from ...runtimes import READER
 
         if not artifact.meta.get("uint8") or oracle.kind != READER:
@@ -116,8 +132,8 @@ class MaceTarget(Target):
                     "MACE runs the file only on a Qualcomm Hexagon DSP (libhexagon_nn_skel.so); run it with "
                     "mace_run --device=HEXAGON on a device to verify it")
         return ("no MACE runtime ran it: edgeconv's reader re-expresses MACE's uint8 CPU kernels (gemmlowp "
-                "fixed-point requantization), and the mace_run available here is built without quantize "
-                "support; give --runtime mace=PATH with a MACE built with quantize to verify it")
+                "fixed-point requantization); give --runtime mace=PATH (a mace_run built with "
+                "MACE_ENABLE_QUANTIZE=ON) to have MACE judge it")
 
 
 TARGET = MaceTarget()

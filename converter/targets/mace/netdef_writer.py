@@ -278,4 +278,15 @@ def build(model: onnx.ModelProto, hw: str, name: str, fp16_weights: bool = False
             "uint8": None if uint8 is None else {k: v for k, v in uint8.items() if k not in ("io", "node_ids", "const_dims")},
             # which ONNX tensor each op output holds, for per-layer verification
             "tensor_map": tensor_map(em.ops, {n: dtypes.get(n, "float32") for n in tensors if n not in consts})}
+    if hw == "gpu":
+        meta["compute_precision"] = gpu_precision(em.ops)
     return pb, blob, inputs, outputs, meta
+
+
+def gpu_precision(ops) -> str:
+    """The precision MACE's OpenCL kernels compute a GPU net in: each op's output is of the op's
+    ``T`` argument (XiaoMi/mace@0fc55a5:mace/core/net_def_adapter.cc#L286-L293), half where the
+    file asks for DT_HALF (MACE's own converter does for ``data_type: fp16_fp32``).  edgeconv
+    writes T = DT_FLOAT, with --fp16-weights too (half weights, float arithmetic): "fp32"."""
+    half = any(a.name == "T" and a.i == DT_HALF for op in ops for a in op.arg)
+    return "fp16" if half else "fp32"

@@ -19,11 +19,11 @@ kernels (``mace/ops/*.cc`` ``MACE_REGISTER_OP(..., uint8_t)``):
   with ``scale = input_scale * filter_scale``, zero point 0, ``np.round`` as
   ``quantize_with_scale_and_zero``; every quantized ConstTensor has ``quantized`` set and its
   scale/zero point/minval/maxval;
-* uint8 ops have ``T = DT_UINT8``: Conv2D, DepthwiseConv2d, Eltwise SUM/SUB of two tensors,
-  Pooling, Reduce MEAN/MIN/MAX, Concat, Activation RELU/RELUX/SIGMOID (Sigmoid's range is
-  [0, 1], ``add_quantize_info(op, 0.0, 1.0)``); Pooling, Reduce and ReLU outputs take their input's quantize
-  info (``add_quantize_tensor_range``: "default quantize info for ops like Pooling"; their
-  kernels copy the input's scale and zero point);
+* uint8 ops have ``T = DT_UINT8``: Conv2D, DepthwiseConv2d, Pooling, Reduce MEAN/MIN/MAX and
+  Concat, the ops whose uint8 kernel every MACE CPU build has and computes alike; Pooling and
+  Reduce outputs take their input's quantize info (``add_quantize_tensor_range``: "default
+  quantize info for ops like Pooling"; their kernels copy the input's scale and zero point).
+  Eltwise and Activation stay float (see :data:`FLOAT_IN_UINT8_NETS`);
 * model inputs pass a ``Quantize`` op ``mace_input_node_<name>`` with ``find_range_every_time``
   (the range of each actual input) and model outputs a ``Dequantize`` op whose producer's output
   is renamed ``mace_output_node_<name>`` (``quantize_nodes``); ``input_info``/``output_info``
@@ -31,7 +31,13 @@ kernels (``mace/ops/*.cc`` ``MACE_REGISTER_OP(..., uint8_t)``):
 
 Ops with no uint8 kernel modelled here (MACE's converter makes every op uint8 and the runtime then
 refuses an op without one, e.g. Reshape) stay float between a ``Dequantize`` and a ``Quantize``
-(static scale), the rule TFLite's int8 export follows where the hardware runs float.
+(static scale), the rule TFLite's int8 export follows where the hardware runs float.  MACE runs
+every op of a quantized CPU net in NHWC (``net_def_adapter.cc`` ``GetDefaultDataFormat``: a
+quantized model's CPU ops, ``data_format`` AUTO or NCHW alike, become NHWC), while its float CPU
+kernels compute NCHW (Conv2D, Deconv2D, Pooling) or broadcast a per-channel constant along
+``dim(1)`` (Eltwise): so a float op whose numbers depend on the layout cannot sit in a uint8 net,
+and :func:`quantize_net` refuses it (:func:`layout_free`) instead of writing a file MACE
+miscomputes (measured: a U-Net's float Deconv2D corrupts mace_run's heap).
 """
 
 from __future__ import annotations
@@ -50,7 +56,19 @@ QUANTIZE_FLAG = "quantize_flag"  # base_converter.py MaceKeyword.mace_quantize_f
 INPUT_PREFIX, OUTPUT_PREFIX = "mace_input_node", "mace_output_node"
 FOLDED_ACTIVATIONS = ("RELU", "RELUX")
 #: uint8 ops whose kernel copies the input's scale and zero point to the output.
-SAME_SCALE = {"Pooling", "Reduce", "Activation"}
+SAME_SCALE = {"Pooling", "Reduce"}
+#: Ops MACE's converter would write uint8 that stay float between Dequantize and Quantize here,
+#: because a MACE built without NEON (x86 hosts: the mace_run that judges files) computes them
+#: differently from an arm64 build or not at all: its uint8 Eltwise (the reference q8 kernel)
+#: truncates the float sum to an integer before requantizing it
+#: (XiaoMi/mace@0fc55a5:mace/ops/ref/q8/eltwise.cc#L49-L53: ``int32_t res; ... res =
+#: real_input0 + real_input1``; measured: MobileNetV2 0.9 dB against 42 dB for the NEON
+#: arithmetic), and it registers no uint8 Activation delegator (the reference one is float,
+#: XiaoMi/mace@0fc55a5:mace/ops/ref/activation.cc#L133-L136; the uint8 one is NEON's,
+#: mace/ops/arm/base/activation.cc#L301-L302: "Delegator not exist: Activation_2_0_0_general").  Float,
+#: they compute the same on every build (and a float add of the dequantized inputs is closer to
+#: the float model than either integer kernel).
+FLOAT_IN_UINT8_NETS = ("Eltwise", "Activation")
 CONVOLUTIONS = ("Conv2D", "DepthwiseConv2d")
 SUM, SUB = 0, 1  # mace/ops/common/eltwise_type.h
 REDUCE_MEAN, REDUCE_MIN, REDUCE_MAX = 0, 1, 2
@@ -140,9 +158,10 @@ def _readers(ops) -> dict[str, list]:
     return readers
 
 
-def _fold_activations(em, outputs: set[str]) -> int:
-    """``fold_activation`` restricted to what quantization folds (RELU/RELUX into Conv2D)."""
-    folded = 0
+def _fold_activations(em, outputs: set[str]) -> dict[str, str]:
+    """``fold_activation`` restricted to what quantization folds (RELU/RELUX into Conv2D);
+    returns {the activation's output, now the convolution's: the convolution's own output}."""
+    folded = {}
     readers = _readers(em.ops)
     drop = set()
     for op in em.ops:
@@ -154,38 +173,50 @@ def _fold_activations(em, outputs: set[str]) -> int:
         act = after[0]
         if _arg(act, "activation").s.decode() not in FOLDED_ACTIVATIONS:
             continue
+        folded[act.output[0]] = op.output[0]
         op.name = act.name
         op.output[0] = act.output[0]
         for a in act.arg:
             if a.name in ("activation", "max_limit", "activation_coefficient"):
                 op.arg.add().CopyFrom(a)
         drop.add(id(act))
-        folded += 1
     em.ops[:] = [op for op in em.ops if id(op) not in drop]
     return folded
 
 
-def _uint8_kind(op, em, shapes_equal) -> bool:
+def _uint8_kind(op, em) -> bool:
     """Does MACE have a uint8 CPU kernel for this op instance (and do we model it)?"""
     if op.type in CONVOLUTIONS:
         return (list(_arg(op, "dilations").ints) == [1, 1] and len(op.input) >= 2 and op.input[1] in em.weights
                 and (len(op.input) < 3 or op.input[2] in em.weights))
     if op.type == "Pooling":
         return True
-    if op.type == "Activation":
-        return _arg(op, "activation").s.decode() in ("RELU", "RELUX", "SIGMOID")
     if op.type == "Concat":  # a 4-D axis must be the NHWC one (has_data_format) uint8 tensors use
         four_d = len(em.shapes.get(op.input[0]) or []) == 4
         return not any(i in em.weights for i in op.input) and (not four_d or _arg_i(op, "has_data_format") == 1)
-    if op.type == "Eltwise":
-        return (_arg_i(op, "type", 0) in (SUM, SUB) and len(op.input) == 2
-                and not any(i in em.weights for i in op.input) and shapes_equal(op.input[0], op.input[1]))
     if op.type == "Reduce":
         return _arg_i(op, "reduce_type", 0) in (REDUCE_MEAN, REDUCE_MIN, REDUCE_MAX) and _arg_i(op, "has_data_format") == 1
     return False
 
 
-SIGMOID_RANGE = adjust_range(0.0, 1.0, non_zero=False)
+def layout_free(op, em) -> bool:
+    """Does a float op compute the same numbers on NHWC tensors (a quantized net's layout in
+    MACE) as on the NCHW ones the float net and edgeconv's reader use?  An op with no 4-D tensor,
+    an Activation, an Eltwise of equal shapes or with a scalar, and a Reshape of an
+    ``[N, C, 1, 1]`` map (one order either way) do; everything else reads the layout."""
+    shapes = [em.shapes.get(name) or [] for name in list(op.input) + list(op.output) if name not in em.weights]
+    if all(len(shape) != 4 for shape in shapes):
+        return True
+    if op.type == "Activation":
+        return True
+    if op.type == "Eltwise":
+        constants = [em.weights[i][0] for i in op.input if i in em.weights]
+        data = [em.shapes.get(i) for i in op.input if i not in em.weights]
+        return all(np.size(c) == 1 for c in constants) and all(d == data[0] for d in data)
+    if op.type == "Reshape":
+        shape = em.shapes.get(op.input[0]) or []
+        return len(shape) == 4 and shape[2] == shape[3] == 1
+    return False
 
 
 def quantize_net(em, inputs, outputs, record: dict, hw: str) -> dict:
@@ -208,13 +239,12 @@ def quantize_net(em, inputs, outputs, record: dict, hw: str) -> dict:
             if name in em.weights:
                 weight_users[name] = weight_users.get(name, 0) + 1
 
-    def shapes_equal(a, b):
-        return em.shapes.get(a) is not None and em.shapes.get(a) == em.shapes.get(b)
-
     def out_info(op):
         name = op.output[0]
         if name in infos:
             return infos[name]
+        if folded.get(name) in infos:  # the QDQ model quantizes the convolution's output, not its Relu's
+            return infos[folded[name]]
         after = readers.get(name, [])
         # the QDQ model folds a Relu into the op before it (an Add): its range is the Relu's
         if len(after) == 1 and after[0].type == "Activation" and after[0].output[0] in infos:
@@ -224,7 +254,7 @@ def quantize_net(em, inputs, outputs, record: dict, hw: str) -> dict:
     uint8: dict[str, QInfo] = {}  # tensors carried as uint8 -> their quantize info
     chosen = []
     for op in em.ops:
-        if not _uint8_kind(op, em, shapes_equal) or len(op.output) != 1:
+        if not _uint8_kind(op, em) or len(op.output) != 1:
             continue
         data_inputs = [i for i in op.input if i not in em.weights]
         if op.type in CONVOLUTIONS:
@@ -233,12 +263,8 @@ def quantize_net(em, inputs, outputs, record: dict, hw: str) -> dict:
                 continue
         if not all(i in uint8 or i in infos for i in data_inputs):
             continue
-        if op.type == "Activation" and _arg(op, "activation").s.decode() == "SIGMOID":
-            info = SIGMOID_RANGE  # add_quantize_tensor_range: add_quantize_info(op, 0.0, 1.0)
-        elif op.type in SAME_SCALE:
-            first = data_inputs[0]
-            info = infos.get(op.output[0]) if op.type == "Activation" else None
-            info = info or uint8.get(first) or infos[first]
+        if op.type in SAME_SCALE:
+            info = uint8.get(data_inputs[0]) or infos[data_inputs[0]]
         else:
             info = out_info(op)
         if info is None:
@@ -248,6 +274,16 @@ def quantize_net(em, inputs, outputs, record: dict, hw: str) -> dict:
         uint8[op.output[0]] = info
         chosen.append(op)
     chosen_ids = {id(op) for op in chosen}
+    if not chosen:  # quantize_flag would make MACE run the float ops in NHWC
+        raise Unsupported("mace uint8: no op of this model has a MACE uint8 CPU kernel edgeconv writes "
+                          "(Conv2D, DepthwiseConv2d, Pooling, Reduce, Concat)")
+    for op in em.ops:
+        if id(op) not in chosen_ids and not layout_free(op, em):
+            raise Unsupported(
+                f"mace uint8: {op.type} '{op.name}' has no MACE uint8 kernel and would stay float in the "
+                "quantized net, whose tensors MACE lays out NHWC (net_def_adapter.cc GetDefaultDataFormat), "
+                f"while its float {op.type} reads them as NCHW: MACE would miscompute it (use --quantize fp16 "
+                "for MACE, or int8 for another framework)")
     quant_weights: dict[str, QInfo] = {}
     for op in chosen:
         _set_i(op, "T", DT_UINT8)
@@ -351,7 +387,7 @@ def quantize_net(em, inputs, outputs, record: dict, hw: str) -> dict:
     io.update({name: uint8[name] for name in renamed_out})
     return {"uint8_ops": len(chosen), "float_ops": sum(1 for op in em.ops if op.type not in counts) - len(chosen),
             "quantize_ops": counts["Quantize"], "dequantize_ops": counts["Dequantize"],
-            "folded_activations": folded, "uint8_weights": sum(1 for v in em.weights.values() if v[1] == DT_UINT8),
+            "folded_activations": len(folded), "uint8_weights": sum(1 for v in em.weights.values() if v[1] == DT_UINT8),
             "int32_biases": sum(1 for n in quant_weights if em.weights[n][1] == DT_INT32), "io": io}
 
 

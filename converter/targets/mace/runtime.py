@@ -7,8 +7,16 @@ reads ``PREFIX_<name>`` raw files (every non-alphanumeric character of the name 
 writes outputs the same way.  Every per-tensor flag needs one value per tensor (mace_run indexes
 its split lists).  It may exit 0 having written nothing, so each output file is checked.
 
-A host build runs MACE's CPU kernels only: ``--hw cpu`` files are judged by it; a gpu/dsp/apu
-file names its runtime type and mace_run refuses it, so those stay with the built-in reader.  4-D interfaces are NHWC in the file
+A host build runs MACE's CPU kernels only, and a file names the runtime it is for (the net
+argument ``runtime_type``): mace_run refuses a GPU file ("Current MACE doesn't support the runtime
+type").  A ``--hw gpu`` file holds the same graph as its CPU twin (the same ops, arguments and
+weights; only broadcast constants are written out in full for the OpenCL Eltwise kernel), so it is
+run on a copy whose runtime type alone is switched to CPU (:func:`cpu_twin`; the user's file is
+never touched), and its verdict names exactly that (:data:`GPU_ORACLE`): MACE's CPU kernels
+computed the numbers, the OpenCL kernels did not run.  Each op computes in its ``T`` argument
+(``net_def_adapter.cc:286-293``), float in every file edgeconv writes, so the GPU runs float
+too and the CPU twin is judged with float tolerances.  dsp/apu files stay with the built-in reader.
+4-D interfaces are NHWC in the file
 (``data_format`` 1 in the artifact's meta): inputs are transposed in, outputs back to NCHW.
 """
 
@@ -16,15 +24,19 @@ from __future__ import annotations
 
 import re
 import subprocess
-import tempfile
 from pathlib import Path
 
 import numpy as np
 
-from ...errors import BadInput, RuntimeUnavailable
+from ...errors import BadInput
+from ...infra.fsutil import private_temp_dir
+from ...infra.limits import run_tool
 from ...runtimes.base import INT32_LIMIT, RealRuntime, RuntimeRefused, integer_feed, locate_binary
 
-TIMEOUT_S = 600
+#: include/mace/public/mace.h RuntimeType values a file's ``runtime_type`` argument holds.
+RT_CPU, RT_GPU = 0, 2
+#: The oracle of a GPU file: what ran, and what did not.
+GPU_ORACLE = "MACE CPU runtime (mace_run) on the GPU file's graph; GPU kernels not run here"
 _FORMAT = {0: "NONE", 1: "NHWC", 2: "NCHW"}
 
 
@@ -45,13 +57,17 @@ class MaceRun(RealRuntime):
 
     def serves(self, hw: str) -> bool:
         # The file names its runtime (net arg runtime_type); mace_run refuses a GPU/DSP/APU one:
-        # "Current MACE doesn't support the runtime type" (runtime_registry.cc:61).
-        return hw in ("", "cpu")
+        # "Current MACE doesn't support the runtime type" (runtime_registry.cc:61).  A GPU file
+        # runs as its CPU twin (cpu_twin); DSP/APU files hold other ops (Hexagon NN nodes).
+        return hw in ("", "cpu", "gpu")
+
+    def oracle_name(self, hw: str) -> str:
+        return GPU_ORACLE if hw == "gpu" else self.title
 
     def run(self, artifact, inputs):
         name = artifact.meta["name"]
         ins, outs = artifact.meta["inputs"], artifact.meta["outputs"]
-        with tempfile.TemporaryDirectory(prefix="edgeconv-mace-") as tmp:
+        with private_temp_dir("mace") as tmp:
             work = Path(tmp)
             for spec in ins:
                 if spec["name"] not in inputs:
@@ -61,8 +77,9 @@ class MaceRun(RealRuntime):
                 integer_feed(value, spec["name"], spec.get("dtype") or "float32", INT32_LIMIT,
                              "MACE's runtime (mace_run)").tofile(io_file(work / "in", spec["name"]))
             joined = lambda key, fn: ",".join(fn(s) for s in key)  # noqa: E731
+            model_file = cpu_twin(artifact.out_dir / (name + ".pb"), work)
             args = [
-                str(self.path), f"--model_file={artifact.out_dir / (name + '.pb')}",
+                str(self.path), f"--model_file={model_file}",
                 f"--model_data_file={artifact.out_dir / (name + '.data')}",
                 "--input_node=" + joined(ins, lambda s: s["name"]),
                 "--input_shape=" + ":".join(",".join(map(str, s["mace_dims"])) for s in ins),
@@ -74,15 +91,11 @@ class MaceRun(RealRuntime):
                 "--output_data_type=" + joined(outs, lambda s: s.get("dtype") or "float32"),
                 f"--input_file={work / 'in'}", f"--output_file={work / 'out'}", "--round=1",
             ]
-            res = subprocess.run(args, capture_output=True, text=True, timeout=TIMEOUT_S)
+            res = run_tool(args, "MACE's runtime (mace_run)")
             results = {}
             for spec in outs:
                 path = io_file(work / "out", spec["name"])
                 if not path.is_file():
-                    if artifact.meta.get("uint8") and "Quantize operation is not registered" in _detail(res):
-                        # MACE built without quantize (MACE_ENABLE_QUANTIZE off) has no uint8 kernels
-                        raise RuntimeUnavailable("this mace_run build has no uint8 kernels (built without quantize "
-                                                 "support: " + _detail(res) + ")")
                     raise RuntimeRefused("MACE's runtime (mace_run) could not run the file: " + _detail(res))
                 value = np.fromfile(path, dtype=spec.get("dtype") or "float32")
                 if value.size != int(np.prod(spec["mace_dims"])):
@@ -92,6 +105,27 @@ class MaceRun(RealRuntime):
                 value = value.transpose(0, 3, 1, 2) if spec["data_format"] == 1 else value
                 results[spec["name"]] = value.astype(spec.get("onnx_dtype") or value.dtype, copy=False)
         return results
+
+
+def cpu_twin(pb: Path, work: Path) -> Path:
+    """``pb`` itself for a CPU file; for a GPU file, a copy in ``work`` whose device field (every
+    net's ``runtime_type`` argument) says CPU and nothing else changed (``opencl_mem_type`` and
+    the rest stay: the CPU runtime does not read them).  The weights file is shared as it is."""
+    from ._generated import mace_pb2
+
+    multi = mace_pb2.MultiNetDef()
+    try:
+        multi.ParseFromString(pb.read_bytes())
+    except Exception as err:  # noqa: BLE001 - protobuf's DecodeError and friends
+        raise RuntimeRefused(f"{pb.name} is not a MACE MultiNetDef: {err}") from None
+    args = [a for net in multi.net_def for a in net.arg if a.name == "runtime_type" and a.i == RT_GPU]
+    if not args:
+        return pb
+    for arg in args:
+        arg.i = RT_CPU
+    twin = work / pb.name
+    twin.write_bytes(multi.SerializeToString(deterministic=True))
+    return twin
 
 
 #: mace_run's start-up complaints on hosts without cpufreq (every run logs them; not the cause).

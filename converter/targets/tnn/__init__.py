@@ -17,7 +17,7 @@ import numpy as np
 import onnx
 
 from ...infra.fsutil import atomic_output_dir
-from ..base import Artifact, ExportOptions, Target
+from ..base import FP16_TOLERANCE, Artifact, ExportOptions, Target
 from .registry import OPS
 
 #: TNN devices (the columns of TNN's doc/en/user/support_en.md device table), named as in
@@ -25,6 +25,13 @@ from .registry import OPS
 HARDWARE = ("arm", "x86", "opencl", "metal", "huawei_npu", "cuda", "openvino", "rknpu", "apple_npu", "naive")
 
 RUNTIME = "tnn-reader+onnxruntime"
+
+#: Hardware whose TNN runtime computes in half precision as configured by default, so a file for
+#: it is judged with half-precision tolerances: OpenCL under the default ``PRECISION_AUTO``
+#: ("OPENCL: prefer fp16", Tencent/TNN@f0cb081:include/tnn/core/common.h#L67-L88; every blob
+#: becomes DATA_TYPE_HALF unless PRECISION_HIGH, source/tnn/device/opencl/acc/opencl_layer_acc.cc#L40-L46,
+#: on any GPU with cl_khr_fp16, opencl_runtime.cc#L286-L288), Metal at every precision (common.h).
+HALF_PRECISION_HW = ("opencl", "metal")
 
 
 class TnnTarget(Target):
@@ -95,23 +102,27 @@ class TnnTarget(Target):
             "layer_types": dict(sorted(Counter(layer.type for layer in net.layers).items())),
             "layer_count": len(net.layers),
             "fp16_weights": bool(options.fp16_weights),
+            "compute_precision": "fp16" if hw in HALF_PRECISION_HW else "fp32",
             "int8": int8,
             # which ONNX tensor each blob holds, for per-layer verification
             "blob_map": blob_map(model, net, blob_names),
         }
+        if hw in HALF_PRECISION_HW:
+            meta["suggested_tolerance"] = FP16_TOLERANCE
         return Artifact(target=self.name, hw=hw, files=files, out_dir=out_dir, meta=meta, runtime=RUNTIME)
 
     def run(self, artifact: Artifact, inputs: dict[str, np.ndarray]) -> dict[str, np.ndarray]:
-        import onnxruntime as ort
-
-        from ...infra.isolate import guarded_run  # --timeout and Ctrl-C stop it like every other run
+        from ...infra.limits import guarded_run  # --timeout and Ctrl-C stop it like every other run
+        from ...runtimes.onnxruntime import session
         from .intermediates import feeds
         from .reader_onnx import load_as_onnx
 
         model = load_as_onnx(artifact.files[0], artifact.files[1])
-        session = ort.InferenceSession(model.SerializeToString(), providers=["CPUExecutionProvider"])
+        # Graph optimizations off: an int8 net's Q/DQ pairs stay as the reader wrote them, never
+        # fused into onnxruntime's QLinearConv, whose x86 kernels without VNNI saturate 16-bit
+        # pair sums (the verdict would depend on the host CPU).
         names = [o["tnn_name"] for o in artifact.meta["outputs"]]
-        values = guarded_run(session, names, feeds(model, artifact, inputs), "the TNN reader's onnxruntime run")
+        values = guarded_run(session(model), names, feeds(model, artifact, inputs), "the TNN reader's onnxruntime run")
         artifact.runtime = RUNTIME
         return {o["name"]: v for o, v in zip(artifact.meta["outputs"], values)}
 

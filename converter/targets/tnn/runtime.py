@@ -13,21 +13,24 @@ with six decimals (absolute resolution 5e-7, stated in the oracle name).
 
 Devices on a host build: ``X86`` (AVX2/FMA kernels) and ``NAIVE`` (TNN's reference kernels).
 ``--hw naive`` runs NAIVE; every other TNN hardware is judged on X86, the host's CPU kernels.
+A ``.tnnproto`` names no device (TNN picks it when the network is created, ``NetworkConfig``), so
+a file exported for a GPU or an NPU *is* the graph the X86 device runs: no copy needs switching.
+Such a verdict says so (:func:`oracle_for`): "TNN x86 runtime (tnn_run) on the OpenCL file's
+graph; OpenCL kernels not run here".
 """
 
 from __future__ import annotations
 
 import os
 import subprocess
-import tempfile
 from pathlib import Path
 
 import numpy as np
 
 from ...errors import BadInput
+from ...infra.fsutil import private_temp_dir
+from ...infra.limits import run_tool
 from ...runtimes.base import FLOAT32_EXACT_LIMIT, RealRuntime, RuntimeRefused, integer_feed, locate_binary
-
-TIMEOUT_S = 600
 
 
 def tnn_runtime(path: Path) -> RealRuntime:
@@ -41,6 +44,18 @@ def tnn_runtime(path: Path) -> RealRuntime:
 
 def device_for(hw: str) -> str:
     return "NAIVE" if hw == "naive" else "X86"
+
+
+#: TNN hardware whose own kernels (or NPU graph builders) a host build does not have, as verdicts
+#: name them; the CPU columns (arm, x86, naive) run CPU kernels of the same layers.
+NOT_RUN_HERE = {"opencl": "OpenCL", "metal": "Metal", "cuda": "CUDA", "openvino": "OpenVINO",
+                "huawei_npu": "Huawei NPU", "rknpu": "RKNPU", "apple_npu": "Apple NPU"}
+
+
+def oracle_for(title: str, hw: str) -> str:
+    """``title`` (what ran) for a file of ``hw``, saying what did not run where that matters."""
+    device = NOT_RUN_HERE.get(hw)
+    return title if device is None else f"{title} on the {device} file's graph; {device} kernels not run here"
 
 
 def _fail(tool: str, res: subprocess.CompletedProcess) -> RuntimeRefused:
@@ -74,7 +89,7 @@ class TnnRun(RealRuntime):
         return self.device or device_for(hw)
 
     def oracle_name(self, hw: str) -> str:
-        return "TNN naive runtime (tnn_run)" if self._device(hw) == "NAIVE" else self.title
+        return "TNN naive runtime (tnn_run)" if self._device(hw) == "NAIVE" else oracle_for(self.title, hw)
 
     def _invoke(self, proto: Path, artifact, inputs, work: Path) -> dict[str, np.ndarray]:
         args = [str(self.path), str(proto), self._device(artifact.hw), str(work / "out")]
@@ -88,7 +103,7 @@ class TnnRun(RealRuntime):
                          "TNN's runtime (tnn_run)").tofile(raw)
             name = spec["tnn_name"] if spec["tnn_name"] in declared else f"{spec['tnn_name']}__f32"
             args.append(f"{name}={raw}")
-        res = subprocess.run(args, capture_output=True, text=True, timeout=TIMEOUT_S, env=_env(self.path))
+        res = run_tool(args, "TNN's runtime (tnn_run)", env=_env(self.path))
         index = work / "out" / "outputs.txt"
         if res.returncode != 0 or not index.is_file():
             raise _fail("TNN's runtime (tnn_run)", res)
@@ -100,7 +115,7 @@ class TnnRun(RealRuntime):
         return values
 
     def run(self, artifact, inputs):
-        with tempfile.TemporaryDirectory(prefix="edgeconv-tnn-") as tmp:
+        with private_temp_dir("tnn") as tmp:
             proto = _with_float_io(Path(artifact.files[0]), artifact, Path(tmp))
             by_blob = self._invoke(proto, artifact, inputs, Path(tmp))
         for name in [n for n in by_blob if n.endswith("__f32")]:
@@ -127,7 +142,7 @@ class TnnRun(RealRuntime):
         current = _records("\n".join(records))[3].split()
         outputs = list(dict.fromkeys([*current, *wanted]))
         records[3] = f'"{" ".join(outputs)} ,"'
-        with tempfile.TemporaryDirectory(prefix="edgeconv-tnn-") as tmp:
+        with private_temp_dir("tnn") as tmp:
             work = Path(tmp)
             copy = work / "exposed.tnnproto"
             copy.write_text("\n".join(records), encoding="utf-8")
@@ -208,17 +223,20 @@ class TnnTest(RealRuntime):
         self.path = Path(path)
         self.title = "TNN x86 runtime (TNNTest, 6-decimal text output)"
 
+    def oracle_name(self, hw: str) -> str:
+        return oracle_for(self.title, hw)
+
     def run(self, artifact, inputs):
         specs = artifact.meta["inputs"]
         if len(specs) != 1:
             raise RuntimeRefused("TNNTest feeds one input file to every input; this model has "
                                  f"{len(specs)} inputs: use tnn_run")
-        with tempfile.TemporaryDirectory(prefix="edgeconv-tnn-") as tmp:
+        with private_temp_dir("tnn") as tmp:
             work = Path(tmp)
             np.savetxt(work / "in.txt", np.asarray(inputs[specs[0]["name"]], np.float32).reshape(-1), fmt="%.9g")
             args = [str(self.path), "-mt", "TNN", "-mp", str(artifact.files[0]), "-dt", device_for(artifact.hw),
                     "-pr", "HIGH", "-ip", str(work / "in.txt"), "-op", str(work / "out.txt")]
-            res = subprocess.run(args, capture_output=True, text=True, timeout=TIMEOUT_S, env=_env(self.path))
+            res = run_tool(args, "TNN's runtime (TNNTest)", env=_env(self.path))
             out_file = work / "out.txt"
             if res.returncode != 0 or not out_file.is_file():
                 raise _fail("TNN's runtime (TNNTest)", res)

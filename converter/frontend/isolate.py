@@ -1,6 +1,6 @@
 """Run user model code (TorchScript ``forward``, tracing, ``torch.onnx.export``) in a child
-process with a time limit, where a signal really stops it; run onnxruntime inference so that a
-time limit and a signal stop it too (:func:`guarded_run`).
+process with a time limit, where a signal really stops it; the time limits themselves are
+:mod:`converter.infra.limits`.
 
 A model whose ``forward`` loops forever keeps torch's C++ interpreter busy; Python signal
 handlers only run between bytecodes, so SIGTERM and Ctrl-C were ignored.  Here the work runs in
@@ -15,7 +15,6 @@ saying which, or the error as ``(exit code, one line)``.
 from __future__ import annotations
 
 import contextlib
-import ctypes
 import json
 import os
 import signal
@@ -25,75 +24,12 @@ from collections.abc import Callable, Iterable
 from pathlib import Path
 
 from ..errors import EXIT_INTERNAL, BadInput, EdgeconvError, TimedOut
-
-#: ``--timeout`` default: seconds user model code may run (load, trace, export) before it is stopped.
-DEFAULT_TIMEOUT = 600.0
-
-_PR_SET_PDEATHSIG = 1
+from ..infra.limits import DEFAULT_TIMEOUT, die_with_parent  # noqa: F401  (DEFAULT_TIMEOUT: the loaders read it here)
 
 #: The child's environment: OpenMP threads (torch's) sleep when idle instead of spinning.  The
 #: child runs the model once, between short parallel regions; GCC's default spin-wait burnt
 #: ~16% of its CPU time for nothing (perf, ResNet-18), on a machine shared with the parent.
 _CHILD_ENV = {"OMP_WAIT_POLICY": "PASSIVE"}
-
-#: The time limit of this process's runs of model code (``--timeout``; 0 = none).
-_limit = {"seconds": DEFAULT_TIMEOUT}
-
-
-def set_time_limit(seconds: float | None) -> None:
-    """``--timeout`` for everything this process runs: torch loading, onnxruntime inference."""
-    _limit["seconds"] = DEFAULT_TIMEOUT if seconds is None else float(seconds)
-
-
-def time_limit() -> float:
-    return _limit["seconds"]
-
-
-def guarded_run(sess, names, feeds: dict, what: str = "onnxruntime inference"):
-    """``sess.run(names, feeds)`` that stops after the time limit and on Ctrl-C/SIGTERM.
-
-    onnxruntime runs a graph (a Loop with a huge trip count, say) in C++ without returning to
-    Python, so neither a timer nor a signal handler could stop it.  The run happens in a worker
-    thread; this thread waits in Python and, when the time is up or a signal arrived, sets
-    ``RunOptions.terminate``, which onnxruntime checks between nodes (Loop bodies included)."""
-    import threading
-
-    import onnxruntime as ort
-
-    options = ort.RunOptions()
-    options.log_severity_level = 4  # the terminate flag is ours: no native error line for it
-    outcome: dict = {}
-    done = threading.Event()  # not Thread.join: a join interrupted by a signal may not wait again
-
-    def work():
-        try:
-            outcome["values"] = sess.run(names, feeds, options)
-        except BaseException as err:  # noqa: BLE001 - handed to the waiting thread
-            outcome["error"] = err
-        finally:
-            done.set()
-
-    limit = time_limit()
-    deadline = time.monotonic() + limit if limit else None
-    threading.Thread(target=work, name="edgeconv-ort", daemon=True).start()
-    try:
-        while not done.wait(0.05):
-            if deadline is not None and time.monotonic() >= deadline:
-                raise TimedOut(f"{what} did not finish within {limit:g} s (--timeout); it was stopped")
-    except BaseException:
-        options.terminate = True
-        done.wait(30)  # onnxruntime checks the flag between nodes: this is quick
-        raise
-    if "error" in outcome:
-        raise outcome["error"]
-    return outcome["values"]
-
-
-def die_with_parent(sig: int = signal.SIGKILL) -> None:
-    """Ask Linux to send ``sig`` to this process when its parent exits (no-op elsewhere)."""
-    with contextlib.suppress(Exception):
-        libc = ctypes.CDLL(None, use_errno=True)
-        libc.prctl(_PR_SET_PDEATHSIG, int(sig), 0, 0, 0)
 
 
 def run_models(fn: Callable, args: tuple, timeout: float | None, what: str,
@@ -114,8 +50,9 @@ def run_models(fn: Callable, args: tuple, timeout: float | None, what: str,
         result = fn(*args)
         return [m.load() if hasattr(m, "move_to") else m
                 for m in (result if isinstance(result, (list, tuple)) else [result])]
-    with tempfile.TemporaryDirectory(prefix="edgeconv-child-") as tmp:
-        tmp_path = Path(tmp)
+    from ..infra.fsutil import private_temp_dir
+
+    with private_temp_dir("child") as tmp_path:
         if _single_threaded():
             _run_forked(fn, args, tmp_path, timeout, what, meanwhile)
         else:
@@ -181,7 +118,7 @@ def _run_spawned(fn, args, tmp: Path, timeout: float, what: str, meanwhile=()) -
     # -P: the working directory (the user's, maybe holding a torch.py) is not on sys.path.
     safe_path = ["-P"] if sys.version_info >= (3, 11) else []
     proc = subprocess.Popen([sys.executable, *safe_path, "-c",
-                             "import sys, converter.infra.isolate as i; i._spawned_main(sys.argv[1])",
+                             "import sys, converter.frontend.isolate as i; i._spawned_main(sys.argv[1])",
                              str(tmp)], env=env, stdin=subprocess.DEVNULL, stdout=subprocess.DEVNULL,
                             preexec_fn=die_with_parent, close_fds=True)
 
