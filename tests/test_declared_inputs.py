@@ -162,8 +162,10 @@ def test_cli_verify_reads_an_mlpackage_of_a_port(tmp_path, capsys):
                  "--input-range", f"input_ids=0:{VOCAB}"])
     text = capsys.readouterr().out
     assert code == 0, text
-    stage = json.loads(text)["stages"][0]
+    report = json.loads(text)
+    stage = report["stages"][0]
     assert stage["status"] == "pass" and stage["outputs"][0]["metrics"]["max_abs"] == 0.0
+    assert f"input_ids [0, {VOCAB})" in report["input_source"], report["input_source"]
 
 
 # -- calibration and verification data: the sample axis is the first -------------------------------

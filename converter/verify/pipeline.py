@@ -141,9 +141,11 @@ def verify_target_file(
     inputs_npz: str | os.PathLike | None = None,
     seed: int = 0,
     runtimes: dict[str, str] | None = None,
+    ranges: dict[str, tuple[float, float]] | None = None,
 ) -> VerifyReport:
     """Compare an exported file (run by its framework's real runtime when one is chosen, else by
-    the target's own executor) with the ONNX ``original_path``: the target stage of a port, alone."""
+    the target's own executor) with the ONNX ``original_path``: the target stage of a port, alone.
+    ``ranges``: what random inputs draw (:func:`~converter.runtimes.feeds.random_inputs`)."""
     from ..errors import BadInput
     from ..frontend.load import load_onnx
     from ..targets.oracles import bind, oracle_of, resolve
@@ -155,7 +157,7 @@ def verify_target_file(
     original = load_onnx(Path(original_path))
     target, artifact = target_artifact(converted_path)
     target = bind(target, resolve(target.name, runtimes, artifact.hw))
-    data, source = choose_inputs(original, inputs_npz, seed)
+    data, source = choose_inputs(original, inputs_npz, seed, ranges)
     localizer = TargetLocalizer(target, artifact, original) if supports_intermediates(target) else None
     stage = Stage(f"target:{target.name}", target_runner(target, artifact), localizer=localizer,
                   oracle=oracle_of(target, artifact))

@@ -72,7 +72,8 @@ def register(app: typer.Typer) -> None:
         chosen = parse_runtime_flags(runtime)
         validate(chosen)
         if Path(converted).suffix.lower() in TARGET_FILES:
-            report = verify_target_file(original, converted, tols, inputs_npz=inputs, seed=seed, runtimes=chosen)
+            report = verify_target_file(original, converted, tols, inputs_npz=inputs, seed=seed, runtimes=chosen,
+                                        ranges=ranges)
         else:
             report = verify_files(original, converted, tols, inputs_npz=inputs, seed=seed,
                                   ranges=ranges, samples=samples, shapes=shapes or None)
