@@ -310,3 +310,21 @@ def test_ids_the_runtime_cannot_hold_are_refused_naming_the_constraint(tmp_path,
                                     f"magnitudes below {limit}; it holds {big}")
     feeds["input_ids"][0, -1] = 49  # the same feeds with a valid id run, exactly
     assert np.array_equal(_run_file(result, feeds)["output"], _onnxruntime(lookup_model(), feeds)["output"])
+
+
+def test_a_module_with_int64_example_inputs_ports_and_checks_declared_types(tmp_path):
+    """``port(module, (ids, mask))``: the example tensors carry the types; a declared type that
+    differs from theirs is one line naming the module."""
+    torch = pytest.importorskip("torch")
+    from converter.errors import BadInput
+    from encoder_models import tiny_encoder
+
+    ids = torch.randint(0, 1000, (1, 16), generator=torch.Generator().manual_seed(0))
+    mask = torch.ones(1, 16, dtype=torch.int64)
+    result = port(tiny_encoder(), (ids, mask), to="tflite", out=tmp_path / "out",
+                  input_ranges={"input_ids": (0, 1000)})
+    assert result.status == "ok", result.reason
+    assert file_input_type(result, "input_ids") == "int64" and target_stage(result).status == "pass"
+    with pytest.raises(BadInput, match=r"input 'input_ids' of the Encoder module is int64; --input-shape declares "
+                                       r"int32"):
+        port(tiny_encoder(), (ids, mask), to="tflite", out=tmp_path / "out2", input_shapes=["input_ids=1x16:int32"])

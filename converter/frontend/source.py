@@ -68,7 +68,9 @@ class ModelSource:
                 raise BadInput(f"a torch module ({type(self.model).__name__}) needs example_inputs to be traced with")
             from .torch_module import load_module
 
-            return load_module(self.model, self.example_inputs, self.timeout, meanwhile)
+            model = load_module(self.model, self.example_inputs, self.timeout, meanwhile)
+            check_declared(model, self.input_dtypes, {}, f"the {type(self.model).__name__} module")
+            return model
         if self.path is None:
             raise BadInput(f"cannot read a {type(self.model).__name__}: give a model file's path or an "
                            "onnx.ModelProto")
