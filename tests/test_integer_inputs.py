@@ -328,3 +328,19 @@ def test_a_module_with_int64_example_inputs_ports_and_checks_declared_types(tmp_
     with pytest.raises(BadInput, match=r"input 'input_ids' of the Encoder module is int64; --input-shape declares "
                                        r"int32"):
         port(tiny_encoder(), (ids, mask), to="tflite", out=tmp_path / "out2", input_shapes=["input_ids=1x16:int32"])
+
+
+def test_int8_encoder_calibrated_on_token_ids_in_the_natural_layout(encoder_pt, tmp_path):
+    """Calibration data as a tokenizer hands it over, ids [32, 16] and mask [32, 16] for 1x16
+    inputs: 32 samples; the int8 TFLite file keeps int64 ids and is judged by LiteRT."""
+    ids = np.random.default_rng(0).integers(0, 1000, (32, 16)).astype(np.int64)
+    np.savez(tmp_path / "calib.npz", input_ids=ids, attention_mask=np.ones((32, 16), np.int64))
+    result = port(str(encoder_pt), to="tflite", out=tmp_path / "out", quantize="int8",
+                  calibration=str(tmp_path / "calib.npz"),
+                  input_shapes=["input_ids=1x16:int64", "attention_mask=1x16:int64"],
+                  input_ranges={"input_ids": (0, 1000)})
+    assert result.status == "ok", result.reason
+    quant = result.report["quantization"]
+    assert quant["calibration"]["samples"] == 32
+    assert quant["file_verification"]["ok"] is True and quant["file_verification"]["runtime"].startswith("LiteRT")
+    assert file_input_type(result, "input_ids") == "int64"
