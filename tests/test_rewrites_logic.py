@@ -24,11 +24,16 @@ def _model(nodes, inits, shape=(1, 4, 8)):
     return helper.make_model(graph, opset_imports=[helper.make_opsetid("", 17)], ir_version=8)
 
 
-def guarded_attention(masked: bool = False) -> onnx.ModelProto:
-    """scores = (x W) * 0.5 [+ Where(m, 0, -inf)], p = Softmax(scores), y = Where(IsNaN(p), 0, p)."""
+def guarded_attention(masked: bool = False, zero_bias: bool = False) -> onnx.ModelProto:
+    """scores = (x W) * 0.5 [+ Where(m, 0, -inf)] [+ zeros], p = Softmax(scores),
+    y = Where(IsNaN(p), 0, p)."""
     w = np.random.default_rng(0).standard_normal((8, 8)).astype(np.float32)
     nodes = [helper.make_node("MatMul", ["x", "w"], ["s0"]), helper.make_node("Mul", ["s0", "scale"], ["s"])]
     inits = {"w": w, "scale": np.float32(0.5), "zero": np.zeros(1, np.float32)}
+    if zero_bias:  # what torch's SDPA decomposition adds when no mask is given (HF's ViT)
+        nodes[-1].output[0] = "s1"
+        nodes.append(helper.make_node("Add", ["s1", "no_mask"], ["s"]))
+        inits["no_mask"] = np.zeros((1, 4, 8), np.float32)
     if masked:
         nodes += [helper.make_node("Where", ["m", "zero", "minus_inf"], ["bias"]),
                   helper.make_node("Add", ["s", "bias"], ["scores"])]
@@ -74,12 +79,26 @@ def test_guard_is_dropped_only_without_a_mask():
     assert np.array_equal(_onnxruntime(guarded_attention(), {"x": x})["y"], _onnxruntime(rewritten, {"x": x})["y"])
 
 
+def test_normalize_drops_an_add_of_zeros_that_does_not_broadcast():
+    from converter.frontend.normalize import normalize
+
+    ops = [n.op_type for n in normalize(guarded_attention(zero_bias=True)).graph.node]
+    assert ops == ["MatMul", "Mul", "Softmax", "IsNaN", "Where"]
+    broadcast = _model([helper.make_node("Add", ["x", "zeros"], ["y"])], {"zeros": np.zeros((2, 4, 8), np.float32)},
+                       shape=(1, 4, 8))
+    broadcast.graph.output[0].type.tensor_type.shape.dim[0].dim_value = 2
+    assert [n.op_type for n in normalize(broadcast).graph.node] == ["Add"]  # it makes x bigger: kept
+
+
+@pytest.mark.parametrize("zero_bias", [False, True])
 @pytest.mark.parametrize("to, hw, tool", [("tnn", "x86", TNN_RUN), ("mace", "cpu", MACE_RUN)])
-def test_unmasked_attention_ports_to_tnn_and_mace(tmp_path, to, hw, tool):
-    """ViT's and Whisper's attention from the dynamo exporter: no custom layer for the guard's
-    IsNaN (left unused, removed), judged by tnn_run / mace_run; the plan says why."""
+def test_unmasked_attention_ports_to_tnn_and_mace(tmp_path, to, hw, tool, zero_bias):
+    """ViT's and Whisper's attention from the dynamo exporter (with the all-zero bias it adds when
+    no mask is given): no custom layer for the guard's IsNaN (left unused, removed), judged by
+    tnn_run / mace_run; the plan says why."""
     need(tool)
-    result = port(guarded_attention(), to=to, hw=hw, out=tmp_path / "out", runtimes={to: str(tool)})
+    result = port(guarded_attention(zero_bias=zero_bias), to=to, hw=hw, out=tmp_path / "out",
+                  runtimes={to: str(tool)})
     assert result.status == "ok", result.reason
     stage = next(s for s in result.verification.stages if s.name.startswith("target:"))
     assert stage.status == "pass" and stage.oracle["kind"] == "runtime" and stage.outputs[0].metrics.max_abs < 1e-6
