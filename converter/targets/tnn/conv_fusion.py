@@ -40,6 +40,7 @@ from dataclasses import dataclass
 
 import numpy as np
 
+from ...ir.graph import unique_name
 from .layer_types import LAYER_TYPE
 from .net import RawBuffer, TnnLayer, TnnNet
 
@@ -158,7 +159,8 @@ def keep_fusions_exact(net: TnnNet) -> None:
             net.layers[fusion.absorbed[1]].inputs.reverse()
         else:
             _copy_output(net, fusion.conv)
-    raise AssertionError("TNN conv fusion guard did not settle")  # each step moves an activation earlier
+    # unreachable: a swap moves an activation earlier, a copy or an operand swap ends a fusion
+    raise AssertionError("TNN conv fusion guard did not settle")
 
 
 def _copy_output(net: TnnNet, index: int) -> None:
@@ -167,17 +169,11 @@ def _copy_output(net: TnnNet, index: int) -> None:
     conv = net.layers[index]
     blobs, names = set(net.blobs()), {layer.name for layer in net.layers}
     out = conv.outputs[0]
-    written = _fresh(f"{out}__conv", blobs)
+    written = unique_name(f"{out}__conv", blobs)
     conv.outputs[0] = written
     if out in net.blob_scales:
         net.blob_scales[written] = net.blob_scales[out]
     one = RawBuffer.of(np.array([1.0], np.float32))
-    net.layers.insert(index + 1, TnnLayer("Mul", _fresh(f"{conv.name}__copy", names), [written], [out], [1],
+    net.layers.insert(index + 1, TnnLayer("Mul", unique_name(f"{conv.name}__copy", names), [written], [out], [1],
                                           [("raw", one)]))
 
-
-def _fresh(base: str, used: set[str]) -> str:
-    name, k = base, 1
-    while name in used:
-        name, k = f"{base}_{k}", k + 1
-    return name
