@@ -226,6 +226,8 @@ def quantize_net(em, inputs, outputs, record: dict, hw: str) -> dict:
         raise Unsupported(f"mace: native {record.get('mode')} export is uint8 only")
     if hw != "cpu":
         raise Unsupported(UNSUPPORTED_HW.get(hw, f"mace {hw}: uint8 export not implemented"))
+    if record.get("given") is not None:
+        raise Unsupported(GIVEN_WEIGHTS)
     infos = activation_infos(record)
     out_names = {o.name for o in outputs}
     folded = _fold_activations(em, out_names)
@@ -440,6 +442,13 @@ class _Edges:
         self.new_ops.append(self.edge_op("Dequantize", name.replace(":", "_"), inner, name, None,
                                          [("data_format", "i", self.io_format(name))], output_type=DT_FLOAT,
                                          shape=self.mace_dims(name)))
+
+
+#: Why a model that came quantized is not written for MACE's CPU with its own scales.
+GIVEN_WEIGHTS = ("mace uint8: the model's own weight scales cannot be kept: MACE quantizes every filter itself, "
+                 "per tensor, uint8 in [1, 255] from its min/max (XiaoMi/mace@0fc55a5 tools/python/quantize/"
+                 "quantize_util.py quantize(non_zero=True)); quantize the float model for MACE with --calibration, "
+                 "or port the quantized model to TFLite/TNN int8")
 
 
 #: Why a quantized file is not written for MACE's integer-only processors (the DSP's is
