@@ -36,7 +36,7 @@ import onnx_graphsurgeon as gs
 from ..errors import RuntimeUnavailable
 from ..infra.fsutil import private_temp_dir
 from ..ir.graph import NameAllocator, attr, constant_value, to_graph, to_model
-from .ranges import quiet_onnxruntime_quantization, range_of, share_add_ranges
+from .ranges import quiet_onnxruntime_quantization, range_of, share_add_ranges, share_concat_ranges
 
 MODES = ("int8", "uint8", "int8-weights", "fp16")
 WEIGHT_OPS = {"Conv": 0, "ConvTranspose": 1, "Gemm": None, "MatMul": -1}  # op -> output-channel axis of input 1
@@ -82,6 +82,8 @@ def quantize_model(model: onnx.ModelProto, config: QuantConfig, ranges=None, sam
         raise ValueError(f"unknown quantization mode {config.mode!r}")
     if ranges is None:
         raise ValueError("int8/uint8 quantization needs calibration ranges")
+    if not config.overrides:  # a quantized input's own parameters are kept as they are
+        ranges = share_concat_ranges(model, ranges)
     shared = share_add_ranges(model, ranges)
     quantized, only = _with_weights(model, quantize_static_qdq(model, shared, config), config)
     if config.bias_correction and samples:
