@@ -116,7 +116,7 @@ def collect_ranges(model: onnx.ModelProto, samples: list[dict[str, np.ndarray]],
 
 class _GuardedSession:
     """The calibrator's session, each of its runs stopped by ``--timeout`` and Ctrl-C like every
-    other onnxruntime run (:func:`converter.frontend.isolate.guarded_run`); the rest is the session's."""
+    other onnxruntime run (:func:`converter.infra.limits.guarded_run`); the rest is the session's."""
 
     def __init__(self, session, deadline=None):
         self._session, self._deadline = session, deadline
