@@ -32,9 +32,10 @@ from ..infra.fsutil import atomic_write_text
 from ..verify.spec import VerifySpec
 from .modes import QuantPlan, QuantRequest, plan_quantization
 
-def plan_for_port(request: QuantRequest, matrix, framework: str, hw: str) -> QuantPlan | None:
-    """The quantization this port does (None: none); bad options are one BadInput line."""
-    return plan_quantization(request, matrix.properties(framework, hw).get("dtypes"), framework, hw)
+def plan_for_port(request: QuantRequest, matrix, framework: str, hw: str, given: str | None = None) -> QuantPlan | None:
+    """The quantization this port does (None: none); bad options are one BadInput line.
+    ``given``: the type a quantized input came in (:func:`.given.given_dtype`)."""
+    return plan_quantization(request, matrix.properties(framework, hw).get("dtypes"), framework, hw, given)
 
 
 def native_export(target, plan: QuantPlan) -> bool:
@@ -175,7 +176,12 @@ def quantize_for_port(model: onnx.ModelProto, request: QuantRequest, verify: Ver
     config = QuantConfig(plan.mode, per_channel=plan.per_channel, method=plan.method, full_integer=plan.full_integer,
                          bias_correction=plan.bias_correction and not own_weights, weight_integers=weight_integers)
     ranges, stats = None, None
-    if plan.needs_calibration:
+    if plan.given:  # the input's own scales and zero points (hook: converter/quantize/given.py)
+        from .given import given_record, given_setup
+
+        given = given_setup(model, config, given_record(model), calibration.samples if calibration else None)
+        config, ranges, warnings = given.config, given.ranges, warnings + given.warnings
+    elif plan.needs_calibration:
         from .float_pass import FloatStats
         from .ranges import collect_ranges
 
@@ -189,7 +195,7 @@ def quantize_for_port(model: onnx.ModelProto, request: QuantRequest, verify: Ver
                                  tolerances, plan.mode)
 
     decisions = []
-    if plan.auto and plan.needs_calibration:
+    if plan.auto and plan.needs_calibration and not plan.given:
         from .auto import auto_quantize
 
         auto = auto_quantize(model, config, ranges, calibration.samples, evaluation, tolerances,
@@ -200,6 +206,8 @@ def quantize_for_port(model: onnx.ModelProto, request: QuantRequest, verify: Ver
         quality = evaluate(quantized)
         table = debug_layers(model, quantized, evaluation, plan.mode)
     params = quant_params(QdqView(model, quantized), config)
+    if plan.given:
+        params["given"] = given.record(given_record(model))
     if plan.bias_correction and own_weights and plan.needs_calibration:
         params["bias_correction"] = {"applied": False, "layers": 0, "why": (
             f"the {target.title} file quantizes the weights with {target.title}'s own scheme, so a correction "
