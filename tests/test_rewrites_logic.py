@@ -16,6 +16,9 @@ from converter.port import port
 from converter.runtimes.onnxruntime import onnx_runner
 from rank_runtimes import MACE_RUN, TNN_RUN, need
 
+#: The rules this file runs (test_rewrites_rules.py checks every registered rule is run somewhere).
+RULES_TESTED = {"isnan_as_not_equal_self", "softmax_nan_guard_dropped"}
+
 
 def _model(nodes, inits, shape=(1, 4, 8)):
     graph = helper.make_graph(nodes, "g", [helper.make_tensor_value_info("x", TensorProto.FLOAT, list(shape))],
