@@ -34,6 +34,10 @@ The rows with the largest drops are named, each with a diagnosis:
 Only rows that lose something are diagnosed: a drop of at least :data:`DIAGNOSE_DROP_DB`, or a
 channel far below the layer (:data:`CHANNEL_GAP_DB`), so that a benign clip in a layer that
 gains SQNR (an average pool) is not reported as a problem.
+
+A local drop is not what the outputs lose: for the rows with the largest drops, :mod:`.recovery`
+measures the output SQNR the model gains with the layer in float (``recovered_db``), and
+:meth:`LayerTable.ranked` and the summary rank by that.
 """
 
 from __future__ import annotations
@@ -103,6 +107,11 @@ class LayerRow:
     worst_channel_sqnr_db: float | None = None
     #: The float-model nodes this row stands for (what ``auto`` keeps in float).
     nodes: list[str] = field(default_factory=list)
+    #: Measured for the top candidates (:mod:`.recovery`): the worst output's SQNR gain (dB) with
+    #: this layer (and ``kept_float_with``, the nodes reading its output) in float, and on which samples.
+    recovered_db: float | None = None
+    recovered_on: str = ""
+    kept_float_with: list[str] = field(default_factory=list)
 
     def to_dict(self) -> dict:
         d = dict(self.__dict__)
@@ -115,10 +124,21 @@ class LayerTable:
     rows: list[LayerRow]
     samples: int
     baseline_sqnr_db: float
+    #: The samples the keep-float gains were measured on ("" when none was measured).
+    measured_on: str = ""
 
     def worst(self, count: int = 3) -> list[LayerRow]:
         ranked = sorted((r for r in self.rows if r.drop_db > 0), key=lambda r: -r.drop_db)
         return ranked[:count]
+
+    def measured(self) -> list[LayerRow]:
+        """The rows whose keep-float gain was measured, the largest gain first."""
+        return sorted((r for r in self.rows if r.recovered_db is not None), key=lambda r: -r.recovered_db)
+
+    def ranked(self) -> list[LayerRow]:
+        """The measured rows by output SQNR recovered in float, then the others by local drop."""
+        measured = self.measured()
+        return measured + sorted((r for r in self.rows if r.recovered_db is None), key=lambda r: -r.drop_db)
 
     def row(self, node: str) -> LayerRow | None:
         return next((r for r in self.rows if r.node == node), None)
@@ -127,6 +147,9 @@ class LayerTable:
         return [r for r in self.rows if r.diagnosis]
 
     def summary(self) -> str:
+        measured = self.measured()
+        if measured:
+            return self._measured_summary(measured)
         worst = [r for r in self.worst(1) if r.drop_db >= DIAGNOSE_DROP_DB]
         if worst:
             r = worst[0]
@@ -137,8 +160,20 @@ class LayerTable:
             return f"{r.node} ({r.op}): {', '.join(r.diagnosis)} ({r.detail})"
         return f"no layer loses accuracy ({len(self.rows)} layers compared)"
 
+    def _measured_summary(self, measured: list[LayerRow]) -> str:
+        best = measured[0]
+        why = f", {', '.join(best.diagnosis)}" if best.diagnosis else ""
+        line = (f"keeping {best.node} ({best.op}) in float would recover the most, {best.recovered_db:+.1f} dB at "
+                f"the outputs (it loses {best.drop_db:.1f} dB locally{why}; {len(measured)} layer"
+                f"{'s' if len(measured) != 1 else ''} measured on {self.measured_on})")
+        top = self.worst(1)[0] if self.worst(1) else best
+        if top is not best and top.recovered_db is not None:
+            line += f"; {top.node} loses the most locally, {top.drop_db:.1f} dB, but would recover {top.recovered_db:+.1f} dB"
+        return line
+
     def to_dict(self) -> dict:
         return {"samples": self.samples, "baseline_sqnr_db": self.baseline_sqnr_db, "summary": self.summary(),
+                "measured_on": self.measured_on, "ranked": [r.node for r in self.ranked()[:5]],
                 "worst": [r.node for r in self.worst(5)],
                 "diagnosed": [r.node for r in self.diagnosed()], "rows": [r.to_dict() for r in self.rows]}
 
