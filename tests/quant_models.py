@@ -73,6 +73,27 @@ def heavy_tail_model(seed: int = 0) -> onnx.ModelProto:
                    "wb": (rng.standard_normal((8, 8, 1, 1)) * 0.3).astype(np.float32)}, "heavy_tail")
 
 
+def two_branch_model(seed: int = 0, attenuation: float = 0.05) -> onnx.ModelProto:
+    """y = conv_e(exp(conv_a(x))) + conv_c(relu(conv_b(x))): conv_c loses the most locally (its
+    range is the Add's), conv_e's (weights scaled by ``attenuation``) is what the output loses."""
+    rng = np.random.default_rng(seed)
+    nodes = [helper.make_node("Conv", ["x", "wa"], ["a"], name="conv_a", pads=[1, 1, 1, 1]),
+             helper.make_node("Exp", ["a"], ["e"], name="exp"),
+             helper.make_node("Conv", ["e", "we"], ["eo"], name="conv_e"),
+             helper.make_node("Conv", ["x", "wb", "bb"], ["b"], name="conv_b", pads=[1, 1, 1, 1]),
+             helper.make_node("Relu", ["b"], ["rb"], name="relu_b"),
+             helper.make_node("Conv", ["rb", "wc", "bc"], ["c"], name="conv_c", pads=[1, 1, 1, 1]),
+             helper.make_node("Add", ["eo", "c"], ["y"], name="add")]
+    return _model(nodes, [helper.make_tensor_value_info("x", TensorProto.FLOAT, [1, 3, 8, 8])],
+                  [helper.make_tensor_value_info("y", TensorProto.FLOAT, [1, 8, 8, 8])],
+                  {"wa": (rng.standard_normal((8, 3, 3, 3)) * 0.6).astype(np.float32),
+                   "we": (rng.standard_normal((8, 8, 1, 1)) * attenuation).astype(np.float32),
+                   "wb": (rng.standard_normal((8, 3, 3, 3)) * 0.3).astype(np.float32),
+                   "bb": (rng.standard_normal(8) * 0.1).astype(np.float32),
+                   "wc": (rng.standard_normal((8, 8, 3, 3)) * 0.2).astype(np.float32),
+                   "bc": (rng.standard_normal(8) * 0.1).astype(np.float32)}, "two_branch")
+
+
 def ops_mix_model(seed: int = 0) -> onnx.ModelProto:
     """Conv -> LeakyRelu -> depthwise Conv -> HardSwish -> AveragePool -> Resize -> Concat -> Slice
     -> Sigmoid -> Mul -> Transpose -> ReduceMean -> Softmax: the int8 kernels beyond conv/add."""

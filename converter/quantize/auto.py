@@ -244,7 +244,7 @@ class _Search:
                 result.decisions.append(Decision(
                     row.node, row.op, diagnosis, choice, True,
                     f"{row.node} lost {row.drop_db:.1f} dB ({diagnosis}); {choice} raised the worst output "
-                    f"SQNR by {gain:.1f} dB on {self.judge.label}", before, _worst_sqnr(quality)))
+                    f"SQNR by {gain:.1f} dB on {self.judge.short_label}", before, _worst_sqnr(quality)))
             else:
                 self.judge.forget(candidate)
                 result.decisions.append(Decision(

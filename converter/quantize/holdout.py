@@ -50,6 +50,13 @@ class QuantSamples:
     seed: int = 0
 
     @property
+    def short_label(self) -> str:
+        """The held-out samples in a few words, for lines that follow :attr:`held_label`'s."""
+        n = len(self.held)
+        return {INPUTS: f"the {n} --inputs samples", HELD_OUT: f"the {n} held-out samples",
+                IN_SAMPLE: f"the {n} calibration samples (in-sample)"}.get(self.held_kind, f"the {n} random inputs")
+
+    @property
     def in_sample(self) -> bool:
         return self.held_kind == IN_SAMPLE
 

@@ -53,7 +53,12 @@ class Judge:
 
     @property
     def label(self) -> str:
+        """The held-out samples in full ("25 samples held out of the calibration set (seed 0)")."""
         return self.samples.held_label
+
+    @property
+    def short_label(self) -> str:
+        return self.samples.short_label
 
     # ------------------------------------------------------------------------------ outputs
 
@@ -110,7 +115,7 @@ class Judge:
         quality = compare_quantized(lambda s: self.reference(by_id[id(s)]), lambda s: self.outputs(candidate, by_id[id(s)]),
                                     [self.held[k] for k in indices], self.tolerances, self.mode)
         quality.samples_from = self.label if count is None or count >= len(self.held) else \
-            f"the first {len(indices)} of {self.label}"
+            f"the first {len(indices)} of {self.short_label}"
         return quality
 
     def score(self, candidate: onnx.ModelProto, count: int = SCORE_SAMPLES) -> float:
@@ -129,7 +134,7 @@ class Judge:
 
     def score_label(self, count: int = SCORE_SAMPLES) -> str:
         n = min(count, len(self.held))
-        return self.label if n >= len(self.held) else f"the first {n} of {self.label}"
+        return self.short_label if n >= len(self.held) else f"the first {n} of {self.short_label}"
 
 
 def worst_sqnr(quality: QuantVerification) -> float:

@@ -36,7 +36,8 @@ def auto_line(quant: dict) -> str:
     plan = quant.get("plan") or {}
     if not plan.get("auto"):
         return ""
-    parts = [plan.get("reason", "auto")]
+    reason = plan.get("reason", "")
+    parts = [reason[len("auto: "):] if reason.startswith("auto: ") else reason]
     decisions = quant.get("auto_decisions", [])
     kept = [d for d in decisions if d.get("kept")]
     parts += [f"{d['layer']} -> {d['choice']}: {d['reason']}" for d in kept]
