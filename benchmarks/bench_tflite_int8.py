@@ -26,6 +26,7 @@ the float ONNX model in onnxruntime, side by side with TensorFlow's (edgeconv's 
 from __future__ import annotations
 
 import argparse
+import contextlib
 import json
 import statistics
 import sys
@@ -38,7 +39,10 @@ import numpy as np
 ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT))
 
+sys.path.insert(0, str(ROOT / "benchmarks"))
+
 from converter.verify.metrics import sqnr_db  # noqa: E402
+from signal_models import Case, constant_sqnr, mean_removed_sqnr, signal_case  # noqa: E402
 
 
 def samples(shape, count, seed):
@@ -91,10 +95,11 @@ def pooled_sqnr(refs: list[np.ndarray], outputs: list[np.ndarray]) -> float:
     return float(10 * np.log10(signal / noise)) if noise > 0 else float("inf")
 
 
-def edgeconv_int8(name: str, size: str, tmp: Path, calib: np.ndarray, held: np.ndarray) -> dict:
-    """``port --to tflite`` of zoo model ``name``: the fp32 file and ``--quantize int8`` with
-    ``calib`` (verified on ``held``).  Returns the files, the float ONNX model and its outputs on
-    ``held`` (the reference every peer is judged against), edgeconv's SQNR and timings."""
+def edgeconv_int8(case, tmp: Path) -> dict:
+    """``port --to tflite`` of ``case`` (:class:`signal_models.Case`): the fp32 file and
+    ``--quantize int8`` with its calibration samples (verified on its held-out ones).  Returns the
+    files, the float ONNX model and its outputs on the held-out samples (the reference every peer
+    is judged against), edgeconv's SQNR and timings."""
     import onnx
 
     from converter.port import port
@@ -102,28 +107,55 @@ def edgeconv_int8(name: str, size: str, tmp: Path, calib: np.ndarray, held: np.n
     from converter.targets.base import Artifact
     from converter.runtimes.onnxruntime import onnx_runner
 
-    onnx_path = export_model(name, size, tmp)
-    np.savez(tmp / "calib.npz", input=calib)
-    np.savez(tmp / "held.npz", input=held)
-    port(str(onnx_path), to="tflite", hw="cpu", out=tmp / f"{name}_fp32", verify=False)
+    key = case.name.replace(":", "_")
+    np.savez(tmp / f"{key}_calib.npz", **{case.input: case.calib})
+    np.savez(tmp / f"{key}_held.npz", **{case.input: case.held})
+    port(str(case.source), to="tflite", hw="cpu", out=tmp / f"{key}_fp32", verify=False)
     start = time.perf_counter()
-    int8 = port(str(onnx_path), to="tflite", hw="cpu", out=tmp / f"{name}_int8", quantize="int8", calibration=str(tmp / "calib.npz"), inputs=str(tmp / "held.npz"))
+    int8 = port(str(case.source), to="tflite", hw="cpu", out=tmp / f"{key}_int8", quantize="int8",
+                calibration=str(tmp / f"{key}_calib.npz"), inputs=str(tmp / f"{key}_held.npz"))
     port_seconds = time.perf_counter() - start
     # A random-init deep network can miss the 25 dB floor (its logits are mostly noise); the file
     # is written all the same, and its size and speed are what this benchmark is about.
     assert int8.status in ("ok", "verify_failed"), int8.reason
     if int8.status != "ok":
-        print(f"{name}: the int8 port ends {int8.status}: {int8.reason}")
-    (fp32_file,), (int8_file,) = (list((tmp / f"{name}_{k}").glob("*.tflite")) for k in ("fp32", "int8"))
-    float_model = onnx.load(str(tmp / f"{name}_int8" / "float.onnx"))
+        print(f"{case.name}: the int8 port ends {int8.status}: {int8.reason}")
+    (fp32_file,), (int8_file,) = (list((tmp / f"{key}_{k}").glob("*.tflite")) for k in ("fp32", "int8"))
+    float_model = onnx.load(str(tmp / f"{key}_int8" / "float.onnx"))
+    output = float_model.graph.output[0].name
     run_float = onnx_runner(float_model)
-    refs = [run_float({"input": x})["output"] for x in held]
-    artifact = Artifact("tflite", "cpu", [int8_file], int8_file.parent, int8.report["artifact"]["meta"], "litert")
+    refs = [run_float({case.input: x})[output] for x in case.held]
+    meta = int8.report["artifact"]["meta"]
+    artifact = Artifact("tflite", "cpu", [int8_file], int8_file.parent, meta, "litert")
     target = get_target("tflite")
-    outputs = [target.run(artifact, {"input": x})["output"] for x in held]
-    sqnr, pooled = median_sqnr(refs, outputs), pooled_sqnr(refs, outputs)
-    return {"sqnr_pooled_db": pooled, "onnx_path": onnx_path, "fp32_file": fp32_file, "int8_file": int8_file, "float_model": float_model,
-            "refs": refs, "sqnr_db": sqnr, "quantize_s": int8.timings["quantize"], "port_s": port_seconds}
+    outputs = [target.run(artifact, {case.input: x})[output] for x in case.held]
+    return {**signal_scores(refs, outputs), "onnx_path": case.source, "fp32_file": fp32_file, "int8_file": int8_file,
+            "float_model": float_model, "refs": refs, "quantize_s": int8.timings["quantize"], "port_s": port_seconds,
+            "ops": meta["ops"], "constant_db": constant_sqnr(refs)}
+
+
+def signal_scores(refs: list[np.ndarray], outputs: list[np.ndarray]) -> dict:
+    """Median, pooled and mean-removed (pooled) SQNR of ``outputs`` against ``refs``."""
+    return {"sqnr_db": median_sqnr(refs, outputs), "sqnr_pooled_db": pooled_sqnr(refs, outputs),
+            "sqnr_signal_db": mean_removed_sqnr(refs, [np.asarray(y).reshape(r.shape) for r, y in zip(refs, outputs)])}
+
+
+def file_ops(path: Path) -> dict[str, int]:
+    """Builtin op counts of a .tflite file."""
+    from collections import Counter
+
+    from ai_edge_litert.interpreter import Interpreter
+
+    return dict(sorted(Counter(d["op_name"] for d in Interpreter(model_path=str(path))._get_ops_details()).items()))
+
+
+def make_case(name: str, size: str, tmp: Path, count: int, held_out: int, signal_size: int):
+    """The benchmark case for ``name``: a zoo or ``real:`` model on seeded Gaussian samples, or a
+    model whose output depends on its input (``hed``, ``bn:<arch>``) on real photos."""
+    if name == "hed" or name.startswith("bn:"):
+        return signal_case(name, tmp, count, held_out, signal_size)
+    shape = input_shape(name, size)
+    return Case(name, export_model(name, size, tmp), "input", samples(shape, count, 0), samples(shape, held_out, 1))
 
 
 REAL_PREFIX = "real:"
@@ -225,17 +257,19 @@ def onnx_attr(a):
     return helper.get_attribute_value(a)
 
 
-def tensorflow_int8(model, calib: np.ndarray, out: Path) -> tuple[Path, Path, float]:
-    """(fp32 file, int8 file, seconds of the int8 conversion) made by TensorFlow's converter."""
+def tensorflow_int8(model, calib: np.ndarray, out: Path, keras_path: Path | None = None) -> tuple[Path, Path, float]:
+    """(fp32 file, int8 file, seconds of the int8 conversion) made by TensorFlow's converter, from
+    the Keras model at ``keras_path`` or one rebuilt from the float ONNX ``model``."""
     import tensorflow as tf
 
-    keras_model = keras_from_onnx(model)
+    keras_model = tf.keras.models.load_model(str(keras_path), compile=False) if keras_path else keras_from_onnx(model)
     fp32 = out / "tf_fp32.tflite"
     fp32.write_bytes(tf.lite.TFLiteConverter.from_keras_model(keras_model).convert())
+    nhwc = tuple(keras_model.inputs[0].shape[1:]) == tuple(calib.shape[2:])
 
     def representative():
         for x in calib:
-            yield [x.transpose(0, 2, 3, 1)]
+            yield [x if nhwc else x.transpose(0, 2, 3, 1)]
 
     converter = tf.lite.TFLiteConverter.from_keras_model(keras_model)
     converter.optimizations = [tf.lite.Optimize.DEFAULT]
@@ -252,9 +286,11 @@ def tensorflow_int8(model, calib: np.ndarray, out: Path) -> tuple[Path, Path, fl
 def main() -> None:
 
     ap = argparse.ArgumentParser()
-    ap.add_argument("--models", default="real:mobilenet_v2,mobilenetv2,resnet",
-                    help="zoo names, or real:<arch> for a benchmarks/real_zoo.py architecture at 224x224")
+    ap.add_argument("--models", default="hed,bn:mobilenet_v2,real:mobilenet_v2,mobilenetv2,resnet",
+                    help="zoo names; real:<arch> (benchmarks/real_zoo.py at 224x224); hed (the trained HED edge "
+                         "detector) and bn:<torchvision arch> (BatchNorm re-estimated) on real photos")
     ap.add_argument("--size", default="full")
+    ap.add_argument("--signal-size", type=int, default=192, help="image size of hed and bn: models")
     ap.add_argument("--samples", type=int, default=100)
     ap.add_argument("--held-out", type=int, default=16)
     ap.add_argument("--runs", type=int, default=30)
@@ -269,45 +305,58 @@ def main() -> None:
     with tempfile.TemporaryDirectory(prefix="bench-int8-") as tmp:
         tmp = Path(tmp)
         for name in args.models.split(","):
-            shape = input_shape(name, args.size)
-            calib, held = samples(shape, args.samples, 0), samples(shape, args.held_out, 1)
-            ours = edgeconv_int8(name, args.size, tmp, calib, held)
-            fp32_file, int8_file, refs = ours["fp32_file"], ours["int8_file"], ours["refs"]
-            row = {"model": name, "size": args.size, "fp32_bytes": fp32_file.stat().st_size,
-                   "int8_bytes": int8_file.stat().st_size, "quantize_s": ours["quantize_s"],
-                   "port_s": ours["port_s"], "sqnr_db": ours["sqnr_db"], "sqnr_pooled_db": ours["sqnr_pooled_db"]}
-            files = [fp32_file, int8_file]
-            if have_tf:
-                tf_fp32, tf_int8, tf_seconds = tensorflow_int8(ours["float_model"], calib, tmp)
-                tf_outputs = [run_tflite(tf_int8, x) for x in held]
-                row.update(tf_int8_bytes=tf_int8.stat().st_size, tf_convert_s=tf_seconds,
-                           tf_sqnr_db=median_sqnr(refs, tf_outputs), tf_sqnr_pooled_db=pooled_sqnr(refs, tf_outputs),
-                           tf_fp32_sqnr_db=median_sqnr(refs, [run_tflite(tf_fp32, x) for x in held]))
-                files += [tf_int8]
-            times = latency(files, args.runs)
-            row.update(fp32_ms=times[0] * 1e3, int8_ms=times[1] * 1e3)
-            if have_tf:
-                row["tf_int8_ms"] = times[2] * 1e3
-            rows.append(row)
+            case = make_case(name, args.size, tmp, args.samples, args.held_out, args.signal_size)
+            rows.append(measure(case, tmp, args.runs, have_tf))
+            print(json.dumps(rows[-1], default=str), flush=True)
     print_table(rows, have_tf)
-    print(json.dumps(rows, indent=1))
+
+
+def measure(case, tmp: Path, runs: int, have_tf: bool) -> dict:
+    """One model: edgeconv's int8 file against its fp32 file and TensorFlow's int8 file."""
+    ours = edgeconv_int8(case, tmp)
+    fp32_file, int8_file, refs = ours["fp32_file"], ours["int8_file"], ours["refs"]
+    row = {"model": case.name, "data": case.data, "fp32_bytes": fp32_file.stat().st_size,
+           "int8_bytes": int8_file.stat().st_size, "quantize_s": ours["quantize_s"], "port_s": ours["port_s"],
+           "constant_db": ours["constant_db"], "ops": ours["ops"],
+           **{k: ours[k] for k in ("sqnr_db", "sqnr_pooled_db", "sqnr_signal_db")}}
+    files = [fp32_file, int8_file]
+    if have_tf:
+        with contextlib.redirect_stdout(sys.stderr):  # Keras prints every exported tensor spec
+            tf_fp32, tf_int8, tf_seconds = tensorflow_int8(ours["float_model"], case.calib, tmp, case.keras)
+        tf_outputs = [run_tflite(tf_int8, x) for x in case.held]
+        row.update(tf_int8_bytes=tf_int8.stat().st_size, tf_convert_s=tf_seconds, tf_ops=file_ops(tf_int8),
+                   **{f"tf_{k}": v for k, v in signal_scores(refs, tf_outputs).items()},
+                   tf_fp32_sqnr_db=median_sqnr(refs, [run_tflite(tf_fp32, x) for x in case.held]))
+        files += [tf_int8]
+    times = latency(files, runs)
+    row.update(fp32_ms=times[0] * 1e3, int8_ms=times[1] * 1e3)
+    if have_tf:
+        row["tf_int8_ms"] = times[2] * 1e3
+    return row
 
 
 def print_table(rows, have_tf: bool) -> None:
-    print(f"{'model':12} {'fp32 KB':>8} {'int8 KB':>8} {'size x':>7} {'fp32 ms':>8} {'int8 ms':>8} {'speed-up':>8} "
-          f"{'quant s':>7} {'SQNR dB':>8}" + (f" {'TF SQNR':>8} {'ours-TF':>8} {'TF KB':>7} {'TF ms':>7}" if have_tf
-                                             else ""))
+    print(f"{'model':18} {'fp32 KB':>8} {'int8 KB':>8} {'size x':>7} {'fp32 ms':>8} {'int8 ms':>8} {'speed-up':>8} "
+          f"{'quant s':>7} {'SQNR dB':>8} {'signal':>7}" + (f" {'TF SQNR':>8} {'signal':>7} {'ours-TF':>8} {'TF KB':>7} {'TF ms':>7}"
+                                                             if have_tf else ""))
     for r in rows:
-        line = (f"{r['model']:12} {r['fp32_bytes'] / 1024:8.0f} {r['int8_bytes'] / 1024:8.0f} "
+        line = (f"{r['model']:18} {r['fp32_bytes'] / 1024:8.0f} {r['int8_bytes'] / 1024:8.0f} "
                 f"{r['int8_bytes'] / r['fp32_bytes']:7.3f} {r['fp32_ms']:8.2f} {r['int8_ms']:8.2f} "
-                f"{r['fp32_ms'] / r['int8_ms']:8.2f} {r['quantize_s']:7.1f} {r['sqnr_db']:8.1f}")
+                f"{r['fp32_ms'] / r['int8_ms']:8.2f} {r['quantize_s']:7.1f} {r['sqnr_db']:8.1f} {r['sqnr_signal_db']:7.1f}")
         if have_tf:
-            line += (f" {r['tf_sqnr_db']:8.1f} {r['sqnr_db'] - r['tf_sqnr_db']:+8.1f} {r['tf_int8_bytes'] / 1024:7.0f}"
-                     f" {r['tf_int8_ms']:7.2f}")
+            line += (f" {r['tf_sqnr_db']:8.1f} {r['tf_sqnr_signal_db']:7.1f} {r['sqnr_db'] - r['tf_sqnr_db']:+8.1f}"
+                     f" {r['tf_int8_bytes'] / 1024:7.0f} {r['tf_int8_ms']:7.2f}")
         print(line)
     for r in rows:
-        print(f"{r['model']}: pooled SQNR (all held-out samples together) {r['sqnr_pooled_db']:.2f} dB"
-              + (f", TensorFlow's {r['tf_sqnr_pooled_db']:.2f} dB" if have_tf else ""))
+        print(f"{r['model']}: pooled SQNR {r['sqnr_pooled_db']:.2f} dB"
+              + (f" (TensorFlow's {r['tf_sqnr_pooled_db']:.2f} dB)" if have_tf else "")
+              + f"; predicting the mean output scores {r['constant_db']:.1f} dB; data: {r['data']}")
+        ops = f"  ops in edgeconv's file: {sum(r['ops'].values())} {r['ops']}"
+        if have_tf:
+            ops += f"\n  ops in TensorFlow's file: {sum(r['tf_ops'].values())} {r['tf_ops']}"
+        print(ops)
+    print("SQNR: median over held-out samples against the float model; signal: pooled SQNR with each side's mean "
+          "output (over the samples) removed, the part of the output that depends on the input")
     if not have_tf:
         print("tensorflow not installed: no TFLiteConverter comparison (pip install -e .[tf])")
 

@@ -1,6 +1,7 @@
 """The package's shape, measured from its source (scripts/architecture_report.py): no import
-cycle between modules, at most six modules directly under converter/, and the stage packages'
-faces give what they promise."""
+cycle between modules, at most six modules directly under converter/, no function over the length
+limit (but in the quantization files still being rewritten), and the stage packages' faces give
+what they promise."""
 
 from __future__ import annotations
 
@@ -41,3 +42,24 @@ def test_legalize_face_gives_the_function():
     from converter.legalize.apply import legalize as apply_legalize
 
     assert legalize is apply_legalize and LegalizeResult is Result
+
+
+#: Files whose long functions are being rewritten by the quantization work (issue 26 leaves them
+#: to it); every other function is at most ``report.MAX_FUNCTION_LINES`` lines.
+_LONG_FUNCTIONS_PENDING = ("converter/quantize/", "converter/targets/mace/quantized.py")
+
+
+def test_no_function_over_the_limit_outside_the_quantization_files():
+    long = report.long_functions(report.modules())
+    elsewhere = [where for _, where in long if not where.startswith(_LONG_FUNCTIONS_PENDING)]
+    assert elsewhere == []
+
+
+def test_the_length_measure_finds_a_long_function(tmp_path, monkeypatch):
+    monkeypatch.setattr(report, "ROOT", tmp_path)
+    pkg = tmp_path / "converter"
+    pkg.mkdir()
+    (pkg / "__init__.py").write_text("")
+    (pkg / "long.py").write_text("def short():\n    return 1\n\n\ndef long():\n" + "    x = 1\n" * 80)
+    found = report.modules(pkg)
+    assert report.long_functions(found) == [(81, "converter/long.py:5 long")]

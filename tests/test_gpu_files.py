@@ -7,7 +7,7 @@ CPU twins, so the real CPU runtimes run that graph: ``mace_run`` on a copy of th
 .tnnproto names no device).  Every verdict says "... on the GPU file's graph; GPU kernels not run
 here", and the tolerance is the GPU's precision: TNN's OpenCL default computes in half, MACE's
 kernels in each op's ``T`` (float in edgeconv's files).  The zoo (test sizes) passes this way on
-``mace gpu`` and ``tnn opencl`` (``ZOO_PASSES``); docs/incoming/gpu30.md states the count.
+``mace gpu`` and ``tnn opencl`` (``ZOO_PASSES``); docs/targets.md states the count.
 """
 
 from __future__ import annotations

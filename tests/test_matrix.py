@@ -521,7 +521,12 @@ def test_tflite_gpu_and_nnapi_agree_with_delegates(m):
 def test_tflite_edgetpu_agrees_with_coral_table(m):
     table = _edgetpu_ops()
     assert {"CONV_2D", "DEPTHWISE_CONV_2D", "LOGISTIC", "STRIDED_SLICE", "RESIZE_NEAREST_NEIGHBOR"} <= table
+    # runtime v13's additions (google-coral/edgetpu@3b625cd:CHANGES.md#L24); TRANSPOSE_CONV among them is
+    # not claimed yet (the zoo's retrain remedy for the Edge TPU rests on it: docs/incoming/quantB.md)
+    table |= {"EXPAND_DIMS", "PACK", "QUANTIZE", "SUM"}
     for op in m.ops("tflite"):
+        if op == "Transpose":  # supported only where the file has no TRANSPOSE (pattern interface_layout)
+            continue
         target = m.target_op("tflite", op)
         names = _tflite_targets(target)
         if not names:

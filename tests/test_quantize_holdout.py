@@ -141,9 +141,10 @@ def test_the_table_ranks_layers_by_the_output_sqnr_they_recover_in_float():
     samples = split_samples(gaussian_samples((1, 3, 8, 8), 32, 0, "x"), gaussian_samples((1, 3, 8, 8), 16, 1, "x"), 0)
     plan = QuantPlan("int8", auto=False, full_integer=False, float_allowed=True, per_channel=True, method="minmax",
                      reason="")
-    ranges, stats = calibrate(model, plan, samples.calibrate)
+    start = calibrate(model, plan, QuantConfig("int8"), samples.calibrate)
+    ranges, stats = start.ranges, start.stats
     judge = Judge(model, samples)
-    outcome = quantize_and_judge(model, plan, QuantConfig("int8"), ranges, samples.calibrate, stats, judge)
+    outcome = quantize_and_judge(model, plan, start, samples.calibrate, judge)
     table = outcome.table
     assert [r.node for r in table.worst(3)] == ["conv_c", "exp", "conv_e"]
     assert [r.node for r in table.ranked()[:3]] == ["conv_e", "exp", "conv_c"]

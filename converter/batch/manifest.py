@@ -35,6 +35,7 @@ from __future__ import annotations
 import json
 import re
 from dataclasses import dataclass, field
+from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
@@ -91,6 +92,22 @@ def load_manifest(path: str | Path) -> Manifest:
         raise ManifestError(f"{line_of(lines, at).replace('op_support_matrix.yaml', path.name)}: "
                             f"{'.'.join(str(p) for p in at) or 'manifest'}: {message}")
 
+    defaults = _check_top_level(data, fail)
+    base = path.parent
+    reading = _Reading(base, defaults, data.get("targets"),
+                       _check_runtimes(data.get("runtimes"), ("runtimes",), base, fail), fail)
+    jobs: list[Job] = []
+    for i, raw in enumerate(data["models"]):
+        jobs += _model_jobs(raw, ("models", i), reading)
+    output = data.get("output", "batch-out")
+    if not isinstance(output, str):
+        fail(("output",), "must be a directory path")
+    _validate_targets(jobs, fail)
+    return Manifest(path, (base / output).resolve(), jobs)
+
+
+def _check_top_level(data, fail) -> dict:
+    """The manifest's own keys, and a non-empty list of models; its defaults."""
     if not isinstance(data, dict):
         fail((), "must be a mapping with 'models' and 'targets'")
     for key in data:
@@ -101,69 +118,94 @@ def load_manifest(path: str | Path) -> Manifest:
     defaults = data.get("defaults") or {}
     if not isinstance(defaults, dict):
         fail(("defaults",), "must be a mapping")
-    base = path.parent
-    top_runtimes = _check_runtimes(data.get("runtimes"), ("runtimes",), base, fail)
-    jobs: list[Job] = []
-    seen: set[str] = set()
-    for i, raw in enumerate(data["models"]):
-        at = ("models", i)
-        if not isinstance(raw, dict):
-            fail(at, "each model must be a mapping with at least 'path'")
-        entry = {**defaults, **raw}
-        for key in raw:
-            if key not in _MODEL_KEYS:
-                fail(at + (key,), f"unknown key; allowed: {', '.join(sorted(_MODEL_KEYS))}")
-        if not isinstance(entry.get("path"), str):
-            fail(at + ("path",), "required: the model file, relative to the manifest")
-        model_path = (base / entry["path"]).resolve()
-        if not model_path.exists():
-            fail(at + ("path",), f"{entry['path']}: no such file")
-        _regular_unless_dir(model_path, at + ("path",), "model", fail)
-        name = entry.get("name") or model_path.stem
-        if not isinstance(name, str) or not _SAFE_NAME.match(name):
-            fail(at + ("name",), "must be letters, digits, '_', '-' or '.'")
-        if name in seen:
-            fail(at + ("name",), f"duplicate model name '{name}' (set 'name' to tell them apart)")
-        seen.add(name)
-        _check_shapes(entry.get("input_shapes"), at + ("input_shapes",), fail)
-        for key in ("atol", "rtol", "timeout"):
-            if key in entry and (not isinstance(entry[key], (int, float)) or entry[key] < 0):
-                fail(at + (key,), "must be a non-negative number")
-        if "max_memory" in entry:
-            from ..ir.memory import parse_size
+    return defaults
 
-            try:
-                entry["max_memory"] = parse_size(str(entry["max_memory"]))
-            except BadInput as err:
-                fail(at + ("max_memory",), str(err).replace("--max-memory ", ""))
-        for key in ("inputs", "tolerances"):
-            if key in entry:
-                if not isinstance(entry[key], str) or not (base / entry[key]).is_file():
-                    fail(at + (key,), f"{entry[key]}: no such file")
-                entry[key] = str((base / entry[key]).resolve())
-        _check_quantization(entry, base, at, fail)
-        own = _check_runtimes(raw.get("runtimes"), at + ("runtimes",), base, fail)
-        if top_runtimes or own:
-            entry["runtimes"] = {**top_runtimes, **own}
-        targets_at = at + ("targets",) if "targets" in raw else ("targets",)
-        targets = raw.get("targets", data.get("targets"))
-        if not isinstance(targets, list) or not targets:
-            fail(targets_at, "a non-empty list of {to: framework, hw: hardware or [hardware...]} is required")
-        entry = {k: v for k, v in entry.items() if k != "targets"}
-        for j, t in enumerate(targets):
-            t_at = targets_at + (j,)
-            if not isinstance(t, dict) or "to" not in t or "hw" not in t:
-                fail(t_at, "each target needs 'to' and 'hw'")
-            hws = t["hw"] if isinstance(t["hw"], list) else [t["hw"]]
-            for hw in hws:
-                if not isinstance(hw, str):
-                    fail(t_at + ("hw",), "hardware names are strings")
-                jobs.append(Job(name, model_path, str(t["to"]), hw, entry))
-    output = data.get("output", "batch-out")
-    if not isinstance(output, str):
-        fail(("output",), "must be a directory path")
-    _validate_targets(jobs, fail)
-    return Manifest(path, (base / output).resolve(), jobs)
+
+@dataclass
+class _Reading:
+    """What every model entry is read against: the manifest's folder, its defaults, default
+    targets and runtimes; ``fail(at, message)`` raises the error for a place in the file."""
+
+    base: Path
+    defaults: dict
+    targets: Any
+    runtimes: dict[str, str]
+    fail: Callable[[tuple, str], None]
+    #: The model names given so far (a name must be unique).
+    seen: set[str] = field(default_factory=set)
+
+
+def _model_jobs(raw, at: tuple, reading: _Reading) -> list[Job]:
+    """The jobs of one model entry (after defaults), its keys checked and its paths resolved
+    against the manifest."""
+    fail = reading.fail
+    if not isinstance(raw, dict):
+        fail(at, "each model must be a mapping with at least 'path'")
+    entry = {**reading.defaults, **raw}
+    for key in raw:
+        if key not in _MODEL_KEYS:
+            fail(at + (key,), f"unknown key; allowed: {', '.join(sorted(_MODEL_KEYS))}")
+    model_path, name = _model_file(entry, at, reading)
+    _check_model_options(entry, at, reading.base, fail)
+    own = _check_runtimes(raw.get("runtimes"), at + ("runtimes",), reading.base, fail)
+    if reading.runtimes or own:
+        entry["runtimes"] = {**reading.runtimes, **own}
+    targets_at = at + ("targets",) if "targets" in raw else ("targets",)
+    targets = raw.get("targets", reading.targets)
+    if not isinstance(targets, list) or not targets:
+        fail(targets_at, "a non-empty list of {to: framework, hw: hardware or [hardware...]} is required")
+    entry = {k: v for k, v in entry.items() if k != "targets"}
+    jobs = []
+    for j, t in enumerate(targets):
+        t_at = targets_at + (j,)
+        if not isinstance(t, dict) or "to" not in t or "hw" not in t:
+            fail(t_at, "each target needs 'to' and 'hw'")
+        hws = t["hw"] if isinstance(t["hw"], list) else [t["hw"]]
+        for hw in hws:
+            if not isinstance(hw, str):
+                fail(t_at + ("hw",), "hardware names are strings")
+            jobs.append(Job(name, model_path, str(t["to"]), hw, entry))
+    return jobs
+
+
+def _model_file(entry: dict, at: tuple, reading: _Reading) -> tuple[Path, str]:
+    """The model's file (which must exist) and its name (unique in the manifest)."""
+    fail = reading.fail
+    if not isinstance(entry.get("path"), str):
+        fail(at + ("path",), "required: the model file, relative to the manifest")
+    model_path = (reading.base / entry["path"]).resolve()
+    if not model_path.exists():
+        fail(at + ("path",), f"{entry['path']}: no such file")
+    _regular_unless_dir(model_path, at + ("path",), "model", fail)
+    name = entry.get("name") or model_path.stem
+    if not isinstance(name, str) or not _SAFE_NAME.match(name):
+        fail(at + ("name",), "must be letters, digits, '_', '-' or '.'")
+    if name in reading.seen:
+        fail(at + ("name",), f"duplicate model name '{name}' (set 'name' to tell them apart)")
+    reading.seen.add(name)
+    return model_path, name
+
+
+def _check_model_options(entry: dict, at: tuple, base: Path, fail) -> None:
+    """A model's port options, as ``port``'s flags check them (paths resolved against the
+    manifest, ``max_memory`` parsed)."""
+    _check_shapes(entry.get("input_shapes"), at + ("input_shapes",), fail)
+    for key in ("atol", "rtol", "timeout"):
+        if key in entry and (not isinstance(entry[key], (int, float)) or entry[key] < 0):
+            fail(at + (key,), "must be a non-negative number")
+    if "max_memory" in entry:
+        from ..ir.memory import parse_size
+
+        try:
+            entry["max_memory"] = parse_size(str(entry["max_memory"]))
+        except BadInput as err:
+            fail(at + ("max_memory",), str(err).replace("--max-memory ", ""))
+    for key in ("inputs", "tolerances"):
+        if key in entry:
+            if not isinstance(entry[key], str) or not (base / entry[key]).is_file():
+                fail(at + (key,), f"{entry[key]}: no such file")
+            entry[key] = str((base / entry[key]).resolve())
+    _check_quantization(entry, base, at, fail)
 
 
 def _check_quantization(entry: dict, base: Path, at: tuple, fail) -> None:

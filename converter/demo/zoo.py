@@ -43,9 +43,15 @@ def _torch():
 
 
 def _modules():
-    """Define the torch modules lazily so importing this file does not import torch."""
+    """The zoo's architectures by name: (torch module class, constructor arguments per size).
+    The classes are defined here, lazily, so importing this file does not import torch."""
     torch = _torch()
-    nn = torch.nn
+    conv_bn_relu = _conv_bn_relu(torch.nn)
+    return {name: (define(torch, conv_bn_relu), sizes) for name, (define, sizes) in _ARCHITECTURES.items()}
+
+
+def _conv_bn_relu(nn):
+    """Conv -> BatchNorm -> ReLU6 (or ReLU), the block several architectures share."""
 
     class ConvBNReLU(nn.Sequential):
         def __init__(self, cin, cout, k=3, s=1, groups=1, relu6=True):
@@ -54,6 +60,12 @@ def _modules():
                 nn.BatchNorm2d(cout),
                 nn.ReLU6() if relu6 else nn.ReLU(),
             )
+
+    return ConvBNReLU
+
+
+def _mobilenetv2(torch, ConvBNReLU):
+    nn = torch.nn
 
     class InvertedResidual(nn.Module):
         def __init__(self, cin, cout, stride, expand):
@@ -89,6 +101,12 @@ def _modules():
         def forward(self, x):
             x = self.pool(self.features(x)).flatten(1)
             return self.classifier(x)
+
+    return MobileNetV2
+
+
+def _resnet(torch, ConvBNReLU):
+    nn = torch.nn
 
     class BasicBlock(nn.Module):
         def __init__(self, cin, cout, stride):
@@ -126,6 +144,12 @@ def _modules():
             x = self.layers(self.stem(x))
             return self.fc(torch.flatten(nn.functional.adaptive_avg_pool2d(x, 1), 1))
 
+    return ResNet
+
+
+def _unet(torch, ConvBNReLU):
+    nn = torch.nn
+
     class UNet(nn.Module):
         def __init__(self, base=8, num_classes=3):
             super().__init__()
@@ -147,6 +171,12 @@ def _modules():
             d1 = self.dec1(torch.cat([self.up1(d2), e1], 1))
             return self.head(d1)
 
+    return UNet
+
+
+def _superres(torch, ConvBNReLU):
+    nn = torch.nn
+
     class SuperRes(nn.Module):
         """FSRCNN-style: feature extraction, shrinking, mapping, expanding, 9x9 stride-3 deconv."""
 
@@ -161,6 +191,12 @@ def _modules():
 
         def forward(self, x):
             return self.deconv(self.body(x))
+
+    return SuperRes
+
+
+def _detector(torch, ConvBNReLU):
+    nn = torch.nn
 
     class Detector(nn.Module):
         """A tiny SSD-like head; its trailing ops are Sub, Softmax and Mul, and the Mul takes a
@@ -189,6 +225,12 @@ def _modules():
             boxes = self.box(f2) - self.prior
             return scores, boxes
 
+    return Detector
+
+
+def _transformer(torch, ConvBNReLU):
+    nn = torch.nn
+
     class TransformerBlock(nn.Module):
         def __init__(self, dim=32, heads=4, mlp=64, tokens=16):
             super().__init__()
@@ -210,6 +252,12 @@ def _modules():
             x = x + self.proj(y)
             return x + self.fc2(self.act(self.fc1(self.ln2(x))))
 
+    return TransformerBlock
+
+
+def _normalized_input(torch, ConvBNReLU):
+    nn = torch.nn
+
     class NormalizedInput(nn.Module):
         """Subtracts a per-channel mean and divides by a std at its input, then a small CNN."""
 
@@ -222,16 +270,20 @@ def _modules():
         def forward(self, x):
             return self.body((x - self.mean) / self.std)
 
-    return {
-        "mobilenetv2": (MobileNetV2, dict(test={}, full=dict(width=32, cfg=(
-            (1, 16, 1, 1), (6, 24, 2, 2), (6, 32, 3, 2), (6, 64, 4, 2), (6, 96, 3, 1))))),
-        "resnet": (ResNet, dict(test={}, full=dict(widths=(64, 128, 256, 512), blocks=(2, 2, 2, 2)))),
-        "unet": (UNet, dict(test={}, full=dict(base=32))),
-        "superres": (SuperRes, dict(test={}, full=dict(d=56, s=12, m=4))),
-        "detector": (Detector, dict(test={}, full=dict(c=64))),
-        "transformer": (TransformerBlock, dict(test={}, full=dict(dim=192, heads=3, mlp=768, tokens=197))),
-        "normalized_input": (NormalizedInput, dict(test={}, full={})),
-    }
+    return NormalizedInput
+
+
+#: name -> (define(torch, ConvBNReLU) -> the module class, constructor arguments per size).
+_ARCHITECTURES = {
+    "mobilenetv2": (_mobilenetv2, dict(test={}, full=dict(width=32, cfg=(
+        (1, 16, 1, 1), (6, 24, 2, 2), (6, 32, 3, 2), (6, 64, 4, 2), (6, 96, 3, 1))))),
+    "resnet": (_resnet, dict(test={}, full=dict(widths=(64, 128, 256, 512), blocks=(2, 2, 2, 2)))),
+    "unet": (_unet, dict(test={}, full=dict(base=32))),
+    "superres": (_superres, dict(test={}, full=dict(d=56, s=12, m=4))),
+    "detector": (_detector, dict(test={}, full=dict(c=64))),
+    "transformer": (_transformer, dict(test={}, full=dict(dim=192, heads=3, mlp=768, tokens=197))),
+    "normalized_input": (_normalized_input, dict(test={}, full={})),
+}
 
 
 _INPUTS = {

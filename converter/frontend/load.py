@@ -45,7 +45,7 @@ def load_model(
     an ``.onnx`` file is hashed from the bytes read here.
 
     torch and TensorFlow sources run user code or a converter (TorchScript ``forward``, tracing,
-    export; tf2onnx): that runs in a child process stopped after ``timeout`` seconds (default :data:`converter.frontend.isolate.DEFAULT_TIMEOUT`;
+    export; tf2onnx): that runs in a child process stopped after ``timeout`` seconds (default :data:`converter.infra.limits.DEFAULT_TIMEOUT`;
     ``0``: no limit, in this process); this process runs the ``meanwhile`` steps while it waits."""
     path = Path(path)
     if not path.exists():

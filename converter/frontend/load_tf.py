@@ -54,15 +54,14 @@ def convert_tf(path: Path, input_shapes: dict[str, tuple[int, ...]], trust_pickl
 def _keras(tf, tf2onnx, path: Path, input_shapes, safe_mode: bool = True):
     # safe_mode refuses Lambda layers that would run code from the file.
     keras_model = tf.keras.models.load_model(str(path), compile=False, safe_mode=safe_mode)
-    signature = None
-    if input_shapes:
-        specs = []
-        for inp in keras_model.inputs:
-            name = inp.name.split(":")[0]
-            shape = input_shapes.get(name) or (input_shapes.get("") if inp is keras_model.inputs[0] else None)
-            specs.append(tf.TensorSpec(shape if shape else inp.shape, inp.dtype, name=name))
-        signature = tuple(specs)
-    model, _ = tf2onnx.convert.from_keras(keras_model, input_signature=signature, opset=_OPSET)
+    # Always a signature of the inputs' declared shapes: without one tf2onnx makes the batch axis
+    # dynamic even when the model declares it (batch_shape [1, 192, 192, 3] -> 'unk__159').
+    specs = []
+    for inp in keras_model.inputs:
+        name = inp.name.split(":")[0]
+        shape = (input_shapes or {}).get(name) or ((input_shapes or {}).get("") if inp is keras_model.inputs[0] else None)
+        specs.append(tf.TensorSpec(shape if shape else inp.shape, inp.dtype, name=name))
+    model, _ = tf2onnx.convert.from_keras(keras_model, input_signature=tuple(specs), opset=_OPSET)
     return model
 
 

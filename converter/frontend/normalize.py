@@ -12,7 +12,6 @@ from __future__ import annotations
 
 
 import os
-import tempfile
 from collections import Counter
 from pathlib import Path
 
@@ -518,6 +517,8 @@ def check_equivalent(original: onnx.ModelProto, normalized: onnx.ModelProto,
     opts.graph_optimization_level = ort.GraphOptimizationLevel.ORT_DISABLE_ALL
     opts.log_severity_level = 3
 
+    from ..infra.fsutil import private_temp_dir
+
     def session(m, tmp):
         if not is_large(m):
             return ort.InferenceSession(m.SerializeToString(), opts, providers=["CPUExecutionProvider"])
@@ -528,7 +529,7 @@ def check_equivalent(original: onnx.ModelProto, normalized: onnx.ModelProto,
 
     def run(m):
         try:
-            with tempfile.TemporaryDirectory() as tmp:
+            with private_temp_dir("normalize") as tmp:  # marked: a killed run's is removed by the next
                 sess = session(m, tmp)
         except Exception as err:
             raise BadInput(f"onnxruntime cannot run the model: {str(err).strip().splitlines()[0][:300]}") from None

@@ -84,6 +84,10 @@ class ModelSource:
         model = self.load()
         shapes = self.shapes_for(model)
         normalized = normalize(model, shapes or None)
+        from .prequantized import dequantize_input
+
+        # a quantized (QDQ) model is checked and planned as its float graph, as a port reads it
+        normalized = dequantize_input(normalized, str(self.path or "model"), rename=True)
         if require_static:
             problems = dynamic_inputs(normalized)
             if problems:

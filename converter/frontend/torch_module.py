@@ -17,7 +17,6 @@ caller's own module, so loading it is not a pickle from an untrusted file.
 from __future__ import annotations
 
 import inspect
-import tempfile
 from pathlib import Path
 
 import onnx
@@ -43,7 +42,9 @@ def load_module(module, example_inputs, timeout: float | None = None, meanwhile=
     what = f"{type(module).__name__}: tracing and exporting the torch module"
     if not limit or can_fork():
         return run_models(export_module, (module, args, names), limit, what, meanwhile)[0]
-    with tempfile.TemporaryDirectory(prefix="edgeconv-module-") as tmp:
+    from ..infra.fsutil import private_temp_dir
+
+    with private_temp_dir("module") as tmp:  # marked: a killed run's is removed by the next
         path = Path(tmp) / f"{type(module).__name__}.pt2"
         torch.export.save(_trace(torch, module, args), str(path))
         model = run_models(load_exported_program, (path,), limit, what, meanwhile)[0]

@@ -180,3 +180,43 @@ def broadcast_operand_not_first_over_rows(node, keep=frozenset()) -> Match | Non
     (x86_binary_op_layer_acc.cc:156-161, ``dims0[1] < dims1[1]``), which are equal (1) here, so it
     reads the [1, 1, 1, W] operand as if it were [N, 1, H, W]."""
     return None if width_broadcast_first(node) else Match((node,), node.inputs[0], node.outputs[0])
+
+
+#: Ops the TFLite exporter runs in NHWC, and ops it runs in whatever layout their input has
+#: (converter/targets/tflite/__init__.py ``_NHWC_OPS`` / ``_LAYOUT_FREE_OPS``).
+_NHWC_CONSUMERS = {"Conv", "ConvTranspose", "MaxPool", "AveragePool", "Resize", "DepthToSpace", "SpaceToDepth"}
+_ANY_LAYOUT = {"Add", "Sub", "Mul", "Div", "Relu", "Clip", "PRelu", "Sigmoid", "Tanh", "LeakyRelu", "HardSwish",
+               "BatchNormalization", "Identity"}
+_TO_NCHW, _TO_NHWC = [0, 3, 1, 2], [0, 2, 3, 1]
+
+
+def _reaches_nhwc_ops(tensor, depth: int = 6) -> bool:
+    """Every reader of ``tensor`` runs in NHWC, directly or through ops of any layout."""
+    readers = getattr(tensor, "outputs", None) or []
+    return bool(readers) and all(
+        (r.op in _NHWC_CONSUMERS and r.inputs[0] is tensor)
+        or (depth and r.op in _ANY_LAYOUT and all(_reaches_nhwc_ops(o, depth - 1) for o in r.outputs))
+        for r in readers)
+
+
+@pattern("interface_layout",
+         "a Transpose that only relabels the layout at the model's interface (NHWC image in -> NCHW convolutions, "
+         "or NCHW -> NHWC out): edgeconv's TFLite file stores the tensor NHWC and writes no TRANSPOSE",
+         ("Transpose",))
+def interface_layout(node, keep=frozenset()) -> Match | None:
+    """``input (NHWC) -> Transpose[0,3,1,2] -> NHWC ops`` or ``... -> Transpose[0,2,3,1] -> output``:
+    the layout a TensorFlow model's import adds around an NCHW graph (tf2onnx).  The TFLite exporter
+    relabels a Transpose instead of moving data (converter/targets/tflite/layout.py ``relabel``), and
+    stores those tensors NHWC anyway, so the file has no op for it."""
+    if node.op != "Transpose" or len(node.inputs) != 1:
+        return None
+    perm = list(node.attrs.get("perm") or [])
+    source, result = node.inputs[0], node.outputs[0]
+    is_input = not getattr(source, "inputs", None) and getattr(source, "values", None) is None
+    is_output = not getattr(result, "outputs", None)
+    if perm == _TO_NCHW and is_input and _reaches_nhwc_ops(result):
+        return Match((node,), source, result)
+    if perm == _TO_NHWC and is_output and (_producer(source) is not None and _producer(source).op in
+                                            _NHWC_CONSUMERS | _ANY_LAYOUT):
+        return Match((node,), source, result)
+    return None

@@ -42,6 +42,7 @@ def load_stage(source: ModelSource, runs_models: bool, meanwhile=(), store=None)
     ``STORE_MIN_BYTES`` of them go into the store and both models refer to them (the caller
     keeps the store active while it uses the models: ``weights.holding(store)``)."""
     from ..frontend.normalize import dynamic_inputs, normalize
+    from ..frontend.prequantized import dequantize_input, is_quantized
     from ..ir import weights
 
     path = source.path
@@ -62,6 +63,9 @@ def load_stage(source: ModelSource, runs_models: bool, meanwhile=(), store=None)
     shapes = source.shapes_for(original)
     with weights.holding(store):
         normalized = normalize(original, shapes or None)
+        if is_quantized(normalized):  # a QDQ model: its float graph, its scales kept for quantizing
+            original = dequantize_input(original, str(source.path or "model"))
+            normalized = dequantize_input(normalized, str(source.path or "model"), rename=True)
     problems = dynamic_inputs(normalized)
     if problems:
         raise BadInput(problems[0])

@@ -184,7 +184,10 @@ class PortSession:
             raise BadInput(f"unknown framework '{framework}'")
         original, model = self.load([framework])
         _, _, seconds, heavy = self._loaded
-        quant_plan = plan_for_port(self.request.quant, self.matrix, framework, hw)  # before anything is written
+        from ..quantize.given import given_dtype
+
+        # before anything is written; a quantized input keeps its own scales
+        quant_plan = plan_for_port(self.request.quant, self.matrix, framework, hw, given_dtype(model))
         timer = StageTimer(progress, heavy)
         timer.timings["load+normalize"] = seconds
         with replace_output_dir(Path(out_dir)) as tmp, contextlib.ExitStack() as held:

@@ -108,7 +108,7 @@ def verify_port_stages(models: PortModels, judged: TargetUnderTest, spec: Verify
 
 def _suggested_tolerances(artifact, spec: VerifySpec, tolerances):
     """A reduced-precision target (CoreML on the Neural Engine computes in fp16) is judged by
-    the tolerance its exporter documents, never looser than the report-wide one."""
+    the tolerance its exporter documents, never tighter than the report-wide one."""
     suggested = (artifact.meta or {}).get("suggested_tolerance") if artifact is not None else None
     if not suggested or spec.user_tolerances:
         return None

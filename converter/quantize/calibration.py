@@ -62,7 +62,7 @@ def load_calibration(src: str | Path, model: onnx.ModelProto, spec: PreprocessSp
                      seed: int = 0) -> CalibrationSet:
     """Read and validate ``src`` for ``model`` (the float model that will be quantized).  A set of
     more than ``max_samples`` samples is calibrated on a random subset of that many (``seed``);
-    reading it is bounded by ``--timeout`` as a whole (:class:`converter.frontend.isolate.Deadline`)."""
+    reading it is bounded by ``--timeout`` as a whole (:class:`converter.infra.limits.Deadline`)."""
     from ..infra.limits import Deadline
 
     path = Path(src)

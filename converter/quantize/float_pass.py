@@ -17,7 +17,6 @@ second float pass (32 samples) for bias correction.
 
 from __future__ import annotations
 
-import tempfile
 from dataclasses import dataclass, field
 from pathlib import Path
 
@@ -40,7 +39,9 @@ def tensors_to_calibrate(model: onnx.ModelProto) -> list[str]:
     """The float tensors onnxruntime's calibrators calibrate (on its shape-inferred copy)."""
     from onnxruntime.quantization.calibrate import MinMaxCalibrater
 
-    with tempfile.TemporaryDirectory(prefix="edgeconv-calib-") as tmp:
+    from ..infra.fsutil import private_temp_dir
+
+    with private_temp_dir("calib") as tmp:  # marked: a killed run's is removed by the next
         path = Path(tmp) / "model.onnx"
         onnx.save(model, str(path))
         calibrator = MinMaxCalibrater(path, [], augmented_model_path=str(Path(tmp) / "augmented.onnx"))
@@ -55,7 +56,7 @@ def minmax_pass(model: onnx.ModelProto, samples: list[dict[str, np.ndarray]], st
     the first ``reference_samples``."""
     from onnxruntime.quantization.calibrate import CalibrationMethod, TensorData, TensorsData
 
-    from ..infra.limits import guarded_run
+    from ..infra.limits import Deadline, guarded_run
     from .bias_correction import corrected_inputs
 
     calibrated = tensors_to_calibrate(model)
@@ -67,9 +68,10 @@ def minmax_pass(model: onnx.ModelProto, samples: list[dict[str, np.ndarray]], st
     low: dict[str, np.float32] = {}
     high: dict[str, np.float32] = {}
     feeds = [i.name for i in session.get_inputs()]
+    deadline = Deadline(f"calibration ({len(samples)} samples, onnxruntime)")  # --timeout bounds the total
     for k, sample in enumerate(samples):
         # --timeout and Ctrl-C stop it like every other run
-        ran = guarded_run(session, wanted, {n: sample[n] for n in feeds}, "calibration (onnxruntime)")
+        ran = guarded_run(session, wanted, {n: sample[n] for n in feeds}, "calibration (onnxruntime)", deadline)
         values = {**dict(zip(wanted, ran)), **sample}
         for name in calibrated:
             value = values[name]

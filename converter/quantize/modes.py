@@ -75,6 +75,8 @@ class QuantPlan:
     #: Why this mode, for the report ("edgetpu runs only int8/uint8: full-integer int8 implied").
     reason: str
     bias_correction: bool = True
+    #: The model came quantized (:mod:`.given`): its own scales and zero points, no calibration.
+    given: bool = False
 
     @property
     def needs_calibration(self) -> bool:
@@ -84,14 +86,19 @@ class QuantPlan:
         return dict(self.__dict__)
 
 
-def plan_quantization(request: QuantRequest, dtypes, framework: str, hw: str) -> QuantPlan | None:
-    """The plan for one framework x hardware, or None (no quantization)."""
+def plan_quantization(request: QuantRequest, dtypes, framework: str, hw: str, given: str | None = None) -> QuantPlan | None:
+    """The plan for one framework x hardware, or None (no quantization).  ``given``: the type a
+    quantized input came quantized to (its scales are kept: no calibration needed)."""
     request.validate()
     dtypes = set(dtypes or ["float32"])
     runs_float = bool(dtypes & FLOAT_TYPES)
     listed = "/".join(sorted(dtypes))
     mode, auto, reason = request.mode, request.mode == "auto", ""
-    if mode is None:
+    integer = [m for m in ("int8", "uint8") if m in dtypes]
+    if given and (mode is None or auto) and integer:
+        mode, auto = integer[0], False
+        reason = f"the model is quantized ({given}): {framework}/{hw} runs {mode}, with the model's own scales"
+    elif mode is None:
         if runs_float:
             return None
         mode = "int8" if "int8" in dtypes else "uint8"
@@ -112,8 +119,9 @@ def plan_quantization(request: QuantRequest, dtypes, framework: str, hw: str) ->
         reason = f"--quantize {mode}"
     plan = QuantPlan(mode=mode, auto=auto, full_integer=not runs_float, float_allowed=runs_float,
                      per_channel=not request.per_tensor, method=request.method, reason=reason,
-                     bias_correction=request.bias_correction)
-    if plan.needs_calibration and not request.calibration:
+                     bias_correction=request.bias_correction and not (given and mode in ("int8", "uint8")),
+                     given=bool(given) and mode in ("int8", "uint8"))
+    if plan.needs_calibration and not request.calibration and not plan.given:
         if not runs_float:
             raise CalibrationRequired(f"{hw} runs only {listed} models: full-integer quantization needs calibration "
                                       "data; " + CALIBRATION_HELP)

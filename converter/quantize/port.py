@@ -32,9 +32,10 @@ from ..infra.fsutil import atomic_write_text
 from ..verify.spec import VerifySpec
 from .modes import QuantPlan, QuantRequest, plan_quantization
 
-def plan_for_port(request: QuantRequest, matrix, framework: str, hw: str) -> QuantPlan | None:
-    """The quantization this port does (None: none); bad options are one BadInput line."""
-    return plan_quantization(request, matrix.properties(framework, hw).get("dtypes"), framework, hw)
+def plan_for_port(request: QuantRequest, matrix, framework: str, hw: str, given: str | None = None) -> QuantPlan | None:
+    """The quantization this port does (None: none); bad options are one BadInput line.
+    ``given``: the type a quantized input came in (:func:`.given.given_dtype`)."""
+    return plan_quantization(request, matrix.properties(framework, hw).get("dtypes"), framework, hw, given)
 
 
 def native_export(target, plan: QuantPlan) -> bool:
@@ -137,10 +138,12 @@ def quantize_for_port(model: onnx.ModelProto, request: QuantRequest, verify: Ver
     verify = verify or VerifySpec()
     data = read_port_data(model, request, verify, plan, out_dir)
     config, own_weights = quant_config(plan, target, hw)
-    ranges, stats = calibrate(model, plan, data.samples.calibrate)
+    start = calibrate(model, plan, config, data.samples.calibrate)
+    if start.given is not None:
+        data.warnings += start.given.warnings
     judge = Judge(model, data.samples, load_tolerances(verify.tolerances), plan.mode, postprocess)
-    outcome = quantize_and_judge(model, plan, config, ranges, data.samples.calibrate, stats, judge)
-    params = record_params(model, outcome, plan, ranges, target, own_weights)
+    outcome = quantize_and_judge(model, plan, start, data.samples.calibrate, judge)
+    params = record_params(model, outcome, plan, start, target, own_weights)
     result = QuantResult(plan, outcome.model, params, outcome.quality, outcome.table, outcome.decisions,
                          data.calibration, data.warnings, data.preprocess, native_export(target, plan), target.name,
                          samples=data.samples.to_dict())
@@ -172,16 +175,33 @@ def quant_config(plan: QuantPlan, target, hw: str):
     return config, own_weights
 
 
-def calibrate(model: onnx.ModelProto, plan: QuantPlan, samples: list[dict]):
-    """(activation ranges, the calibration pass's float statistics) from ``samples``; (None, None)
-    for a mode that calibrates nothing."""
+@dataclass
+class Calibrated:
+    """What quantizing starts from: the config, the activation ranges, the calibration pass's
+    float statistics (bias correction's), and for a quantized input its :class:`.given.GivenSetup`."""
+
+    config: Any
+    ranges: Any = None
+    stats: Any = None
+    given: Any = None
+
+
+def calibrate(model: onnx.ModelProto, plan: QuantPlan, config, samples: list[dict]) -> Calibrated:
+    """Ranges and float statistics from the calibration ``samples``; a quantized input
+    (``plan.given``) takes its own scales and zero points instead (``samples`` only range the
+    tensors it left without any); a mode that calibrates nothing, neither."""
+    if plan.given:  # the input's own scales and zero points (hook: converter/quantize/given.py)
+        from .given import given_record, given_setup
+
+        given = given_setup(model, config, given_record(model), samples or None)
+        return Calibrated(given.config, given.ranges, None, given)
     if not plan.needs_calibration:
-        return None, None
+        return Calibrated(config)
     from .float_pass import FloatStats
     from .ranges import collect_ranges
 
     stats = FloatStats()  # minmax calibration takes bias correction's float statistics too
-    return collect_ranges(model, samples, plan.method, stats=stats), stats
+    return Calibrated(config, collect_ranges(model, samples, plan.method, stats=stats), stats)
 
 
 @dataclass
@@ -195,15 +215,18 @@ class Quantized:
     decisions: list = field(default_factory=list)
 
 
-def quantize_and_judge(model: onnx.ModelProto, plan: QuantPlan, config, ranges, calibration: list[dict], stats,
+def quantize_and_judge(model: onnx.ModelProto, plan: QuantPlan, start: Calibrated, calibration: list[dict],
                        judge) -> Quantized:
     """The quantized model (``auto``: mixed precision) with its verdict and per-layer table, every
-    choice made on ``judge``'s held-out samples."""
+    choice made on ``judge``'s held-out samples.  A quantized input's own parameters are used as
+    they are: no ``auto`` search, no bias correction, no keep-float measurements."""
     from .debug import debug_layers
     from .qdq import quantize_model
 
+    config, ranges, stats = start.config, start.ranges, start.stats
+    calibrated = plan.needs_calibration and not plan.given
     score = judge.scorer()
-    if plan.auto and plan.needs_calibration:
+    if plan.auto and calibrated:
         from .auto import auto_quantize
 
         auto = auto_quantize(model, config, ranges, calibration, judge, plan.float_allowed, stats, score)
@@ -212,7 +235,7 @@ def quantize_and_judge(model: onnx.ModelProto, plan: QuantPlan, config, ranges, 
     quality = judge.verification(quantized)
     judge.release(quantized)
     table = debug_layers(model, quantized, judge.held, plan.mode)
-    if plan.needs_calibration:
+    if calibrated:
         from .recovery import measure_model
 
         for variant in measure_model(model, table, quantized, config, ranges, calibration, stats, judge):
@@ -220,18 +243,22 @@ def quantize_and_judge(model: onnx.ModelProto, plan: QuantPlan, config, ranges, 
     return Quantized(config, quantized, quality, table)
 
 
-def record_params(model: onnx.ModelProto, outcome: Quantized, plan: QuantPlan, ranges, target,
+def record_params(model: onnx.ModelProto, outcome: Quantized, plan: QuantPlan, start: Calibrated, target,
                   own_weights: bool) -> dict:
     """The per-tensor scales and zero points (:mod:`.params`), with what the port decided."""
     from .params import QdqView, quant_params
 
     params = quant_params(QdqView(model, outcome.model), outcome.config)
+    if start.given is not None:
+        from .given import given_record
+
+        params["given"] = start.given.record(given_record(model))
     if plan.bias_correction and own_weights and plan.needs_calibration:
         params["bias_correction"] = {"applied": False, "layers": 0, "why": (
             f"the {target.title} file quantizes the weights with {target.title}'s own scheme, so a correction "
             "for the QDQ model's weight rounding would not hold for it")}
-    if plan.full_integer and ranges is not None:
-        params["calibrated"] = calibrated_params(ranges, params, plan.mode)
+    if plan.full_integer and start.ranges is not None:
+        params["calibrated"] = calibrated_params(start.ranges, params, plan.mode)
     return params
 
 

@@ -49,7 +49,7 @@ def read_port_data(model: onnx.ModelProto, request: QuantRequest, verify, plan: 
                                  f"--inputs {verify.inputs}", fallback, fitted=plan.needs_calibration)
     if data.calibration is not None:
         data.calibration["calibrated_on"] = len(data.samples.calibrate)
-    if data.samples.in_sample and plan.needs_calibration:
+    if data.samples.in_sample and plan.needs_calibration and not plan.given:
         data.warnings.append(f"--calibration {request.calibration}: {len(calibration.samples)} samples are too few to "
                              "hold some out: bias correction was chosen and the SQNR measured on the calibration "
                              "samples themselves (give --inputs for held-out numbers)")

@@ -36,7 +36,7 @@ import onnx_graphsurgeon as gs
 from ..errors import RuntimeUnavailable
 from ..infra.fsutil import private_temp_dir
 from ..ir.graph import NameAllocator, attr, constant_value, to_graph, to_model
-from .ranges import quiet_onnxruntime_quantization, range_of, share_add_ranges
+from .ranges import quiet_onnxruntime_quantization, range_of, share_add_ranges, share_concat_ranges
 
 MODES = ("int8", "uint8", "int8-weights", "fp16")
 WEIGHT_OPS = {"Conv": 0, "ConvTranspose": 1, "Gemm": None, "MatMul": -1}  # op -> output-channel axis of input 1
@@ -58,6 +58,11 @@ class QuantConfig:
     #: (:mod:`.target_weights`): the QDQ model computes with them, and bias correction corrects
     #: only those layers.  None: onnxruntime's integers.
     weight_integers: object = None
+    #: The scales and zero points a quantized input came with (:mod:`.given`): onnxruntime's
+    #: ``TensorQuantOverrides``, ``{tensor: [{"scale", "zero_point", "quant_type"[, "axis"]}, ...]}``.
+    overrides: object = None
+    #: More of onnxruntime's ``extra_options`` a quantized input needs (``(key, value)`` pairs).
+    given_options: tuple = ()
 
     @property
     def integer(self) -> bool:
@@ -79,6 +84,8 @@ def quantize_model(model: onnx.ModelProto, config: QuantConfig, ranges=None, sam
         raise ValueError(f"unknown quantization mode {config.mode!r}")
     if ranges is None:
         raise ValueError("int8/uint8 quantization needs calibration ranges")
+    if not config.overrides:  # a quantized input's own parameters are kept as they are
+        ranges = share_concat_ranges(model, ranges)
     shared = share_add_ranges(model, ranges)
     quantized, only = _with_weights(model, quantize_static_qdq(model, shared, config), config)
     if config.bias_correction and samples:
@@ -136,6 +143,9 @@ def quantize_static_qdq(model: onnx.ModelProto, ranges, config: QuantConfig) -> 
 
     qtype = QuantType.QInt8 if config.mode == "int8" else QuantType.QUInt8
     extra = {"ForceQuantizeNoInputCheck": bool(config.full_integer)}
+    if config.overrides:  # the input's own parameters, kept as given
+        extra.update(TensorQuantOverrides=config.overrides, QDQDisableWeightAdjustForInt32Bias=True,
+                     **dict(config.given_options))
     with private_temp_dir("qdq") as tmp, quiet_onnxruntime_quantization():
         src, out, cache = Path(tmp) / "float.onnx", Path(tmp) / "qdq.onnx", Path(tmp) / "ranges.json"
         onnx.save(model, str(src))
@@ -146,7 +156,7 @@ def quantize_static_qdq(model: onnx.ModelProto, ranges, config: QuantConfig) -> 
                         calibration_cache_path=str(cache), extra_options=extra)
         quantized = onnx.load(str(out))
     if config.full_integer:
-        quantized = _quantize_io_edges(quantized, ranges, qtype)
+        quantized = _quantize_io_edges(quantized, ranges, qtype, config.overrides or {})
     return _canonical(quantized)
 
 
@@ -156,8 +166,9 @@ def _canonical(model: onnx.ModelProto) -> onnx.ModelProto:
     return model
 
 
-def _quantize_io_edges(model: onnx.ModelProto, ranges, qtype) -> onnx.ModelProto:
-    """Add a Q/DQ pair (calibrated range) at every graph input/output onnxruntime left float."""
+def _quantize_io_edges(model: onnx.ModelProto, ranges, qtype, overrides=None) -> onnx.ModelProto:
+    """Add a Q/DQ pair (calibrated range, or the given parameters of ``overrides``) at every
+    graph input/output onnxruntime left float."""
     from onnxruntime.quantization.quant_utils import compute_scale_zp, get_qmin_qmax_for_qType
 
     graph = to_graph(model)
@@ -169,6 +180,9 @@ def _quantize_io_edges(model: onnx.ModelProto, ranges, qtype) -> onnx.ModelProto
     def pair(value: gs.Variable, base: str, rng: tuple[float, float]) -> tuple[gs.Node, gs.Node, gs.Variable]:
         zp, scale = compute_scale_zp(np.array(min(rng[0], 0.0), np.float32), np.array(max(rng[1], 0.0), np.float32),
                                      qmin, qmax)
+        given = (overrides or {}).get(base)
+        if given:
+            zp, scale = given[0]["zero_point"], given[0]["scale"]
         s = gs.Constant(names(f"{base}_scale"), np.asarray(scale, dtype=np.float32).reshape(()))
         z = gs.Constant(names(f"{base}_zero_point"), np.asarray(zp, dtype=np_type).reshape(()))
         q_out = gs.Variable(names(f"{base}_QuantizeLinear_Output"), dtype=np_type, shape=value.shape)

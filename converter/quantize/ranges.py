@@ -116,7 +116,7 @@ def collect_ranges(model: onnx.ModelProto, samples: list[dict[str, np.ndarray]],
 
 class _GuardedSession:
     """The calibrator's session, each of its runs stopped by ``--timeout`` and Ctrl-C like every
-    other onnxruntime run (:func:`converter.frontend.isolate.guarded_run`); the rest is the session's."""
+    other onnxruntime run (:func:`converter.infra.limits.guarded_run`); the rest is the session's."""
 
     def __init__(self, session, deadline=None):
         self._session, self._deadline = session, deadline
@@ -251,4 +251,50 @@ def share_add_ranges(model: onnx.ModelProto, tensors_data):
         low, high = (float(v) for v in data[branch].range_value)
         data[branch] = TensorData(lowest=np.array(min(low, out[0]), dtype=np.float32),
                                   highest=np.array(max(high, out[1]), dtype=np.float32))
+    return TensorsData(CalibrationMethod.MinMax, dict(sorted(data.items())))
+
+
+#: Ops whose int8 kernels output their input's parameters (the writers give the output the
+#: input's scale): a range shared across a Concat extends through them to the tensor they read.
+_SAME_RANGE_OPS = ("Resize", "Reshape", "Transpose", "MaxPool", "Flatten", "Squeeze", "Unsqueeze", "Identity")
+
+
+def share_concat_ranges(model: onnx.ModelProto, tensors_data):
+    """The ranges with every Concat's inputs given the Concat's output range (the union of all).
+
+    LiteRT's int8 CONCATENATION refuses inputs whose scale differs from the output's
+    (google-ai-edge/LiteRT@f674577:tflite/kernels/concatenation.cc, "TF_LITE_ENSURE_EQ(context,
+    t->params.scale, output->params.scale)"), so a file with each input's own range needs an
+    int8 -> int8 QUANTIZE per differing input.  TensorFlow's converter gives the inputs the
+    output's range instead (the Concat is a same-scale op to its quantizer), and so does this:
+    each input the Concat alone reads takes the union, and so does the tensor behind it through
+    ops whose int8 kernel keeps its input's parameters (Resize, Reshape, MaxPool, ...: the HED
+    edge detector's side outputs are Conv -> Resize -> Concat), as long as nothing else reads
+    it.  The Concat's output is requantized at its own range anyway; written in that range at the
+    producer, the value is rounded once instead of twice."""
+    from onnxruntime.quantization.calibrate import CalibrationMethod, TensorData, TensorsData
+
+    consumers: dict[str, list[onnx.NodeProto]] = {}
+    producer: dict[str, onnx.NodeProto] = {}
+    for node in model.graph.node:
+        for name in node.input:
+            consumers.setdefault(name, []).append(node)
+        for name in node.output:
+            producer[name] = node
+    data = dict(tensors_data.data)
+    for node in reversed(model.graph.node):
+        if node.op_type != "Concat" or node.output[0] not in data:
+            continue
+        inputs = [t for t in node.input if t in data]
+        ranges = [tuple(float(v) for v in data[t].range_value) for t in [node.output[0], *inputs]]
+        union = TensorData(lowest=np.array(min(r[0] for r in ranges), np.float32),
+                           highest=np.array(max(r[1] for r in ranges), np.float32))
+        data[node.output[0]] = union
+        for tensor in inputs:
+            while tensor in data and len(consumers.get(tensor, [])) == 1:
+                data[tensor] = union
+                before = producer.get(tensor)
+                if before is None or before.op_type not in _SAME_RANGE_OPS:
+                    break
+                tensor = before.input[0]
     return TensorsData(CalibrationMethod.MinMax, dict(sorted(data.items())))

@@ -141,76 +141,112 @@ def rmse_chart_svg(
     With ``target`` (a target stage) the label also names the file's layer type that computed it.
     """
     rows = [_layer_fields(layer) for layer in layers]
-    floor_exp = -9
     values = [r["rmse"] for r in rows]
     finite = [v for v in values if isinstance(v, (int, float)) and math.isfinite(v) and v > 0]
     top_exp = max(0, math.ceil(math.log10(max(finite + [tolerance or 0, 1e-9]))))
-    left, right, top, bottom = 56, 12, 28, 40
-    plot_w, plot_h = width - left - right, height - top - bottom
-
-    def y_of(value: float) -> float:
-        if not isinstance(value, (int, float)) or math.isnan(value) or math.isinf(value):
-            exp = top_exp
-        else:
-            exp = min(max(math.log10(value) if value > 0 else floor_exp, floor_exp), top_exp)
-        return top + plot_h * (top_exp - exp) / (top_exp - floor_exp)
-
-    esc = lambda s: html.escape(str(s), quote=True)  # noqa: E731
+    chart = _Chart(width, height, top_exp)
     out = [
         f'<svg xmlns="http://www.w3.org/2000/svg" class="rmse-chart" width="{width}" height="{height}" '
-        f'viewBox="0 0 {width} {height}" role="img" aria-label="{esc(title)}">',
-        f"<title>{esc(title)}</title>",
-        f'<text x="{left}" y="16" font-family="sans-serif" font-size="12">{esc(title)}</text>',
+        f'viewBox="0 0 {width} {height}" role="img" aria-label="{_esc(title)}">',
+        f"<title>{_esc(title)}</title>",
+        f'<text x="{chart.left}" y="16" font-family="sans-serif" font-size="12">{_esc(title)}</text>',
     ]
-    for exp in range(floor_exp, top_exp + 1, 3 if top_exp - floor_exp > 6 else 1):
-        y = y_of(10.0 ** exp)
-        out.append(f'<line x1="{left}" y1="{y:.1f}" x2="{left + plot_w}" y2="{y:.1f}" stroke="#ddd" stroke-width="1"/>')
-        out.append(f'<text x="{left - 4}" y="{y + 4:.1f}" text-anchor="end" font-family="sans-serif" '
-                   f'font-size="10">1e{exp}</text>')
-    out.append(f'<line x1="{left}" y1="{top}" x2="{left}" y2="{top + plot_h}" stroke="#444" stroke-width="1"/>')
-    out.append(f'<line x1="{left}" y1="{top + plot_h}" x2="{left + plot_w}" y2="{top + plot_h}" stroke="#444" stroke-width="1"/>')
-    n = len(rows)
-    if n == 0:
-        out.append(f'<text x="{left + 8}" y="{top + plot_h / 2:.1f}" font-family="sans-serif" font-size="12">'
-                   "no layer compared</text>")
-    step = plot_w / max(n, 1)
-    bar = max(step * 0.8, 1.0)
-    first_seen = False
-    label_every = max(1, math.ceil(n / 40))
-    for i, row in enumerate(rows):
-        value = row["rmse"]
-        above = bool(row.get("above")) if tolerance is None else (
-            not isinstance(value, (int, float)) or math.isnan(value) or value > tolerance)
-        kind = "ok"
-        if above:
-            kind = "above" if first_seen else "first"
-            first_seen = True
-        color = {"ok": "#4a90d9", "above": "#e06666", "first": "#a61c00"}[kind]
-        x = left + i * step + (step - bar) / 2
-        y = min(y_of(value), top + plot_h - 1.0)  # a zero still gets a 1 px bar to hover over
-        tip = f"#{i} {row['node']} ({row['op']}) rMSE {_fmt(value)}, by {row.get('by', '')}"
-        if row.get("also_computes"):
-            tip += f" (also computes {', '.join(row['also_computes'])})"
-        out.append(f'<rect class="layer {kind}" x="{x:.2f}" y="{y:.2f}" width="{bar:.2f}" '
-                   f'height="{top + plot_h - y:.2f}" fill="{color}"><title>{esc(tip)}</title></rect>')
-        if kind == "first":
-            mapped = f" -> {target} {row.get('candidate_op')}" if target and row.get("candidate_op") else ""
-            out.append(f'<text class="first-label" x="{min(x, left + plot_w - 160):.2f}" y="{max(y - 4, top + 10):.2f}" '
-                       f'font-family="sans-serif" font-size="11" fill="#a61c00">first: {esc(row["node"])} '
-                       f'({esc(row["op"])}{esc(mapped)})</text>')
-        if i % label_every == 0:
-            out.append(f'<text x="{x + bar / 2:.2f}" y="{top + plot_h + 12}" text-anchor="middle" '
-                       f'font-family="sans-serif" font-size="9">{i}</text>')
+    out += chart.axes()
+    out += chart.bars(rows, tolerance, target)
     if tolerance is not None and tolerance > 0:
-        y = y_of(tolerance)
-        out.append(f'<line class="tolerance" x1="{left}" y1="{y:.1f}" x2="{left + plot_w}" y2="{y:.1f}" '
-                   'stroke="#a61c00" stroke-width="1" stroke-dasharray="4 3"/>')
-        out.append(f'<text x="{left + plot_w}" y="{y - 3:.1f}" text-anchor="end" font-family="sans-serif" '
-                   f'font-size="10" fill="#a61c00">tolerance {tolerance:g}</text>')
-    out.append(f'<text x="{left + plot_w / 2:.1f}" y="{height - 6}" text-anchor="middle" font-family="sans-serif" '
-               'font-size="10">layer (reference topological order)</text>')
+        out += chart.tolerance_line(tolerance)
+    out.append(f'<text x="{chart.left + chart.plot_w / 2:.1f}" y="{height - 6}" text-anchor="middle" '
+               'font-family="sans-serif" font-size="10">layer (reference topological order)</text>')
     out.append("</svg>")
     return "\n".join(out)
+
+
+def _esc(s) -> str:
+    return html.escape(str(s), quote=True)
+
+
+_BAR_COLORS = {"ok": "#4a90d9", "above": "#e06666", "first": "#a61c00"}
+
+
+class _Chart:
+    """The plot area of :func:`rmse_chart_svg`: a log scale from 1e-9 to ``10**top_exp``."""
+
+    FLOOR_EXP = -9
+    left, right, top, bottom = 56, 12, 28, 40
+
+    def __init__(self, width: int, height: int, top_exp: int):
+        self.top_exp = top_exp
+        self.plot_w, self.plot_h = width - self.left - self.right, height - self.top - self.bottom
+
+    def y_of(self, value: float) -> float:
+        if not isinstance(value, (int, float)) or math.isnan(value) or math.isinf(value):
+            exp = self.top_exp
+        else:
+            exp = min(max(math.log10(value) if value > 0 else self.FLOOR_EXP, self.FLOOR_EXP), self.top_exp)
+        return self.top + self.plot_h * (self.top_exp - exp) / (self.top_exp - self.FLOOR_EXP)
+
+    def axes(self) -> list[str]:
+        """The grid lines with their powers of ten, and the two axes."""
+        left, top, plot_w, plot_h = self.left, self.top, self.plot_w, self.plot_h
+        out = []
+        for exp in range(self.FLOOR_EXP, self.top_exp + 1, 3 if self.top_exp - self.FLOOR_EXP > 6 else 1):
+            y = self.y_of(10.0 ** exp)
+            out.append(f'<line x1="{left}" y1="{y:.1f}" x2="{left + plot_w}" y2="{y:.1f}" stroke="#ddd" stroke-width="1"/>')
+            out.append(f'<text x="{left - 4}" y="{y + 4:.1f}" text-anchor="end" font-family="sans-serif" '
+                       f'font-size="10">1e{exp}</text>')
+        out.append(f'<line x1="{left}" y1="{top}" x2="{left}" y2="{top + plot_h}" stroke="#444" stroke-width="1"/>')
+        out.append(f'<line x1="{left}" y1="{top + plot_h}" x2="{left + plot_w}" y2="{top + plot_h}" stroke="#444" stroke-width="1"/>')
+        return out
+
+    def bars(self, rows: list[dict], tolerance: float | None, target: str | None) -> list[str]:
+        """One bar per layer (with its tooltip), the first layer above ``tolerance`` labelled,
+        and every few layers' index under the axis."""
+        left, top, plot_w, plot_h = self.left, self.top, self.plot_w, self.plot_h
+        out = []
+        n = len(rows)
+        if n == 0:
+            out.append(f'<text x="{left + 8}" y="{top + plot_h / 2:.1f}" font-family="sans-serif" font-size="12">'
+                       "no layer compared</text>")
+        step = plot_w / max(n, 1)
+        bar = max(step * 0.8, 1.0)
+        first_seen = False
+        label_every = max(1, math.ceil(n / 40))
+        for i, row in enumerate(rows):
+            value = row["rmse"]
+            above = bool(row.get("above")) if tolerance is None else (
+                not isinstance(value, (int, float)) or math.isnan(value) or value > tolerance)
+            kind = "ok"
+            if above:
+                kind = "above" if first_seen else "first"
+                first_seen = True
+            x = left + i * step + (step - bar) / 2
+            y = min(self.y_of(value), top + plot_h - 1.0)  # a zero still gets a 1 px bar to hover over
+            out.append(f'<rect class="layer {kind}" x="{x:.2f}" y="{y:.2f}" width="{bar:.2f}" '
+                       f'height="{top + plot_h - y:.2f}" fill="{_BAR_COLORS[kind]}"><title>{_esc(_tooltip(i, row))}'
+                       '</title></rect>')
+            if kind == "first":
+                mapped = f" -> {target} {row.get('candidate_op')}" if target and row.get("candidate_op") else ""
+                out.append(f'<text class="first-label" x="{min(x, left + plot_w - 160):.2f}" '
+                           f'y="{max(y - 4, top + 10):.2f}" font-family="sans-serif" font-size="11" fill="#a61c00">'
+                           f'first: {_esc(row["node"])} ({_esc(row["op"])}{_esc(mapped)})</text>')
+            if i % label_every == 0:
+                out.append(f'<text x="{x + bar / 2:.2f}" y="{top + plot_h + 12}" text-anchor="middle" '
+                           f'font-family="sans-serif" font-size="9">{i}</text>')
+        return out
+
+    def tolerance_line(self, tolerance: float) -> list[str]:
+        y = self.y_of(tolerance)
+        return [f'<line class="tolerance" x1="{self.left}" y1="{y:.1f}" x2="{self.left + self.plot_w}" y2="{y:.1f}" '
+                'stroke="#a61c00" stroke-width="1" stroke-dasharray="4 3"/>',
+                f'<text x="{self.left + self.plot_w}" y="{y - 3:.1f}" text-anchor="end" font-family="sans-serif" '
+                f'font-size="10" fill="#a61c00">tolerance {tolerance:g}</text>']
+
+
+def _tooltip(i: int, row: dict) -> str:
+    tip = f"#{i} {row['node']} ({row['op']}) rMSE {_fmt(row['rmse'])}, by {row.get('by', '')}"
+    if row.get("also_computes"):
+        tip += f" (also computes {', '.join(row['also_computes'])})"
+    return tip
 
 
 # ------------------------------------------------------------------------------------- HTML

@@ -432,83 +432,123 @@ def verify_stages(
     samples = list(inputs) if isinstance(inputs, (list, tuple)) else [inputs]
     if not samples:
         raise BadInput("verification needs at least one input sample")
-    if isinstance(original, (str, os.PathLike)):
-        original = onnx.load(str(original))
-    reference_model = original if isinstance(original, onnx.ModelProto) else None
-    run_original = onnx_runner(original) if reference_model is not None else original
-    ref_outs = [run_original(s) for s in samples]  # a broken original is a BadInput, not a stage
-    _release(run_original)
-    ref_names = list(ref_outs[0])
+    reference = _Reference.run(original, samples)
+    ref_names = list(reference.outputs[0])
     unknown = sorted((set(tolerances.outputs) | set(tolerances.output_min_sqnr_db)) - set(ref_names))
     if unknown:
         raise BadInput(f"tolerances name output(s) {', '.join(unknown)}, but the model's outputs are: {', '.join(ref_names)}")
 
-    from ..runtimes import ReaderCannotRun, onnxruntime_oracle
-    from .noise import estimate
-
-    floors: dict[str, dict] = {}
-
-    def noise() -> dict:
-        """The reference's float32 noise floor per output, estimated once, when first needed."""
-        if "floors" not in floors:
-            try:
-                model = reference_model if reference_model is not None else noise_model
-                floors["floors"] = estimate(model, samples, ref_outs) if model is not None else {}
-            except Exception:  # noqa: BLE001 - no estimate: atol/rtol alone decide
-                floors["floors"] = {}
-        return floors["floors"]
-
-    results = []
-    for stage in map(_as_stage, stages):
-        oracle = stage.oracle if stage.oracle is not None else onnxruntime_oracle()
-        oracle = oracle.to_dict() if hasattr(oracle, "to_dict") else oracle
-        try:
-            got_outs = [stage.run(s) for s in samples]
-            _release(stage.run)
-        except TimedOut:
-            raise  # past --timeout: the whole run stops (exit 9), it is no verdict on the file
-        except RuntimeUnavailable as err:
-            results.append(StageResult(stage.name, SKIPPED, reason=str(err), oracle=oracle))
-            continue
-        except ReaderCannotRun as err:
-            results.append(StageResult(stage.name, UNVERIFIED, reason=str(err), oracle=oracle))
-            continue
-        except Exception as err:  # noqa: BLE001 - a stage that cannot run is a failed stage
-            results.append(StageResult(stage.name, ERROR, reason=f"could not run: {one_line(err)}", oracle=oracle))
-            continue
-        matched = _match_outputs(ref_names, got_outs[0])
-        stage_tol = stage.tolerances or tolerances
-        outputs = [
-            _compare_output(n, matched[n], [r[n] for r in ref_outs], got_outs, stage_tol.for_output(n),
-                            noise, stage_tol.noise_multiple)
-            for n in ref_names
-        ]
-        status = PASS if all(o.passed for o in outputs) else FAIL
-        result = StageResult(stage.name, status, outputs, oracle=oracle)
-        if status == FAIL:
-            result.reason = next(o.reason for o in outputs if not o.passed)
-            result.worst_sample = _worst_sample(ref_outs, got_outs, matched)
-            reference = stage.reference if stage.reference is not None else reference_model
-            if localize_failures and stage.model is not None and callable(reference):
-                reference = reference()
-            worst = result.worst_sample
-            layers = None
-            if localize_failures and stage.model is not None and reference is not None:
-                layers = localize(reference, stage.model, samples[worst], tolerance=tolerances.layer_rmse)
-            elif localize_failures and stage.model is None and stage.localizer is not None:
-                layers = stage.localizer(samples[worst], stage_tol.layer_rmse)
-            if layers is not None:
-                # Outputs can fail an absolute tolerance finer than the per-layer one: then judge
-                # the layers against a tenth of the outputs' own normalized rMSE instead.
-                out_rmse = _output_rmse(ref_outs[worst], got_outs[worst], matched)
-                layer_tol = layers.tolerance
-                if layers.error is None and layers.first is None and 0 < out_rmse / 10 < layer_tol:
-                    layers.retolerance(out_rmse / 10)
-                    if layers.first is not None:
-                        result.reason += (f"; the outputs' normalized rMSE {out_rmse:.3g} is below the layer "
-                                          f"tolerance {layer_tol:g}, so layers were judged against "
-                                          f"{layers.tolerance:.3g}")
-                result.layers = layers
-                result.reason += _localization_note(layers)
-        results.append(result)
+    noise = _NoiseFloors(reference.model if reference.model is not None else noise_model, reference)
+    results = [_verify_stage(stage, reference, tolerances, noise, localize_failures) for stage in map(_as_stage, stages)]
     return VerifyReport(results, tolerances, samples, input_source)
+
+
+@dataclass
+class _Reference:
+    """The original's outputs on every sample, and the original when it is an ONNX model."""
+
+    model: onnx.ModelProto | None
+    samples: list[dict[str, np.ndarray]]
+    outputs: list[dict[str, np.ndarray]]
+
+    @classmethod
+    def run(cls, original, samples: list[dict[str, np.ndarray]]) -> _Reference:
+        if isinstance(original, (str, os.PathLike)):
+            original = onnx.load(str(original))
+        reference_model = original if isinstance(original, onnx.ModelProto) else None
+        run_original = onnx_runner(original) if reference_model is not None else original
+        ref_outs = [run_original(s) for s in samples]  # a broken original is a BadInput, not a stage
+        _release(run_original)
+        return cls(reference_model, samples, ref_outs)
+
+
+class _NoiseFloors:
+    """The reference's float32 noise floor per output (of ``model``), estimated once, when first
+    needed (called)."""
+
+    def __init__(self, model: onnx.ModelProto | None, reference: _Reference):
+        self.model, self.reference = model, reference
+        self.floors: dict | None = None
+
+    def __call__(self) -> dict:
+        from .noise import estimate
+
+        if self.floors is None:
+            try:
+                self.floors = estimate(self.model, self.reference.samples, self.reference.outputs) \
+                    if self.model is not None else {}
+            except Exception:  # noqa: BLE001 - no estimate: atol/rtol alone decide
+                self.floors = {}
+        return self.floors
+
+
+def _verify_stage(stage: Stage, reference: _Reference, tolerances: Tolerances, noise: _NoiseFloors,
+                  localize_failures: bool) -> StageResult:
+    """Run ``stage`` on the samples and compare it with the reference, output by output; a failed
+    stage is localized (when asked and it can be)."""
+    from ..runtimes import ReaderCannotRun, onnxruntime_oracle
+
+    oracle = stage.oracle if stage.oracle is not None else onnxruntime_oracle()
+    oracle = oracle.to_dict() if hasattr(oracle, "to_dict") else oracle
+    try:
+        got_outs = [stage.run(s) for s in reference.samples]
+        _release(stage.run)
+    except TimedOut:
+        raise  # past --timeout: the whole run stops (exit 9), it is no verdict on the file
+    except RuntimeUnavailable as err:
+        return StageResult(stage.name, SKIPPED, reason=str(err), oracle=oracle)
+    except ReaderCannotRun as err:
+        return StageResult(stage.name, UNVERIFIED, reason=str(err), oracle=oracle)
+    except Exception as err:  # noqa: BLE001 - a stage that cannot run is a failed stage
+        return StageResult(stage.name, ERROR, reason=f"could not run: {one_line(err)}", oracle=oracle)
+    ref_names = list(reference.outputs[0])
+    matched = _match_outputs(ref_names, got_outs[0])
+    stage_tol = stage.tolerances or tolerances
+    outputs = [
+        _compare_output(n, matched[n], [r[n] for r in reference.outputs], got_outs, stage_tol.for_output(n),
+                        noise, stage_tol.noise_multiple)
+        for n in ref_names
+    ]
+    status = PASS if all(o.passed for o in outputs) else FAIL
+    result = StageResult(stage.name, status, outputs, oracle=oracle)
+    if status == FAIL:
+        result.reason = next(o.reason for o in outputs if not o.passed)
+        result.worst_sample = worst = _worst_sample(reference.outputs, got_outs, matched)
+        layers = _failure_layers(stage, reference, worst, tolerances.layer_rmse, stage_tol.layer_rmse) \
+            if localize_failures else None
+        if layers is not None:
+            _attach_layers(result, layers, _output_rmse(reference.outputs[worst], got_outs[worst], matched))
+    return result
+
+
+def _failure_layers(stage: Stage, reference: _Reference, worst: int, layer_rmse: float,
+                    stage_layer_rmse: float) -> LayerReport | None:
+    """Where a failed stage diverges, on its worst sample: its ONNX graph against the reference
+    model (``layer_rmse``), or the target file's own tensors (``stage_layer_rmse``); None when
+    neither can be compared."""
+    if stage.model is not None:
+        model = stage.reference if stage.reference is not None else reference.model
+        if callable(model):
+            model = model()
+        if model is None:
+            return None
+        return localize(model, stage.model, reference.samples[worst], tolerance=layer_rmse)
+    if stage.localizer is not None:
+        return stage.localizer(reference.samples[worst], stage_layer_rmse)
+    return None
+
+
+def _attach_layers(result: StageResult, layers: LayerReport, out_rmse: float) -> None:
+    """``layers`` become the failed ``result``'s localization; its reason says what they found.
+    ``out_rmse``: the outputs' normalized rMSE on the sample the layers were compared on."""
+    # Outputs can fail an absolute tolerance finer than the per-layer one: then judge
+    # the layers against a tenth of the outputs' own normalized rMSE instead.
+    layer_tol = layers.tolerance
+    if layers.error is None and layers.first is None and 0 < out_rmse / 10 < layer_tol:
+        layers.retolerance(out_rmse / 10)
+        if layers.first is not None:
+            result.reason += (f"; the outputs' normalized rMSE {out_rmse:.3g} is below the layer "
+                              f"tolerance {layer_tol:g}, so layers were judged against "
+                              f"{layers.tolerance:.3g}")
+    result.layers = layers
+    result.reason += _localization_note(layers)

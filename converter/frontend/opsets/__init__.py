@@ -1,6 +1,6 @@
 """Any opset onnx knows, to the canonical opset (17), with edgeconv's own adapters.
 
-The canonical opset stays 17 (docs/incoming/opsets27.md says why): a model of another opset
+The canonical opset stays 17 (docs/architecture.md, "Opset adapters", says why): a model of another opset
 is brought to it node by node (:mod:`.driver`).  Each operator version whose meaning or
 signature differs from its opset-17 form has an adapter, one module per family of operators;
 an instance opset 17 cannot express exactly is refused in one line naming the node, the

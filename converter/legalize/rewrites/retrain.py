@@ -55,8 +55,9 @@ def _check_layer(layer) -> None:
         raise BadInput(f"{type(layer).__name__}: only numeric zero padding can be replaced")
 
 
-def _module_classes():
-    """Define the torch modules lazily (importing this file must not import torch)."""
+def _subpixel_class():
+    """The exact replacement's torch module class, defined when a module is built (importing
+    this file must not import torch)."""
     torch = _torch()
     nn, F = torch.nn, torch.nn.functional
 
@@ -100,6 +101,14 @@ def _module_classes():
                 y = y.narrow(2 + axis, b, y.shape[2 + axis] - b - tail)
             return y
 
+    return SubPixelConvTranspose
+
+
+def _resize_conv_class():
+    """The retrain replacement's torch module class, defined when a module is built."""
+    torch = _torch()
+    nn, F = torch.nn, torch.nn.functional
+
     class ResizeConv(nn.Module):
         """Retrain replacement: nearest upsampling by the stride, then a Conv, then a crop."""
 
@@ -135,17 +144,17 @@ def _module_classes():
                 y = y.narrow(2 + axis, self.crop_begin[axis], out)
             return y
 
-    return SubPixelConvTranspose, ResizeConv
+    return ResizeConv
 
 
 def SubPixelConvTranspose(layer):  # noqa: N802  (a factory that reads like the class)
     """The exact replacement module for ``layer`` (an ``nn.ConvTranspose1d/2d``)."""
-    return _module_classes()[0](layer)
+    return _subpixel_class()(layer)
 
 
 def ResizeConv(layer):  # noqa: N802
     """The retrain replacement module for ``layer``, initialized from its weights."""
-    return _module_classes()[1](layer)
+    return _resize_conv_class()(layer)
 
 
 MODES = {"subpixel": SubPixelConvTranspose, "resize_conv": ResizeConv}

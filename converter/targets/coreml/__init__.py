@@ -102,8 +102,7 @@ class CoreMLTarget(Target):
                 options: ExportOptions | None = None) -> Artifact:
         from .intermediates import mil_names
         from .mil_builder import build_program
-        from .package_writer import serialize_spec, write_mlpackage
-        from .quiet import coremltools, silenced
+        from .quiet import coremltools
 
         options = options or ExportOptions()
         self.check_hw(hw)
@@ -117,58 +116,17 @@ class CoreMLTarget(Target):
 
         mil_converter._reset_conversion_state()
         built = build_program(model, target)
-        program = built.program
-        compressed = None
-        quant = options.quantization
-        if quant is not None and quant.get("mode") == "int8-weights":
-            from .quantized import compress_weights
-
-            compressed = compress_weights(program, bool(quant["params"].get("per_channel", True)))
-        # coremltools re-validates the whole program after each of its ~100 passes (half the
-        # conversion time of a ResNet-18); validate it once, after the last pass, instead.
-        validate = type(program).validate
-        program.validate = lambda *args, **kwargs: None
-
-        try:
-            with silenced(), _no_upstream_constexpr_tracking(program):
-                mlmodel = ct.convert(
-                    built.program, convert_to="mlprogram", minimum_deployment_target=target,
-                    compute_precision=ct.precision.FLOAT16 if precision == "fp16" else ct.precision.FLOAT32,
-                    compute_units=getattr(ct.ComputeUnit, COMPUTE_UNITS[hw]), skip_model_load=True,
-                )
-            del program.validate
-            validate(program, check_essential_scope=True)
-        except EdgeconvError:
-            raise
-        except (ValueError, TypeError, NotImplementedError) as err:  # coremltools' own refusals
-            raise Unsupported(f"coremltools rejected the program: {str(err).splitlines()[0]}") from None
+        compressed = _compress_weights(built.program, options.quantization)
+        mlmodel = _convert_program(ct, built.program, target, hw, precision)
 
         name = sanitize(str(options.name or model.graph.name or "model"))
         source_sha = options.source_sha256 or sha256_bytes(
             model.SerializeToString(deterministic=True))
         io = {"inputs": [s.to_json() for s in built.inputs],
               "outputs": [s.to_json() for s in built.outputs]}
-        metadata = {
-            "edgeconv.version": __version__,
-            "edgeconv.source_sha256": source_sha,
-            "edgeconv.hardware": hw,
-            "edgeconv.compute_units": COMPUTE_UNITS[hw],
-            "edgeconv.compute_precision": precision,
-            "edgeconv.minimum_deployment_target": MINIMUM_DEPLOYMENT_TARGET,
-            "edgeconv.inputs": json.dumps(io["inputs"], sort_keys=True),
-            "edgeconv.outputs": json.dumps(io["outputs"], sort_keys=True),
-        }
-        features = {s.name: f"ONNX tensor '{s.onnx_name}', {s.dtype} {list(s.shape)}"
-                    for s in built.inputs + built.outputs}
-        model_bytes = serialize_spec(
-            mlmodel.get_spec(), metadata,
-            f"Converted by edgeconv {__version__} from ONNX (sha256 {source_sha[:16]}...) for {hw}",
-            features,
-        )
-        weights = Path(mlmodel.weights_dir) if mlmodel.weights_dir else None
         out_dir = Path(out_dir)
         package = out_dir / f"{name}.mlpackage"
-        files = write_mlpackage(package, model_bytes, weights)
+        files = _write_package(package, mlmodel, built, io, hw, precision, source_sha)
         return Artifact(
             target=self.name, hw=hw, files=files, out_dir=out_dir,
             meta={
@@ -221,6 +179,68 @@ class CoreMLTarget(Target):
 
         with MIL_LOCK:
             return intermediates(artifact, inputs)
+
+
+def _compress_weights(program, quant: dict | None):
+    """``--quantize int8-weights``: the program's weights as int8 constexprs (what was done),
+    else None."""
+    if quant is not None and quant.get("mode") == "int8-weights":
+        from .quantized import compress_weights
+
+        return compress_weights(program, bool(quant["params"].get("per_channel", True)))
+    return None
+
+
+def _convert_program(ct, program, target, hw: str, precision: str):
+    """coremltools' ML Program conversion of ``program`` (an ``MLModel``, not loaded); its
+    refusals are Unsupported."""
+    from .quiet import silenced
+
+    # coremltools re-validates the whole program after each of its ~100 passes (half the
+    # conversion time of a ResNet-18); validate it once, after the last pass, instead.
+    validate = type(program).validate
+    program.validate = lambda *args, **kwargs: None
+
+    try:
+        with silenced(), _no_upstream_constexpr_tracking(program):
+            mlmodel = ct.convert(
+                program, convert_to="mlprogram", minimum_deployment_target=target,
+                compute_precision=ct.precision.FLOAT16 if precision == "fp16" else ct.precision.FLOAT32,
+                compute_units=getattr(ct.ComputeUnit, COMPUTE_UNITS[hw]), skip_model_load=True,
+            )
+        del program.validate
+        validate(program, check_essential_scope=True)
+    except EdgeconvError:
+        raise
+    except (ValueError, TypeError, NotImplementedError) as err:  # coremltools' own refusals
+        raise Unsupported(f"coremltools rejected the program: {str(err).splitlines()[0]}") from None
+    return mlmodel
+
+
+def _write_package(package: Path, mlmodel, built, io: dict, hw: str, precision: str, source_sha: str) -> list:
+    """Write ``mlmodel`` as ``package`` (an ``.mlpackage``) with edgeconv's metadata and feature
+    descriptions; the files written."""
+    from .package_writer import serialize_spec, write_mlpackage
+
+    metadata = {
+        "edgeconv.version": __version__,
+        "edgeconv.source_sha256": source_sha,
+        "edgeconv.hardware": hw,
+        "edgeconv.compute_units": COMPUTE_UNITS[hw],
+        "edgeconv.compute_precision": precision,
+        "edgeconv.minimum_deployment_target": MINIMUM_DEPLOYMENT_TARGET,
+        "edgeconv.inputs": json.dumps(io["inputs"], sort_keys=True),
+        "edgeconv.outputs": json.dumps(io["outputs"], sort_keys=True),
+    }
+    features = {s.name: f"ONNX tensor '{s.onnx_name}', {s.dtype} {list(s.shape)}"
+                for s in built.inputs + built.outputs}
+    model_bytes = serialize_spec(
+        mlmodel.get_spec(), metadata,
+        f"Converted by edgeconv {__version__} from ONNX (sha256 {source_sha[:16]}...) for {hw}",
+        features,
+    )
+    weights = Path(mlmodel.weights_dir) if mlmodel.weights_dir else None
+    return write_mlpackage(package, model_bytes, weights)
 
 
 @contextlib.contextmanager

@@ -222,36 +222,62 @@ def layout_free(op, em) -> bool:
 def quantize_net(em, inputs, outputs, record: dict, hw: str) -> dict:
     """Rewrite ``em`` (ops and weights) in place; returns a summary for the artifact meta and
     ``(input/output name -> QInfo)`` for ``input_info``/``output_info`` as ``summary["io"]``."""
-    from ._generated import mace_pb2
-
     if record.get("activation_dtype") != "uint8":
         raise Unsupported(f"mace: native {record.get('mode')} export is uint8 only")
     if hw != "cpu":
         raise Unsupported(UNSUPPORTED_HW.get(hw, f"mace {hw}: uint8 export not implemented"))
+    if record.get("given") is not None:
+        raise Unsupported(GIVEN_WEIGHTS)
     infos = activation_infos(record)
     out_names = {o.name for o in outputs}
-    in_names = {i.name: i for i in inputs if i.dtype == "float32"}
     folded = _fold_activations(em, out_names)
-    readers = _readers(em.ops)
-    weight_users: dict[str, int] = {}
+    uint8, chosen = _choose_uint8_ops(em, infos, folded)
+    _refuse_layout_bound_float_ops(em, chosen)
+    quant_weights = _quantize_weights_of(em, chosen, uint8)
+    edges = _Edges(em, infos, {i.name for i in inputs if i.dtype == "float32"})
+    edges.rewire(chosen, out_names)
+    em.quant_weights.update(quant_weights)
+    io = {name: infos[name] for name in edges.quantized_as if name in edges.in_names}
+    io.update({name: uint8[name] for name in edges.renamed_out})
+    counts = edges.counts
+    return {"uint8_ops": len(chosen), "float_ops": sum(1 for op in em.ops if op.type not in counts) - len(chosen),
+            "quantize_ops": counts["Quantize"], "dequantize_ops": counts["Dequantize"],
+            "folded_activations": len(folded), "uint8_weights": sum(1 for v in em.weights.values() if v[1] == DT_UINT8),
+            "int32_biases": sum(1 for n in quant_weights if em.weights[n][1] == DT_INT32), "io": io}
+
+
+def _weight_users(em) -> dict[str, int]:
+    """How many ops read each weight."""
+    users: dict[str, int] = {}
     for op in em.ops:
         for name in op.input:
             if name in em.weights:
-                weight_users[name] = weight_users.get(name, 0) + 1
+                users[name] = users.get(name, 0) + 1
+    return users
 
-    def out_info(op):
-        name = op.output[0]
-        if name in infos:
-            return infos[name]
-        if folded.get(name) in infos:  # the QDQ model quantizes the convolution's output, not its Relu's
-            return infos[folded[name]]
-        after = readers.get(name, [])
-        # the QDQ model folds a Relu into the op before it (an Add): its range is the Relu's
-        if len(after) == 1 and after[0].type == "Activation" and after[0].output[0] in infos:
-            return infos[after[0].output[0]]
-        return None
 
-    uint8: dict[str, QInfo] = {}  # tensors carried as uint8 -> their quantize info
+def _output_info(op, infos: dict[str, QInfo], folded: dict[str, str], readers: dict[str, list]) -> QInfo | None:
+    """The quantize info of ``op``'s output: its own range, else the one the QDQ model gave the
+    tensor a folded or following Relu stands for."""
+    name = op.output[0]
+    if name in infos:
+        return infos[name]
+    if folded.get(name) in infos:  # the QDQ model quantizes the convolution's output, not its Relu's
+        return infos[folded[name]]
+    after = readers.get(name, [])
+    # the QDQ model folds a Relu into the op before it (an Add): its range is the Relu's
+    if len(after) == 1 and after[0].type == "Activation" and after[0].output[0] in infos:
+        return infos[after[0].output[0]]
+    return None
+
+
+def _choose_uint8_ops(em, infos: dict[str, QInfo], folded: dict[str, str]) -> tuple[dict[str, QInfo], list]:
+    """(tensors carried as uint8 -> their quantize info, the ops that compute in uint8): an op
+    with a uint8 kernel whose data inputs all have a range and whose output has one; a
+    convolution only when it alone reads its filter and bias."""
+    readers = _readers(em.ops)
+    weight_users = _weight_users(em)
+    uint8: dict[str, QInfo] = {}
     chosen = []
     for op in em.ops:
         if not _uint8_kind(op, em) or len(op.output) != 1:
@@ -266,17 +292,22 @@ def quantize_net(em, inputs, outputs, record: dict, hw: str) -> dict:
         if op.type in SAME_SCALE:
             info = uint8.get(data_inputs[0]) or infos[data_inputs[0]]
         else:
-            info = out_info(op)
+            info = _output_info(op, infos, folded, readers)
         if info is None:
             continue
         for i in data_inputs:
             uint8.setdefault(i, infos.get(i))
         uint8[op.output[0]] = info
         chosen.append(op)
-    chosen_ids = {id(op) for op in chosen}
     if not chosen:  # quantize_flag would make MACE run the float ops in NHWC
         raise Unsupported("mace uint8: no op of this model has a MACE uint8 CPU kernel edgeconv writes "
                           "(Conv2D, DepthwiseConv2d, Pooling, Reduce, Concat)")
+    return uint8, chosen
+
+
+def _refuse_layout_bound_float_ops(em, chosen: list) -> None:
+    """Unsupported for the first op left float whose numbers depend on the layout (:func:`layout_free`)."""
+    chosen_ids = {id(op) for op in chosen}
     for op in em.ops:
         if id(op) not in chosen_ids and not layout_free(op, em):
             raise Unsupported(
@@ -284,39 +315,59 @@ def quantize_net(em, inputs, outputs, record: dict, hw: str) -> dict:
                 "quantized net, whose tensors MACE lays out NHWC (net_def_adapter.cc GetDefaultDataFormat), "
                 f"while its float {op.type} reads them as NCHW: MACE would miscompute it (use --quantize fp16 "
                 "for MACE, or int8 for another framework)")
+
+
+def _quantize_weights_of(em, chosen: list, uint8: dict[str, QInfo]) -> dict[str, QInfo]:
+    """Mark the chosen ops uint8 with their quantize info; quantize each convolution's filter
+    (transposed as ``transpose_filters`` does) and bias.  Returns weight name -> its QInfo."""
     quant_weights: dict[str, QInfo] = {}
     for op in chosen:
         _set_i(op, "T", DT_UINT8)
         del op.quantize_info[:]
         op.quantize_info.add(**vars(uint8[op.output[0]]))
-        if op.type in CONVOLUTIONS:
-            filt, _ = em.weights[op.input[1]]
-            # transpose_filters: Conv2D OIHW -> OHWI; DepthwiseConv2d [M, C, kh, kw] -> [kh, kw, C, M]
-            q, winfo = quantize_weights(filt.transpose(0, 2, 3, 1) if op.type == "Conv2D" else filt.transpose(2, 3, 1, 0))
-            em.weights[op.input[1]] = (q, DT_UINT8)
-            quant_weights[op.input[1]] = winfo
-            if len(op.input) > 2:
-                scale = uint8[op.input[0]].scale * winfo.scale
-                bias, _ = em.weights[op.input[2]]
-                em.weights[op.input[2]] = (int32_bias(bias, scale), DT_INT32)  # quantize_with_scale_and_zero(b, s, 0)
-                quant_weights[op.input[2]] = QInfo(scale, 0, 0.0, 0.0)
+        if op.type not in CONVOLUTIONS:
+            continue
+        filt, _ = em.weights[op.input[1]]
+        # transpose_filters: Conv2D OIHW -> OHWI; DepthwiseConv2d [M, C, kh, kw] -> [kh, kw, C, M]
+        q, winfo = quantize_weights(filt.transpose(0, 2, 3, 1) if op.type == "Conv2D" else filt.transpose(2, 3, 1, 0))
+        em.weights[op.input[1]] = (q, DT_UINT8)
+        quant_weights[op.input[1]] = winfo
+        if len(op.input) > 2:
+            scale = uint8[op.input[0]].scale * winfo.scale
+            bias, _ = em.weights[op.input[2]]
+            em.weights[op.input[2]] = (int32_bias(bias, scale), DT_INT32)  # quantize_with_scale_and_zero(b, s, 0)
+            quant_weights[op.input[2]] = QInfo(scale, 0, 0.0, 0.0)
+    return quant_weights
 
-    # the edges: Quantize where a float tensor enters uint8, Dequantize where uint8 leaves
-    new_ops, renamed_out = [], {}
-    quantized_as: dict[str, str] = {}
-    dequantized_as: dict[str, str] = {}
-    counts = {"Quantize": 0, "Dequantize": 0}
 
-    def io_format(name):
-        shape = em.shapes.get(name) or []
-        return 1 if len(shape) == 4 else 0
+class _Edges:
+    """The edges of the uint8 region: a ``Quantize`` where a float tensor enters it (the model
+    input's with ``find_range_every_time``), a ``Dequantize`` where a uint8 tensor leaves it
+    (a model output's producer renamed ``mace_output_node_<name>``)."""
 
-    def edge_op(op_type, name, src, dst, info, args=(), output_type=None, shape=None):
+    def __init__(self, em, infos: dict[str, QInfo], in_names: set[str]):
+        self.em, self.infos, self.in_names = em, infos, in_names
+        self.new_ops: list = []
+        self.renamed_out: dict[str, str] = {}
+        self.quantized_as: dict[str, str] = {}
+        self.dequantized_as: dict[str, str] = {}
+        self.counts = {"Quantize": 0, "Dequantize": 0}
+
+    def io_format(self, name: str) -> int:
+        return 1 if len(self.em.shapes.get(name) or []) == 4 else 0
+
+    def mace_dims(self, name: str) -> list[int]:
+        dims = self.em.shapes.get(name) or []
+        return [dims[0], dims[2], dims[3], dims[1]] if len(dims) == 4 else list(dims)
+
+    def edge_op(self, op_type: str, name: str, src: str, dst: str, info: QInfo | None, args=(),
+                output_type=None, shape=None):
+        from ._generated import mace_pb2
+        from .data_file import set_arg
+
         op = mace_pb2.OperatorDef(name=name, type=op_type)
         op.input.append(src)
         op.output.append(dst)
-        from .data_file import set_arg
-
         for arg_name, kind, value in [("T", "i", DT_UINT8), *args]:
             set_arg(op.arg.add(), arg_name, kind, value)
         if shape:
@@ -325,70 +376,79 @@ def quantize_net(em, inputs, outputs, record: dict, hw: str) -> dict:
             op.output_type.append(output_type)
         if info is not None:
             op.quantize_info.add(**vars(info))
-        counts[op_type] += 1
+        self.counts[op_type] += 1
         return op
 
-    def mace_dims(name):
-        dims = em.shapes.get(name) or []
-        return [dims[0], dims[2], dims[3], dims[1]] if len(dims) == 4 else list(dims)
-
-    def quantized_name(name):
-        if name not in quantized_as:
-            if name in in_names:
+    def quantized_name(self, name: str) -> str:
+        """The uint8 copy of float tensor ``name`` (its ``Quantize`` written once)."""
+        em = self.em
+        if name not in self.quantized_as:
+            if name in self.in_names:
                 new = f"{INPUT_PREFIX}_{name}"
-                args = [("data_format", "i", io_format(name)), ("find_range_every_time", "i", 1)]
+                args = [("data_format", "i", self.io_format(name)), ("find_range_every_time", "i", 1)]
             else:
                 new = unique_name(f"{name}_quantized", em.used_names)
-                args = [("data_format", "i", io_format(name))]
+                args = [("data_format", "i", self.io_format(name))]
             em.used_names.add(new)
             em.shapes[new] = em.shapes.get(name, [])
-            new_ops.append(edge_op("Quantize", new.replace(":", "_"), name, new, infos[name], args,
-                                   shape=mace_dims(name)))
-            quantized_as[name] = new
-        return quantized_as[name]
+            self.new_ops.append(self.edge_op("Quantize", new.replace(":", "_"), name, new, self.infos[name], args,
+                                             shape=self.mace_dims(name)))
+            self.quantized_as[name] = new
+        return self.quantized_as[name]
 
-    def dequantized_name(name):
-        if name not in dequantized_as:
+    def dequantized_name(self, name: str) -> str:
+        """The float copy of uint8 tensor ``name`` (its ``Dequantize`` written once)."""
+        em = self.em
+        if name not in self.dequantized_as:
             new = unique_name(f"{name}_dequantized", em.used_names)
             em.used_names.add(new)
             em.shapes[new] = em.shapes.get(name, [])
-            new_ops.append(edge_op("Dequantize", new, name, new, None, [("data_format", "i", io_format(name))],
-                                   output_type=DT_FLOAT, shape=mace_dims(name)))
-            dequantized_as[name] = new
-        return dequantized_as[name]
+            self.new_ops.append(self.edge_op("Dequantize", new, name, new, None,
+                                             [("data_format", "i", self.io_format(name))], output_type=DT_FLOAT,
+                                             shape=self.mace_dims(name)))
+            self.dequantized_as[name] = new
+        return self.dequantized_as[name]
 
-    carried = {op.output[0] for op in chosen}
-    for op in em.ops:
-        is_q = id(op) in chosen_ids
-        for k, name in enumerate(op.input):
-            if name in em.weights:
-                continue
-            if is_q and name not in carried:
-                op.input[k] = quantized_name(name)
-            elif not is_q and name in carried:
-                # a model output is float already (its Dequantize); any other uint8 tensor gets one
-                op.input[k] = name if name in renamed_out else dequantized_name(name)
-            elif name in renamed_out:
-                op.input[k] = renamed_out[name]
-        new_ops.append(op)
-        if is_q and op.output[0] in out_names:
-            name = op.output[0]
-            inner = f"{OUTPUT_PREFIX}_{name}"
-            op.name = f"{OUTPUT_PREFIX}_{op.name}"
-            op.output[0] = inner
-            em.used_names.add(inner)
-            renamed_out[name] = inner
-            new_ops.append(edge_op("Dequantize", name.replace(":", "_"), inner, name, None,
-                                   [("data_format", "i", io_format(name))], output_type=DT_FLOAT,
-                                   shape=mace_dims(name)))
-    em.ops[:] = new_ops
-    em.quant_weights.update(quant_weights)
-    io = {name: infos[name] for name in quantized_as if name in in_names}
-    io.update({name: uint8[name] for name in renamed_out})
-    return {"uint8_ops": len(chosen), "float_ops": sum(1 for op in em.ops if op.type not in counts) - len(chosen),
-            "quantize_ops": counts["Quantize"], "dequantize_ops": counts["Dequantize"],
-            "folded_activations": len(folded), "uint8_weights": sum(1 for v in em.weights.values() if v[1] == DT_UINT8),
-            "int32_biases": sum(1 for n in quant_weights if em.weights[n][1] == DT_INT32), "io": io}
+    def rewire(self, chosen: list, out_names: set[str]) -> None:
+        """Every op reads its inputs in its own type; ``em.ops`` gets the edge ops in order."""
+        em = self.em
+        chosen_ids = {id(op) for op in chosen}
+        carried = {op.output[0] for op in chosen}
+        for op in em.ops:
+            is_q = id(op) in chosen_ids
+            for k, name in enumerate(op.input):
+                if name in em.weights:
+                    continue
+                if is_q and name not in carried:
+                    op.input[k] = self.quantized_name(name)
+                elif not is_q and name in carried:
+                    # a model output is float already (its Dequantize); any other uint8 tensor gets one
+                    op.input[k] = name if name in self.renamed_out else self.dequantized_name(name)
+                elif name in self.renamed_out:
+                    op.input[k] = self.renamed_out[name]
+            self.new_ops.append(op)
+            if is_q and op.output[0] in out_names:
+                self._dequantize_output(op)
+        em.ops[:] = self.new_ops
+
+    def _dequantize_output(self, op) -> None:
+        """A uint8 model output: its producer writes ``mace_output_node_<name>``, a Dequantize the output."""
+        name = op.output[0]
+        inner = f"{OUTPUT_PREFIX}_{name}"
+        op.name = f"{OUTPUT_PREFIX}_{op.name}"
+        op.output[0] = inner
+        self.em.used_names.add(inner)
+        self.renamed_out[name] = inner
+        self.new_ops.append(self.edge_op("Dequantize", name.replace(":", "_"), inner, name, None,
+                                         [("data_format", "i", self.io_format(name))], output_type=DT_FLOAT,
+                                         shape=self.mace_dims(name)))
+
+
+#: Why a model that came quantized is not written for MACE's CPU with its own scales.
+GIVEN_WEIGHTS = ("mace uint8: the model's own weight scales cannot be kept: MACE quantizes every filter itself, "
+                 "per tensor, uint8 in [1, 255] from its min/max (XiaoMi/mace@0fc55a5 tools/python/quantize/"
+                 "quantize_util.py quantize(non_zero=True)); quantize the float model for MACE with --calibration, "
+                 "or port the quantized model to TFLite/TNN int8")
 
 
 #: Why a quantized file is not written for MACE's integer-only processors (the DSP's is

@@ -125,11 +125,40 @@ def convert(model: onnx.ModelProto, options: ExportOptions, hw: str = "cpu") -> 
     operators were rewritten: ``len``, ``write``, ``sha256``, ``tobytes``) and the interface
     description for ``run``."""
     from ..driver import lower_nodes
-    from . import fuse
     from .custom import finish_custom, lower_custom
     from .lower import Lowering
     from .ops import OPS
     from .writer import ModelWriter
+
+    graph = _fused_graph(model, options)
+    writer = ModelWriter(fp16_weights=options.fp16_weights)
+    lowering = Lowering(writer)
+    # measured on LiteRT's CPU path (XNNPACK); the GPU delegate stores channels in slices of 4,
+    # where a channel softmax is native, and int8 files quantize SOFTMAX whole
+    lowering.short_axis_layouts = hw == "cpu" and options.quantization is None
+    lowering.graph_outputs = frozenset(t.name for t in graph.outputs)
+    inputs, in_meta = _define_inputs(graph, lowering, writer, options)
+    # remedy (4): a marked node becomes a CUSTOM op the app registers with its resolver
+    lower_nodes(OPS, lowering, graph.nodes, model=model, custom=lower_custom)
+    outputs, out_meta = _define_outputs(graph, lowering, writer, options, inputs)
+    folded, fused = _fold_written_ops(writer, set(outputs), options)
+    int8, inputs, outputs = _quantize(writer, lowering, inputs, outputs, in_meta, out_meta, options.quantization)
+    if lowering.customs:  # rewritten through the object API: bytes
+        data = finish_custom(writer.serialize(inputs, outputs, description="edgeconv"), lowering.customs)
+    else:  # the big weights written from their arrays, never copied into the builder
+        data = writer.serialize(inputs, outputs, description="edgeconv", streamed=True)
+    meta = {"inputs": in_meta, "outputs": out_meta, "ops": _op_counts(writer),
+            "fused_activations": fused, "folded_bias_adds": folded, "fp16_weights": options.fp16_weights,
+            "interface": "nchw" if options.keep_nchw_io else "nhwc",
+            "int8": _int8_meta(int8, options.quantization),
+            # which ONNX tensor each TFLite tensor holds, for per-layer verification
+            "tensor_map": _tensor_map(graph, lowering, writer, inputs, outputs)}
+    return data, meta
+
+
+def _fused_graph(model: onnx.ModelProto, options: ExportOptions):
+    """``model`` as a graph with the ONNX-level fusions applied (:mod:`.fuse`)."""
+    from . import fuse
 
     graph = to_graph(model)
     fuse.fuse_gelu(graph)
@@ -139,13 +168,12 @@ def convert(model: onnx.ModelProto, options: ExportOptions, hw: str = "cpu") -> 
         # names and weight integers from the QDQ model, which the folded Conv would not match.
         fuse.fold_channel_affine_into_conv(graph)
     graph.cleanup(remove_unused_graph_inputs=False).toposort()
+    return graph
 
-    writer = ModelWriter(fp16_weights=options.fp16_weights)
-    lowering = Lowering(writer)
-    # measured on LiteRT's CPU path (XNNPACK); the GPU delegate stores channels in slices of 4,
-    # where a channel softmax is native, and int8 files quantize SOFTMAX whole
-    lowering.short_axis_layouts = hw == "cpu" and options.quantization is None
-    lowering.graph_outputs = frozenset(t.name for t in graph.outputs)
+
+def _define_inputs(graph, lowering, writer, options: ExportOptions) -> tuple[list[int], list[dict]]:
+    """The graph inputs as TFLite tensors (NHWC where they feed an NHWC op, unless
+    ``keep_nchw_io``) and their interface descriptions."""
     inputs, in_meta = [], []
     for t in graph.inputs:
         shape = lowering.shape(t)
@@ -157,10 +185,13 @@ def convert(model: onnx.ModelProto, options: ExportOptions, hw: str = "cpu") -> 
             # precede the first convolution (e.g. mean/std normalization).
             lowering.get(t, L.NHWC)
             lowering.set_home(t, L.NHWC)
+    return inputs, in_meta
 
-    # remedy (4): a marked node becomes a CUSTOM op the app registers with its resolver
-    lower_nodes(OPS, lowering, graph.nodes, model=model, custom=lower_custom)
 
+def _define_outputs(graph, lowering, writer, options: ExportOptions,
+                    inputs: list[int]) -> tuple[list[int], list[dict]]:
+    """The graph outputs as TFLite tensors named like the ONNX outputs (NHWC where the network
+    leaves them NHWC, unless ``keep_nchw_io``) and their interface descriptions."""
     outputs, out_meta = [], []
     for t in graph.outputs:
         shape = lowering.shape(t)
@@ -172,52 +203,65 @@ def convert(model: onnx.ModelProto, options: ExportOptions, hw: str = "cpu") -> 
         writer.rename(index, t.name)
         outputs.append(index)
         out_meta.append(_io_meta(t.name, shape, perm, writer.tensors[index].dtype))
+    return outputs, out_meta
 
-    keep = set(outputs)
+
+def _fold_written_ops(writer, keep: set[int], options: ExportOptions) -> tuple[int, int]:
+    """The TFLite-level fusions (:mod:`.fuse`) on the written ops: (bias adds folded,
+    activations fused)."""
+    from . import fuse
+
     folded = fuse.fold_bias_add(writer, keep)
     if options.quantization is None:  # the int8 pass takes the QDQ model's biases
         folded += fuse.fold_channel_offset_into_conv(writer, keep)
         fuse.fold_reshape_into_reduce(writer, keep)
     fused = fuse.fuse_activations(writer, keep)
     fuse.prune_dead_ops(writer, keep)
-    int8 = None
-    quant_spec = options.quantization
-    if quant_spec is not None and quant_spec.get("mode") == "int8-weights":
+    return folded, fused
+
+
+def _quantize(writer, lowering, inputs: list[int], outputs: list[int], in_meta: list[dict], out_meta: list[dict],
+              quant_spec):
+    """``--quantize`` on the written float ops: (what was done or None, the file's inputs, its
+    outputs); an int8 file's interface descriptions get their tensors' dtypes and quantization."""
+    if quant_spec is None:
+        return None, inputs, outputs
+    if quant_spec.get("mode") == "int8-weights":
         from .quantized import quantize_weights_only
 
-        int8 = Int8Summary(weights=quantize_weights_only(writer, quant_spec["params"]))
-    elif quant_spec is not None:
-        # --quantize int8: the float ops rewritten as int8 ones with the QDQ model's parameters
-        from .quantized import count_int8_weights, quantize_int8
+        return Int8Summary(weights=quantize_weights_only(writer, quant_spec["params"])), inputs, outputs
+    # --quantize int8: the float ops rewritten as int8 ones with the QDQ model's parameters
+    from .quantized import count_int8_weights, quantize_int8
 
-        quant = options.quantization
-        int8 = quantize_int8(writer, lowering, inputs, outputs, quant["params"], bool(quant.get("full_integer")))
-        int8.weights = count_int8_weights(writer)
-        inputs, outputs = int8.inputs, int8.outputs
-        for index, spec in list(zip(inputs, in_meta)) + list(zip(outputs, out_meta)):
-            spec["dtype"] = writer.tensors[index].dtype.name
-            if writer.tensors[index].quant is not None:
-                spec["quantization"] = writer.tensors[index].quant.to_dict()
-    if lowering.customs:  # rewritten through the object API: bytes
-        data = finish_custom(writer.serialize(inputs, outputs, description="edgeconv"), lowering.customs)
-    else:  # the big weights written from their arrays, never copied into the builder
-        data = writer.serialize(inputs, outputs, description="edgeconv", streamed=True)
+    int8 = quantize_int8(writer, lowering, inputs, outputs, quant_spec["params"], bool(quant_spec.get("full_integer")))
+    int8.weights = count_int8_weights(writer)
+    for index, spec in list(zip(int8.inputs, in_meta)) + list(zip(int8.outputs, out_meta)):
+        spec["dtype"] = writer.tensors[index].dtype.name
+        if writer.tensors[index].quant is not None:
+            spec["quantization"] = writer.tensors[index].quant.to_dict()
+    return int8, int8.inputs, int8.outputs
+
+
+def _op_counts(writer) -> dict[str, int]:
     ops: dict[str, int] = {}
     for op in writer.ops:
         ops[op.builtin] = ops.get(op.builtin, 0) + 1
+    return dict(sorted(ops.items()))
+
+
+def _int8_meta(int8, quant_spec) -> dict | None:
+    if int8 is None:
+        return None
+    return {"mode": quant_spec["mode"], "full_integer": bool(quant_spec.get("full_integer")),
+            **{k: getattr(int8, k) for k in ("float_ops", "quantize_ops", "dequantize_ops", "requantize_ops",
+                                             "weights")}}
+
+
+def _tensor_map(graph, lowering, writer, inputs: list[int], outputs: list[int]):
     from .intermediates import tensor_map
 
     dtypes = {name: d for name, t in graph.tensors().items() if (d := dtype_name(t))}
-    meta = {"inputs": in_meta, "outputs": out_meta, "ops": dict(sorted(ops.items())),
-            "fused_activations": fused, "folded_bias_adds": folded, "fp16_weights": options.fp16_weights,
-            "interface": "nchw" if options.keep_nchw_io else "nhwc",
-            "int8": None if int8 is None else {
-                "mode": quant_spec["mode"], "full_integer": bool(quant_spec.get("full_integer")),
-                **{k: getattr(int8, k) for k in ("float_ops", "quantize_ops", "dequantize_ops", "requantize_ops",
-                                                 "weights")}},
-            # which ONNX tensor each TFLite tensor holds, for per-layer verification
-            "tensor_map": tensor_map(lowering, writer, inputs, outputs, dtypes)}
-    return data, meta
+    return tensor_map(lowering, writer, inputs, outputs, dtypes)
 
 
 #: Ops that run in NHWC, and ops that pass any layout through unchanged.

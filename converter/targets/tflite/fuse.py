@@ -16,6 +16,8 @@ TFLite level (:class:`~.writer.ModelWriter` ops):
 
 from __future__ import annotations
 
+from dataclasses import dataclass
+
 import numpy as np
 import onnx_graphsurgeon as gs
 
@@ -148,78 +150,131 @@ def fold_channel_affine_into_conv(graph: gs.Graph) -> int:
     """
     count = 0
     for conv in [n for n in graph.nodes if n.op == "Conv"]:
-        weights = constant_value(conv.inputs[1]) if len(conv.inputs) > 1 else None
-        if weights is None or np.asarray(weights).ndim != 4 or int(attr(conv, "group", 1)) != 1:
-            continue
-        auto_pad = attr(conv, "auto_pad", "NOTSET")
-        if (auto_pad.decode() if isinstance(auto_pad, bytes) else auto_pad) != "NOTSET":
-            continue
-        bias_t = conv.inputs[2] if len(conv.inputs) > 2 and conv.inputs[2] is not None \
-            and getattr(conv.inputs[2], "name", "") else None
-        if bias_t is not None and constant_value(bias_t) is None:
-            continue
-        w = np.asarray(weights)
-        channels = w.shape[1]
-        shift, scale, x, chain = np.zeros(channels), np.ones(channels), conv.inputs[0], []
-        for _ in range(2):  # at most a shift then a scale, walking up from the Conv
-            if len(x.inputs) != 1 or _only_consumer(x, graph) is None:
-                break
-            step = _affine_step(x.inputs[0], channels)
-            if step is None:
-                break
-            src, step_shift, step_scale = step
-            if np.any(step_scale == 0.0):
-                break
-            # (src + step_shift)·step_scale, then the steps already taken: (· + shift)·scale
-            shift, scale = step_shift + shift / step_scale, step_scale * scale
-            chain.append(x.inputs[0])
-            x = src
-        if not chain:
-            continue
-        shape = getattr(x, "shape", None)
-        if shape is None or len(shape) != 4 or not all(isinstance(d, (int, np.integer)) for d in shape) \
-                or shape[1] != channels:
-            continue
-        # y = Conv(x·scale + shift·scale): W' = W·scale; the constant image shift·scale -> K
-        w64 = w.astype(np.float64)
-        w_new = w64 * scale.reshape(1, -1, 1, 1)
-        per_tap = np.einsum("ocyx,c->oyx", w_new, shift)  # V[o, ky, kx]
-        kh, kw = w.shape[2:]
-        strides = [int(v) for v in attr(conv, "strides", [1, 1])]
-        dil = [int(v) for v in attr(conv, "dilations", [1, 1])]
-        pads = [int(v) for v in attr(conv, "pads", [0, 0, 0, 0])]
-        h, wd = int(shape[2]), int(shape[3])
-        oh = (h + pads[0] + pads[2] - dil[0] * (kh - 1) - 1) // strides[0] + 1
-        ow = (wd + pads[1] + pads[3] - dil[1] * (kw - 1) - 1) // strides[1] + 1
-        vy = _valid_taps(oh, h, kh, strides[0], dil[0], pads[0])
-        vx = _valid_taps(ow, wd, kw, strides[1], dil[1], pads[1])
-        padded = not (vy.all() and vx.all())
-        if padded and channels > _AFFINE_BORDER_MAX_CHANNELS:
-            continue
-        k_full = np.einsum("oab,ya,xb->oyx", per_tap, vy, vx) if padded else None
-        k0 = per_tap.sum(axis=(1, 2))
-        bias = np.asarray(constant_value(bias_t)).astype(np.float64) if bias_t is not None else np.zeros(w.shape[0])
-        dtype = w.dtype
-        conv.inputs[0] = x
-        conv.inputs[1] = gs.Constant(f"{conv.name}/W_affine", np.ascontiguousarray(w_new.astype(dtype)))
-        new_bias = gs.Constant(f"{conv.name}/B_affine", np.ascontiguousarray((bias + k0).astype(dtype)))
-        if bias_t is not None:
-            conv.inputs[2] = new_bias
-        else:
-            conv.inputs.append(new_bias)
-        if padded:  # some outputs read padding: correct the border
-            correction = (k_full - k0[:, None, None])[None]
-            y = conv.outputs[0]
-            inner = gs.Variable(f"{conv.name}/affine_conv", dtype=y.dtype, shape=y.shape)
-            conv.outputs[0] = inner
-            graph.nodes.append(gs.Node("Add", name=f"{conv.name}/affine_border",
-                                       inputs=[inner, gs.Constant(f"{conv.name}/affine_border_k",
-                                                                  np.ascontiguousarray(correction.astype(dtype)))],
-                                       outputs=[y]))
-        count += 1
+        fold = _affine_fold(conv, graph)
+        if fold is not None:
+            _apply_affine_fold(graph, conv, fold)
+            count += 1
     if count:
         graph.cleanup(remove_unused_graph_inputs=False).toposort()
     return count
+
+
+@dataclass(frozen=True)
+class _AffineFold:
+    """What :func:`fold_channel_affine_into_conv` writes into one Conv."""
+
+    source: gs.Tensor  # x, which the Conv reads instead of the affine map's result
+    weights: np.ndarray  # W·a, in the Conv's dtype
+    bias: np.ndarray  # the bias with the constant image's K0 folded in
+    replaces_bias: bool  # the Conv had a bias input (else the new bias is appended)
+    border: np.ndarray | None  # [1, O, H', W'] K0 - K, added after the Conv when it pads
+
+
+def _affine_fold(conv: gs.Node, graph: gs.Graph) -> _AffineFold | None:
+    """The fold of the affine map in front of ``conv``, or None when there is none to fold."""
+    found = _plain_conv(conv)
+    if found is None:
+        return None
+    w, bias_t = found
+    channels = w.shape[1]
+    affine = _affine_source(conv, graph, channels)
+    if affine is None:
+        return None
+    x, shift, scale = affine
+    size = _static_image_size(x, channels)
+    if size is None:
+        return None
+    # y = Conv(x·scale + shift·scale): W' = W·scale; the constant image shift·scale -> K
+    w_new = w.astype(np.float64) * scale.reshape(1, -1, 1, 1)
+    per_tap = np.einsum("ocyx,c->oyx", w_new, shift)  # V[o, ky, kx]
+    vy, vx = _tap_masks(conv, w.shape[2:], size)
+    padded = not (vy.all() and vx.all())
+    if padded and channels > _AFFINE_BORDER_MAX_CHANNELS:
+        return None
+    k0 = per_tap.sum(axis=(1, 2))
+    bias = np.asarray(constant_value(bias_t)).astype(np.float64) if bias_t is not None else np.zeros(w.shape[0])
+    border = None
+    if padded:  # some outputs read padding: correct the border
+        k_full = np.einsum("oab,ya,xb->oyx", per_tap, vy, vx)
+        border = (k_full - k0[:, None, None])[None].astype(w.dtype)
+    return _AffineFold(x, w_new.astype(w.dtype), (bias + k0).astype(w.dtype), bias_t is not None, border)
+
+
+def _plain_conv(conv: gs.Node) -> tuple[np.ndarray, gs.Tensor | None] | None:
+    """(weights, bias tensor or None) of a group-1 2-D Conv with constant weights and bias and
+    explicit pads, else None."""
+    weights = constant_value(conv.inputs[1]) if len(conv.inputs) > 1 else None
+    if weights is None or np.asarray(weights).ndim != 4 or int(attr(conv, "group", 1)) != 1:
+        return None
+    auto_pad = attr(conv, "auto_pad", "NOTSET")
+    if (auto_pad.decode() if isinstance(auto_pad, bytes) else auto_pad) != "NOTSET":
+        return None
+    bias_t = conv.inputs[2] if len(conv.inputs) > 2 and conv.inputs[2] is not None \
+        and getattr(conv.inputs[2], "name", "") else None
+    if bias_t is not None and constant_value(bias_t) is None:
+        return None
+    return np.asarray(weights), bias_t
+
+
+def _affine_source(conv: gs.Node, graph: gs.Graph, channels: int):
+    """(x, shift, scale) with the Conv's input = (x + shift)·scale per channel, walking up from
+    the Conv through at most a shift then a scale, each read by the next only; None when not even
+    one step is there."""
+    shift, scale, x, steps = np.zeros(channels), np.ones(channels), conv.inputs[0], 0
+    for _ in range(2):
+        if len(x.inputs) != 1 or _only_consumer(x, graph) is None:
+            break
+        step = _affine_step(x.inputs[0], channels)
+        if step is None:
+            break
+        src, step_shift, step_scale = step
+        if np.any(step_scale == 0.0):
+            break
+        # (src + step_shift)·step_scale, then the steps already taken: (· + shift)·scale
+        shift, scale = step_shift + shift / step_scale, step_scale * scale
+        steps += 1
+        x = src
+    return (x, shift, scale) if steps else None
+
+
+def _static_image_size(x: gs.Tensor, channels: int) -> tuple[int, int] | None:
+    """(H, W) of ``x`` when it is a static ``[N, channels, H, W]`` tensor, else None."""
+    shape = getattr(x, "shape", None)
+    if shape is None or len(shape) != 4 or not all(isinstance(d, (int, np.integer)) for d in shape) \
+            or shape[1] != channels:
+        return None
+    return int(shape[2]), int(shape[3])
+
+
+def _tap_masks(conv: gs.Node, kernel, size: tuple[int, int]) -> tuple[np.ndarray, np.ndarray]:
+    """Per spatial axis of ``conv`` on an input of ``size``, the ``[out, k]`` taps that read
+    inside the input (:func:`_valid_taps`)."""
+    kh, kw = kernel
+    h, wd = size
+    strides = [int(v) for v in attr(conv, "strides", [1, 1])]
+    dil = [int(v) for v in attr(conv, "dilations", [1, 1])]
+    pads = [int(v) for v in attr(conv, "pads", [0, 0, 0, 0])]
+    oh = (h + pads[0] + pads[2] - dil[0] * (kh - 1) - 1) // strides[0] + 1
+    ow = (wd + pads[1] + pads[3] - dil[1] * (kw - 1) - 1) // strides[1] + 1
+    return _valid_taps(oh, h, kh, strides[0], dil[0], pads[0]), _valid_taps(ow, wd, kw, strides[1], dil[1], pads[1])
+
+
+def _apply_affine_fold(graph: gs.Graph, conv: gs.Node, fold: _AffineFold) -> None:
+    conv.inputs[0] = fold.source
+    conv.inputs[1] = gs.Constant(f"{conv.name}/W_affine", np.ascontiguousarray(fold.weights))
+    new_bias = gs.Constant(f"{conv.name}/B_affine", np.ascontiguousarray(fold.bias))
+    if fold.replaces_bias:
+        conv.inputs[2] = new_bias
+    else:
+        conv.inputs.append(new_bias)
+    if fold.border is not None:
+        y = conv.outputs[0]
+        inner = gs.Variable(f"{conv.name}/affine_conv", dtype=y.dtype, shape=y.shape)
+        conv.outputs[0] = inner
+        graph.nodes.append(gs.Node("Add", name=f"{conv.name}/affine_border",
+                                   inputs=[inner, gs.Constant(f"{conv.name}/affine_border_k",
+                                                              np.ascontiguousarray(fold.border))],
+                                   outputs=[y]))
 
 
 # -- TFLite level ----------------------------------------------------------------------------

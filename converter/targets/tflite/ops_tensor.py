@@ -347,11 +347,17 @@ def lower_reshape(Lw, node):
     x, out_t = node.inputs[0], node.outputs[0]
     in_shape, out_shape = Lw.shape(x), Lw.shape(out_t)
     perm = Lw.home(x) or L.identity(len(in_shape))
-    out_perm = L.reshape_layout(in_shape, perm, out_shape)
+    out_perm = perm if tuple(in_shape) == tuple(out_shape) else L.reshape_layout(in_shape, perm, out_shape)
     if out_perm is None:
         perm = L.identity(len(in_shape))
         out_perm = L.identity(len(out_shape))
     src = Lw.get(x, perm)
+    if (L.stored_shape(in_shape, perm) == L.stored_shape(out_shape, out_perm)
+            and not (out_t.name in Lw.graph_outputs and not x.inputs)):
+        # the same bytes in the same stored shape (a Reshape to its own shape, or one that only
+        # relabels unit axes the layout already has in place): no RESHAPE, the tensor is reused
+        Lw.bind(out_t, out_perm, src, out_shape)
+        return
     out = Lw.define(out_t, out_perm)
     Lw.reshape_to(src, out, Lw.w.tensors[out].shape)
 

@@ -33,84 +33,147 @@ def _is_int8(tensors, i) -> bool:
     return i >= 0 and tensors[i].dtype == np.int8
 
 
+def _per_channel(tensors, i) -> bool:
+    q = tensors[i].quant if i >= 0 else None
+    return q is not None and len(q.scale) > 1
+
+
+def _rank(tensors, i) -> int:
+    return len(tensors[i].shape)
+
+
+def _first_input(op) -> int:
+    return next((i for i in op.inputs if i >= 0), -1)
+
+
 def quantized_version(op, tensors) -> int:
-    name, opts = op.builtin, op.options
-    ins = [i for i in op.inputs]
-    x = next((i for i in ins if i >= 0), -1)
-
-    def rank(i):
-        return len(tensors[i].shape)
-
-    def per_channel(i) -> bool:
-        q = tensors[i].quant if i >= 0 else None
-        return q is not None and len(q.scale) > 1
-
-    if name in ("CONV_2D", "DEPTHWISE_CONV_2D"):
-        if name == "CONV_2D" and op.extra.get("grouped"):
-            return 6
-        if _is_int8(tensors, ins[0]) and _is_int8(tensors, ins[1]) and _is_int8(tensors, op.outputs[0]):
-            return 3
-        if tensors[ins[0]].dtype == np.float32 and _is_int8(tensors, ins[1]):  # hybrid
-            if name == "CONV_2D":
-                return 5 if per_channel(ins[1]) else 2
-            return 6 if per_channel(ins[1]) else 4
-    elif name == "FULLY_CONNECTED":
-        hybrid = tensors[ins[0]].dtype == np.float32 and _is_int8(tensors, ins[1])
-        if hybrid and per_channel(ins[1]):
-            return 12
-        if len(ins) == 2 or ins[2] < 0:
-            return 6
-        if opts.keepNumDims:
-            return 5
-        if _is_int8(tensors, ins[0]) and _is_int8(tensors, ins[1]) and _is_int8(tensors, op.outputs[0]):
-            return 4
-        if hybrid:
-            return 3
-    elif name == "TRANSPOSE_CONV":
-        if opts.fusedActivationFunction:
-            return 4
-        if len(ins) == 4 and ins[3] >= 0:
-            return 3
-        return 2 if _is_int8(tensors, ins[1]) else 1
-    elif name == "DEQUANTIZE":
-        if tensors[x].dtype == np.int8:
-            return 5 if per_channel(x) else 2
-        return 1
+    """The version of integer or hybrid ``op`` (``tensors``: the writer's); Unsupported when no
+    rule gives one."""
+    name = op.builtin
+    if name in _ANY_ACTIVATION_RULES:  # int8 and hybrid kernels
+        version = _ANY_ACTIVATION_RULES[name](op, tensors)
     elif name in _TYPE_FREE:
-        return _TYPE_FREE[name]
-    elif not _is_int8(tensors, x) and name != "SPLIT":
-        pass  # not an int8 kernel: fall through to the error below
+        version = _TYPE_FREE[name]
+    elif not _is_int8(tensors, _first_input(op)) and name != "SPLIT":
+        version = None  # not an int8 kernel
     elif name in _INT8_V2:
-        return 2
-    elif name == "MUL":
-        a, b, out = (tensors[i].quant for i in (ins[0], ins[1], op.outputs[0]))
-        if a is not None and b is not None and out is not None and a.scale[0] * b.scale[0] / out.scale[0] >= 1.0:
-            return 3
-        return 2
-    elif name in ("SUB", "MAXIMUM", "MINIMUM"):
-        broadcast = tensors[ins[0]].shape != tensors[ins[1]].shape
-        return 3 if broadcast and max(rank(ins[0]), rank(ins[1])) > 4 else 2
-    elif name == "TRANSPOSE":
-        r = rank(x)
-        return 8 if r > 6 else 6 if r > 5 else 4 if r > 4 else 2
-    elif name in ("PAD", "PADV2"):
-        return 4 if rank(x) > 4 else 2
-    elif name == "STRIDED_SLICE":
-        if opts.ellipsisMask or opts.newAxisMask:
-            return 6
-        return 4 if rank(x) > 4 else 2
-    elif name == "SLICE":
-        return 5 if rank(x) > 4 else 2
-    elif name == "SPLIT":
-        if _is_int8(tensors, ins[1]):
-            return 2
-    elif name == "GATHER":
-        return 5 if opts.batchDims else 2
-    elif name == "RESIZE_BILINEAR":
-        return 3 if opts.halfPixelCenters else 2
-    elif name == "RESIZE_NEAREST_NEIGHBOR":
-        return 3 if (opts.halfPixelCenters or opts.alignCorners) else 2
-    elif name in ("SPACE_TO_BATCH_ND", "BATCH_TO_SPACE_ND"):
-        return 3 if rank(x) != 4 else 2
-    raise Unsupported(f"tflite: no int8 op version rule for {name} "
-                      f"({', '.join(np.dtype(tensors[i].dtype).name for i in ins if i >= 0)})")
+        version = 2
+    else:
+        rule = _INT8_RULES.get(name)
+        version = rule(op, tensors) if rule is not None else None
+    if version is None:
+        raise Unsupported(f"tflite: no int8 op version rule for {name} "
+                          f"({', '.join(np.dtype(tensors[i].dtype).name for i in op.inputs if i >= 0)})")
+    return version
+
+
+# -- ops with int8 weights, whose activations may be int8 or float (hybrid) ------------------
+
+
+def _conv_version(op, tensors) -> int | None:
+    ins, name = op.inputs, op.builtin
+    if name == "CONV_2D" and op.extra.get("grouped"):
+        return 6
+    if _is_int8(tensors, ins[0]) and _is_int8(tensors, ins[1]) and _is_int8(tensors, op.outputs[0]):
+        return 3
+    if tensors[ins[0]].dtype == np.float32 and _is_int8(tensors, ins[1]):  # hybrid
+        if name == "CONV_2D":
+            return 5 if _per_channel(tensors, ins[1]) else 2
+        return 6 if _per_channel(tensors, ins[1]) else 4
+    return None
+
+
+def _fully_connected_version(op, tensors) -> int | None:
+    ins = op.inputs
+    hybrid = tensors[ins[0]].dtype == np.float32 and _is_int8(tensors, ins[1])
+    if hybrid and _per_channel(tensors, ins[1]):
+        return 12
+    if len(ins) == 2 or ins[2] < 0:
+        return 6
+    if op.options.keepNumDims:
+        return 5
+    if _is_int8(tensors, ins[0]) and _is_int8(tensors, ins[1]) and _is_int8(tensors, op.outputs[0]):
+        return 4
+    if hybrid:
+        return 3
+    return None
+
+
+def _transpose_conv_version(op, tensors) -> int:
+    ins = op.inputs
+    if op.options.fusedActivationFunction:
+        return 4
+    if len(ins) == 4 and ins[3] >= 0:
+        return 3
+    return 2 if _is_int8(tensors, ins[1]) else 1
+
+
+def _dequantize_version(op, tensors) -> int:
+    x = _first_input(op)
+    if tensors[x].dtype == np.int8:
+        return 5 if _per_channel(tensors, x) else 2
+    return 1
+
+
+_ANY_ACTIVATION_RULES = {"CONV_2D": _conv_version, "DEPTHWISE_CONV_2D": _conv_version,
+                         "FULLY_CONNECTED": _fully_connected_version, "TRANSPOSE_CONV": _transpose_conv_version,
+                         "DEQUANTIZE": _dequantize_version}
+
+
+# -- int8 kernels whose version a feature raises --------------------------------------------
+
+
+def _mul_version(op, tensors) -> int:
+    a, b, out = (tensors[i].quant for i in (op.inputs[0], op.inputs[1], op.outputs[0]))
+    if a is not None and b is not None and out is not None and a.scale[0] * b.scale[0] / out.scale[0] >= 1.0:
+        return 3
+    return 2
+
+
+def _broadcast_binary_version(op, tensors) -> int:
+    a, b = op.inputs[0], op.inputs[1]
+    broadcast = tensors[a].shape != tensors[b].shape
+    return 3 if broadcast and max(_rank(tensors, a), _rank(tensors, b)) > 4 else 2
+
+
+def _transpose_version(op, tensors) -> int:
+    r = _rank(tensors, _first_input(op))
+    return 8 if r > 6 else 6 if r > 5 else 4 if r > 4 else 2
+
+
+def _strided_slice_version(op, tensors) -> int:
+    if op.options.ellipsisMask or op.options.newAxisMask:
+        return 6
+    return 4 if _rank(tensors, _first_input(op)) > 4 else 2
+
+
+def _pad_version(op, tensors) -> int:
+    return 4 if _rank(tensors, _first_input(op)) > 4 else 2
+
+
+def _slice_version(op, tensors) -> int:
+    return 5 if _rank(tensors, _first_input(op)) > 4 else 2
+
+
+def _space_batch_version(op, tensors) -> int:
+    return 3 if _rank(tensors, _first_input(op)) != 4 else 2
+
+
+def _split_version(op, tensors) -> int | None:
+    return 2 if _is_int8(tensors, op.inputs[1]) else None
+
+
+_INT8_RULES = {
+    "MUL": _mul_version,
+    "SUB": _broadcast_binary_version, "MAXIMUM": _broadcast_binary_version, "MINIMUM": _broadcast_binary_version,
+    "TRANSPOSE": _transpose_version,
+    "PAD": _pad_version, "PADV2": _pad_version,
+    "STRIDED_SLICE": _strided_slice_version,
+    "SLICE": _slice_version,
+    "SPLIT": _split_version,
+    "GATHER": lambda op, tensors: 5 if op.options.batchDims else 2,
+    "RESIZE_BILINEAR": lambda op, tensors: 3 if op.options.halfPixelCenters else 2,
+    "RESIZE_NEAREST_NEIGHBOR": lambda op, tensors: 3 if (op.options.halfPixelCenters or op.options.alignCorners)
+    else 2,
+    "SPACE_TO_BATCH_ND": _space_batch_version, "BATCH_TO_SPACE_ND": _space_batch_version,
+}

@@ -172,50 +172,8 @@ class ModelWriter:
         :class:`FlatbufferFile`, whose big weight buffers are never copied into the builder."""
         used = referenced(self.ops, inputs, outputs)
         new_index = {old: new for new, old in enumerate(used)}
-        buffer_index: dict[int, int] = {0: 0}
-        buffers = [AlignedBuffer(b"")]
-        tensors = []
-        for old in used:
-            t = self.tensors[old]
-            if t.buffer not in buffer_index:
-                buffer_index[t.buffer] = len(buffers)
-                buffers.append(AlignedBuffer(self._buffers[t.buffer]))
-            tt = fb.TensorT()
-            tt.name = t.name
-            tt.shape = list(t.shape)
-            tt.type = TENSOR_TYPES[t.dtype]
-            tt.buffer = buffer_index[t.buffer]
-            tt.isVariable = t.variable
-            if t.quant is not None:
-                tt.quantization = t.quant.to_flatbuffer()
-            tensors.append(tt)
-
-        codes: dict[tuple[str, int], int] = {}
-        code_list = []
-        operators = []
-        for op in self.ops:
-            version = builtin_version(op, self.tensors)
-            custom_code = op.extra.get("custom_code") if op.builtin == "CUSTOM" else None
-            key = (op.builtin, version, custom_code)
-            if key not in codes:
-                code = getattr(fb.BuiltinOperator, op.builtin)
-                oc = fb.OperatorCodeT()
-                oc.customCode = custom_code  # CUSTOM ops only (custom-layer remedy, see custom.py)
-                oc.builtinCode = code
-                oc.deprecatedBuiltinCode = min(code, _PLACEHOLDER_FOR_GREATER_OP_CODES)
-                oc.version = version
-                codes[key] = len(code_list)
-                code_list.append(oc)
-            ot = fb.OperatorT()
-            ot.opcodeIndex = codes[key]
-            ot.inputs = [new_index[i] if i >= 0 else -1 for i in op.inputs]
-            ot.outputs = [new_index[i] for i in op.outputs]
-            ot.builtinOptionsType = op.options_type
-            ot.builtinOptions = op.options
-            if op.extra.get("custom_options") is not None:
-                ot.customOptions = list(op.extra["custom_options"])
-                ot.customOptionsFormat = fb.CustomOptionsFormat.FLEXBUFFERS
-            operators.append(ot)
+        tensors, buffers = self._tensor_table(used)
+        code_list, operators = self._operator_table(new_index)
 
         subgraph = fb.SubGraphT()
         subgraph.tensors = tensors
@@ -249,6 +207,59 @@ class ModelWriter:
         data = builder.Bytes
         del data[: builder.Head()]
         return data
+
+    def _tensor_table(self, used: list[int]) -> tuple[list, list]:
+        """The file's tensors (``used``, in that order) and the buffers they read (buffer 0 is
+        the empty one)."""
+        buffer_index: dict[int, int] = {0: 0}
+        buffers = [AlignedBuffer(b"")]
+        tensors = []
+        for old in used:
+            t = self.tensors[old]
+            if t.buffer not in buffer_index:
+                buffer_index[t.buffer] = len(buffers)
+                buffers.append(AlignedBuffer(self._buffers[t.buffer]))
+            tt = fb.TensorT()
+            tt.name = t.name
+            tt.shape = list(t.shape)
+            tt.type = TENSOR_TYPES[t.dtype]
+            tt.buffer = buffer_index[t.buffer]
+            tt.isVariable = t.variable
+            if t.quant is not None:
+                tt.quantization = t.quant.to_flatbuffer()
+            tensors.append(tt)
+        return tensors, buffers
+
+    def _operator_table(self, new_index: dict[int, int]) -> tuple[list, list]:
+        """The file's operator codes (one per builtin, version and custom code) and operators,
+        their tensors renumbered by ``new_index``."""
+        codes: dict[tuple[str, int], int] = {}
+        code_list = []
+        operators = []
+        for op in self.ops:
+            version = builtin_version(op, self.tensors)
+            custom_code = op.extra.get("custom_code") if op.builtin == "CUSTOM" else None
+            key = (op.builtin, version, custom_code)
+            if key not in codes:
+                code = getattr(fb.BuiltinOperator, op.builtin)
+                oc = fb.OperatorCodeT()
+                oc.customCode = custom_code  # CUSTOM ops only (custom-layer remedy, see custom.py)
+                oc.builtinCode = code
+                oc.deprecatedBuiltinCode = min(code, _PLACEHOLDER_FOR_GREATER_OP_CODES)
+                oc.version = version
+                codes[key] = len(code_list)
+                code_list.append(oc)
+            ot = fb.OperatorT()
+            ot.opcodeIndex = codes[key]
+            ot.inputs = [new_index[i] if i >= 0 else -1 for i in op.inputs]
+            ot.outputs = [new_index[i] for i in op.outputs]
+            ot.builtinOptionsType = op.options_type
+            ot.builtinOptions = op.options
+            if op.extra.get("custom_options") is not None:
+                ot.customOptions = list(op.extra["custom_options"])
+                ot.customOptionsFormat = fb.CustomOptionsFormat.FLEXBUFFERS
+            operators.append(ot)
+        return code_list, operators
 
 
 def _view_of(value: np.ndarray) -> memoryview:

@@ -71,6 +71,7 @@ class TnnTarget(Target):
 
     def export(self, model: onnx.ModelProto, out_dir: Path, hw: str, options: ExportOptions | None = None) -> Artifact:
         from .context import sanitize
+        from .conv_fusion import keep_fusions_exact
         from .emit import build_net
         from .intermediates import blob_map
         from .model_writer import model_bytes
@@ -85,6 +86,8 @@ class TnnTarget(Target):
             from .quantized import quantize_net
 
             int8 = quantize_net(net, blob_names, options.quantization["params"])
+        # last, on the final layer list: TNN's runtime fuses neighbours by position (conv_fusion.py)
+        keep_fusions_exact(net)
         proto, weights = proto_text(net), model_bytes(net)
         out_dir = Path(out_dir)
         files = [out_dir / f"{stem}.tnnproto", out_dir / f"{stem}.tnnmodel"]

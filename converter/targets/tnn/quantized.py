@@ -57,10 +57,11 @@ def quantize_net(net: TnnNet, blob_of: dict[str, str], record: dict) -> dict:
     """Rewrite ``net`` in place (module docstring); returns a summary for the artifact meta."""
     if record.get("activation_dtype") != "int8":
         raise Unsupported(f"tnn: native {record.get('mode')} export is int8 only")
+    given = record.get("given") is not None  # the model came quantized: its own scales, or a refusal
     scales: dict[str, float] = {}
     for onnx_name, entry in record.get("activations", {}).items():
         if onnx_name in blob_of and len(entry["scale"]) == 1:
-            scales[blob_of[onnx_name]] = symmetric_scale(entry)
+            scales[blob_of[onnx_name]] = given_scale(onnx_name, entry) if given else symmetric_scale(entry)
     _fuse_activations(net)
     producer = {o: layer for layer in net.layers for o in layer.outputs}
     readers: dict[str, list] = {}
@@ -90,11 +91,12 @@ def quantize_net(net: TnnNet, blob_of: dict[str, str], record: dict) -> dict:
             if before is not None and before in quantized:
                 scales[layer.inputs[0]] = scales[layer.outputs[0]]
                 quantized.append(layer)
+    weight_scales = given_weight_scales(record) if given else {}
     for layer in quantized:
         if layer.type == "Convolution":
-            _quantize_conv(layer, scales[layer.inputs[0]])
+            _quantize_conv(layer, scales[layer.inputs[0]], weight_scales.get(layer.name))
         elif layer.type == "InnerProduct":
-            _quantize_inner_product(layer, scales[layer.inputs[0]])
+            _quantize_inner_product(layer, scales[layer.inputs[0]], weight_scales.get(layer.name))
         layer.type = "Quantized" + layer.type
     used = sorted({b for layer in quantized for b in layer.inputs + layer.outputs})
     net.blob_scales = {b: scales[b] for b in used}
@@ -119,8 +121,45 @@ def _fuse_activations(net: TnnNet) -> None:
     net.layers[:] = [layer for layer in net.layers if all(layer is not d for d in drop)]
 
 
-def _weights(weight: np.ndarray, input_scale: float) -> tuple[np.ndarray, np.ndarray]:
-    """int8 weights and the per-output-channel scale (input scale folded in), as the tool."""
+def given_scale(name: str, entry: dict) -> float:
+    """A quantized input's own activation scale, which TNN keeps when it is symmetric."""
+    if any(int(z) != 0 for z in entry["zero_point"]) or entry["dtype"] != "int8":
+        raise Unsupported(
+            f"tnn int8: the model's tensor '{name}' is quantized with zero point {entry['zero_point'][0]} "
+            f"({entry['dtype']}); TNN's int8 blobs are symmetric (BlobScale: zero point 0, Tencent/TNN@f0cb081 "
+            "source/tnn/interpreter/tnn/layer_interpreter/blob_scale_layer_interpreter.cc), so its scales cannot "
+            "be kept: quantize it symmetrically (onnxruntime: ActivationSymmetric=True) or give --calibration")
+    return float(entry["scale"][0])
+
+
+def given_weight_scales(record: dict) -> dict[str, np.ndarray]:
+    """Layer name -> a quantized input's own per-output-channel weight scales (symmetric int8)."""
+    out = {}
+    for name, entry in record.get("weights", {}).items():
+        if any(int(z) != 0 for z in entry["zero_point"]) or entry["dtype"] != "int8":
+            raise Unsupported(f"tnn int8: the model's weight '{name}' has zero point {entry['zero_point'][0]} "
+                              f"({entry['dtype']}); TNN's int8 weights are symmetric, so it cannot be kept")
+        for consumer in entry["consumers"]:
+            out[consumer] = np.asarray(entry["scale"], np.float32)
+    return out
+
+
+def _given_weights(weight: np.ndarray, input_scale: float, given: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+    """The integers of a quantized input's weights (its own scales; TNN's scale folds in the input's)."""
+    w = np.asarray(weight, np.float32).reshape(weight.shape[0], -1)
+    channel = np.broadcast_to(given.reshape(-1), (w.shape[0],)).astype(np.float32)
+    q = np.rint(w / channel[:, None])
+    if np.abs(q).max(initial=0) > 127:
+        raise Unsupported("tnn int8: a weight of the model is quantized to -128; TNN's int8 weights are "
+                          "symmetric in [-127, 127], so it cannot be kept")
+    return q.astype(np.int8).reshape(weight.shape), (np.float32(input_scale) * channel).astype(np.float32)
+
+
+def _weights(weight: np.ndarray, input_scale: float, given: np.ndarray | None = None) -> tuple[np.ndarray, np.ndarray]:
+    """int8 weights and the per-output-channel scale (input scale folded in), as the tool; with
+    ``given`` (a quantized input's per-channel weight scales), those."""
+    if given is not None:
+        return _given_weights(weight, input_scale, given)
     w = np.asarray(weight, np.float32).reshape(weight.shape[0], -1) * np.float32(input_scale)
     absmax = np.max(np.abs(w), axis=1)
     scale = (absmax / np.float32(127.0)).astype(np.float32)
@@ -141,19 +180,19 @@ def _tail(scale: np.ndarray) -> list:
     return [("raw", RawBuffer.of(np.zeros(scale.shape, np.int8))), ("raw", RawBuffer.of(scale))]
 
 
-def _quantize_conv(layer, input_scale: float) -> None:
+def _quantize_conv(layer, input_scale: float, given: np.ndarray | None = None) -> None:
     # resource: str name ; int has_bias ; Raw filter [O, I/g, kh, kw] ; [Raw bias]
     name, has_bias, filt = layer.resource[0], layer.resource[1][1], layer.resource[2][1]
     bias = layer.resource[3][1].data if has_bias else None
-    q, scale = _weights(filt.data.reshape(filt.dims), input_scale)
+    q, scale = _weights(filt.data.reshape(filt.dims), input_scale, given)
     layer.params[9] = 1  # has_bias: the int8 kernels always add the int32 bias
     layer.resource = [name, ("int", 1), ("raw", RawBuffer.of(q)), ("raw", RawBuffer.of(_int32_bias(bias, scale))),
                       *_tail(scale)]
 
 
-def _quantize_inner_product(layer, input_scale: float) -> None:
+def _quantize_inner_product(layer, input_scale: float, given: np.ndarray | None = None) -> None:
     # resource: str name ; Raw weight [N, K] ; Raw bias [N]
     name, weight, bias = layer.resource[0], layer.resource[1][1], layer.resource[2][1]
-    q, scale = _weights(weight.data.reshape(weight.dims), input_scale)
+    q, scale = _weights(weight.data.reshape(weight.dims), input_scale, given)
     layer.resource = [name, ("raw", RawBuffer.of(q)), ("raw", RawBuffer.of(_int32_bias(bias.data, scale))),
                       *_tail(scale)]

@@ -199,17 +199,20 @@ def _with_float_io(proto: Path, artifact, work: Path) -> Path:
     return copy
 
 
-#: TNN's net optimizers fold these layers into a preceding convolution (net_optimizer_fuse_conv_post.cc,
-#: net_optimizer_fuse_conv_add.cc) without checking whether the convolution's output is a net
-#: output, so such a blob must not be exposed (the runtime crashes on it); it is fused away anyway.
-_FUSED_AFTER_CONV = {"ReLU", "ReLU6", "Sigmoid", "Swish", "Add"}
-_CONV_TYPES = {"Convolution", "Deconvolution", "Convolution3D", "Deconvolution3D", "Convolution1D"}
-
-
 def _fused_away(layers) -> set[str]:
-    gone = set()
-    for prev, cur in zip(layers, layers[1:]):
-        if prev.type_str in _CONV_TYPES and cur.type_str in _FUSED_AFTER_CONV and prev.outputs[0] in cur.inputs:
+    """Blobs TNN's optimizer leaves without a writer: exposing one as an output would crash the
+    runtime, and it is fused away anyway.  The activations conv_fusion.py models exactly; an int8
+    1x1 convolution also swallows an Add reading it (net_optimizer_fuse_conv_add.cc#L56-L157),
+    kept out conservatively."""
+    from .conv_fusion import CONV_PARAM_TYPES, dropped_blobs, view
+    from .layer_types import LAYER_TYPE
+
+    start = 4  # type name n_in n_out, then the blobs, then the parameters
+    views = [view(layer.type_str, layer.inputs, layer.outputs,
+                  layer.fields.tokens[start + len(layer.inputs) + len(layer.outputs):]) for layer in layers]
+    gone = dropped_blobs(views)
+    for prev, cur in zip(views, views[1:]):
+        if prev.type in CONV_PARAM_TYPES and cur.type == LAYER_TYPE["Add"] and prev.outputs[0] in cur.inputs:
             gone.add(prev.outputs[0])
     return gone
 
