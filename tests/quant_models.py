@@ -229,3 +229,25 @@ def two_input_add_port(tmp_path, hw: str, **options):
     out = tmp_path / "out"
     result = port(str(path), to="mace", hw=hw, out=out, calibration=str(tmp_path / "calib.npz"), verify=False, **options)
     return result, out, rng
+
+
+def tiny_classifier_model(seed: int = 0) -> onnx.ModelProto:
+    """x [1,3,16,16] -> conv1 -> Relu -> conv2 (stride 2) -> Relu -> GlobalAveragePool -> Flatten
+    -> Gemm -> y [1,10]: ten class scores (top-1 agreement is measured), every op on every CPU
+    target in int8/uint8/fp16."""
+    rng = np.random.default_rng(seed)
+    inits = {"w1": (rng.standard_normal((8, 3, 3, 3)) * 0.4).astype(np.float32),
+             "b1": (rng.standard_normal(8) * 0.1).astype(np.float32),
+             "w2": (rng.standard_normal((16, 8, 3, 3)) * 0.2).astype(np.float32),
+             "b2": (rng.standard_normal(16) * 0.1).astype(np.float32),
+             "wf": (rng.standard_normal((10, 16)) * 0.5).astype(np.float32),
+             "bf": (rng.standard_normal(10) * 0.1).astype(np.float32)}
+    nodes = [helper.make_node("Conv", ["x", "w1", "b1"], ["c1"], name="conv1", pads=[1, 1, 1, 1]),
+             helper.make_node("Relu", ["c1"], ["r1"], name="relu1"),
+             helper.make_node("Conv", ["r1", "w2", "b2"], ["c2"], name="conv2", pads=[1, 1, 1, 1], strides=[2, 2]),
+             helper.make_node("Relu", ["c2"], ["r2"], name="relu2"),
+             helper.make_node("GlobalAveragePool", ["r2"], ["g"], name="gap"),
+             helper.make_node("Flatten", ["g"], ["f"], name="flat"),
+             helper.make_node("Gemm", ["f", "wf", "bf"], ["y"], name="fc", transB=1)]
+    return _model(nodes, [helper.make_tensor_value_info("x", TensorProto.FLOAT, [1, 3, 16, 16])],
+                  [helper.make_tensor_value_info("y", TensorProto.FLOAT, [1, 10])], inits, "tiny_classifier")

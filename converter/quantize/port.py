@@ -70,6 +70,12 @@ class QuantResult:
     export_model: onnx.ModelProto | None = None
     #: Which samples calibrated and which judged (:meth:`.holdout.QuantSamples.to_dict`).
     samples: dict | None = None
+    #: The first held-out sample: what the exported file's latency is measured on.
+    first_held: dict | None = field(default=None, repr=False)
+    #: Bytes of the exported file(s), and their latency in the framework's runtime
+    #: (``Target.latency``), set by the pipeline after the export.
+    file_bytes: int | None = None
+    file_latency: dict | None = None
 
     @property
     def native_integer(self) -> bool:
@@ -120,6 +126,8 @@ class QuantResult:
             "outputs": self.params.get("outputs"),
             "preprocess": self.preprocess,
             "samples": self.samples,
+            "file_bytes": self.file_bytes,
+            "file_latency": self.file_latency,
             "files": self.files,
         })
 
@@ -146,7 +154,7 @@ def quantize_for_port(model: onnx.ModelProto, request: QuantRequest, verify: Ver
     params = record_params(model, outcome, plan, start, target, own_weights)
     result = QuantResult(plan, outcome.model, params, outcome.quality, outcome.table, outcome.decisions,
                          data.calibration, data.warnings, data.preprocess, native_export(target, plan), target.name,
-                         samples=data.samples.to_dict())
+                         samples=data.samples.to_dict(), first_held=(data.samples.held or [None])[0])
     # a float file (fp16, or no native integer export) keeps the model's own biases
     result.export_model = with_corrected_biases(model, outcome.model) if result.native_integer else model
     write_quant_files(out_dir, model, result)

@@ -140,6 +140,9 @@ def html_section(quant: dict) -> str:
     if rows:
         parts.append(f"<h3>Per layer (worst {min(TOP_LAYERS, len(rows))} of {len(rows)})</h3>"
                      f"<p>{esc(layers.get('summary', ''))}</p>")
+        from .layer_chart import sqnr_chart_svg
+
+        parts.append(sqnr_chart_svg(rows))
         parts.append(_table(["layer", "op", "SQNR dB", "drop dB", "in float: output dB", "diagnosis", "why",
                              "suggestion"],
                             [[r.get("node"), r.get("op"), r.get("sqnr_db"), r.get("drop_db"),
