@@ -95,6 +95,12 @@ def test_the_console_prints_one_row_per_pair(ported):
         assert re.fullmatch(r"\d+\.\d KiB|\d+ B", row[7])
     assert re.fullmatch(r"[\d.e-]+ ms \(LiteRT [\d.]+, CPU, 1 thread\)", rows[0][8])
     assert [r[8] for r in rows[1:]] == ["-", "-", "-"]
+    why = [line for line in text.splitlines() if " auto: " in line]
+    assert why == [f"{fw}/{hw} auto: {mode}, the lowest precision {fw}/{hw} runs ({dtypes}); every output met its "
+                   f"SQNR floor with every layer in {mode}: nothing kept in float"
+                   for (fw, hw), mode, dtypes in zip(PAIRS, ["int8", "int8", "uint8", "fp16"], [
+                       "bool/float16/float32/int16/int32/int64/int8/uint8", "float16/float32/int8",
+                       "bfloat16/float16/float32/int32/uint8", "bool/float16/float32/int32"])]
 
 
 def test_the_report_page_plots_the_worst_layers(ported):

@@ -115,6 +115,11 @@ def print_quantization(console, results) -> None:
     for r in results:
         table.add_row(*(escape(c) for c in cells(target_row(r.target, r.hw, r.report))))
     console.print(table)
+    from ...quantize.report import auto_line
+
+    for r in results:  # what auto chose there, and why
+        if auto_line(r.report.get("quantization") or {}):
+            console.print(escape(f"{r.target}/{r.hw} auto: {auto_line(r.report['quantization'])}"), highlight=False)
 
 
 def _hist(hist: dict) -> str:
