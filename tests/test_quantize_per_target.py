@@ -138,3 +138,18 @@ def test_the_chart_is_empty_without_finite_layers_and_labels_measured_gains():
     assert svg.count('<rect class="layer"') == 5
     assert "37.0, in float: +0.4 dB at the output" in svg
     assert svg == sqnr_chart_svg(list(reversed(rows[:5])))  # order of the table does not matter
+
+
+def test_a_bias_correction_taken_from_the_varied_model_is_reported():
+    """auto's keep-float variants take the base model's bias choice unscored (bias_correction._as_fixed):
+    their record has no before/after numbers, and the report says where the choice came from."""
+    from converter.quantize.report import bias_correction_line, html_section
+
+    record = {"layers": 41, "applied": True, "add_ranges": "shared",
+              "chosen_by": "the choice made for the model this one varies"}
+    assert bias_correction_line(record) == "41 layers, the choice made for the model this one varies"
+    assert "Bias correction: 41 layers, the choice made for the model this one varies." in html_section(
+        {"plan": {"mode": "uint8"}, "bias_correction": record})
+    scored = {**record, "samples": 16, "samples_from": "the 16 held-out samples", "sqnr_db_before": 18.0,
+              "sqnr_db_after": 19.4}
+    assert bias_correction_line(scored) == "41 layers, worst output SQNR 18.0 -> 19.4 dB on the 16 held-out samples"

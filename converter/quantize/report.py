@@ -13,6 +13,8 @@ def bias_correction_line(record: dict | None) -> str:
     """One line on what bias correction did (empty when it was not tried)."""
     if not record:
         return ""
+    if record.get("applied") and "sqnr_db_after" not in record:  # taken from the model this one varies
+        return f"{record['layers']} layers, {record.get('chosen_by', 'chosen without scoring')}"
     if record.get("applied"):
         on = record.get("samples_from") or f"{record['samples']} calibration samples"
         return (f"{record['layers']} layers, worst output SQNR {record['sqnr_db_before']:.1f} -> "
