@@ -68,6 +68,13 @@ def test_keras_to_edgetpu_int8_has_no_frontend_artifacts(hed_like, tmp_path):
     assert result.status == "ok", result.reason
     transposes = [v for v in result.report["check"]["verdicts"] if v["op"] == "Transpose"]
     assert len(transposes) == 1 and transposes[0]["status"] == "supported"
+    # the resize is supported, and named as what the Edge TPU compiler may leave on the CPU
+    (resize,) = result.report["plan"]["may_stay_on_cpu"]
+    assert (resize["op"], resize["target"], resize["shapes"]) == ("Resize", "RESIZE_BILINEAR", "1x1x8x8 -> 1x1x16x16")
+    assert resize["after"] == 4  # the Concat, the fusion Conv, the Sigmoid and the NHWC Transpose
+    assert resize["source"].endswith("convert_model_for_Edge_TPU.md#L35-L36")
+    cpu = port(str(path), to="tflite", hw="cpu", out=tmp_path / "cpu")
+    assert cpu.status == "ok" and cpu.report["plan"]["may_stay_on_cpu"] == []
     ours = _ops(min(out.glob("*.tflite")))
     assert ours == Counter({"CONV_2D": 5, "MAX_POOL_2D": 1, "RESIZE_BILINEAR": 1, "CONCATENATION": 1, "LOGISTIC": 1})
     # TensorFlow's own full-integer file of the same Keras model: no fewer ops

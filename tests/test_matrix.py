@@ -150,6 +150,9 @@ def _line_of(text: str, needle: str) -> int:
     (lambda t: t.replace("      Tanh: {target: TANH, supported: all}",
                          "      Tanh: {target: TANH, supported: all}\n      Tanh: {target: TANH, supported: all}"),
      "      Tanh: {target: TANH, supported: all}\n", "duplicate key 'Tanh'"),
+    (lambda t: t.replace("      Tanh: {target: TANH, supported: all}",
+                         "      Tanh: {target: TANH, supported: all, may_stay_on_cpu: {edgetpu: {why: slow}}}"),
+     "Tanh: {target: TANH, supported: all, may_stay_on_cpu", "must be {why: <the vendor's words>, source: <citation>}"),
 ])
 def test_mistakes_point_at_the_yaml_line(tmp_path, mutate, needle, message):
     text = DEFAULT_MATRIX.read_text()
@@ -909,3 +912,10 @@ def test_exporter_constraints_cite_upstream_lines(m):
                 assert citation.path.endswith((".cc", ".h", ".py", ".fbs")) or "exporter" in why, (fw, op, spec)
                 cited += 1
     assert cited >= 40
+
+
+def test_edgetpu_resize_is_supported_but_may_stay_on_cpu(m):
+    spec = m.may_stay_on_cpu("tflite", "Resize", "edgetpu")
+    assert spec["source"] == "dgist-datalab/Datalab_Intern@fc0ee50:Edge_TPU/convert_model_for_Edge_TPU.md#L35-L36"
+    assert "may not be mapped to the Edge TPU" in spec["why"]
+    assert m.may_stay_on_cpu("tflite", "Resize", "gpu") is None and m.may_stay_on_cpu("tflite", "Conv", "edgetpu") is None

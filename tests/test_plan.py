@@ -364,3 +364,36 @@ def test_a_rewrite_never_rewrites_a_node_moved_to_post_processing(matrix, tmp_pa
     expected = run_onnx(model, x)["boxes"]
     post = cut.postprocess(run_onnx(cut.model, x))
     assert np.max(np.abs(post["boxes"] - expected)) == 0.0  # data movement only: exact
+
+
+def test_plan_names_what_the_edge_tpu_compiler_may_leave_on_the_cpu(tmp_path):
+    """Coral maps RESIZE_BILINEAR "depending on input/output size": supported, and named with the
+    nodes a compiler that stops there would leave to the CPU (the matrix's ``may_stay_on_cpu``)."""
+    import typer
+    from onnx import TensorProto, helper
+    from typer.testing import CliRunner
+
+    from converter.cli.commands import plan as plan_command
+
+    w = numpy_helper.from_array(np.random.default_rng(0).standard_normal((4, 3, 1, 1)).astype(np.float32), "w")
+    scales = numpy_helper.from_array(np.array([1, 1, 4, 4], np.float32), "scales")
+    nodes = [helper.make_node("Conv", ["x", "w"], ["c"], name="conv"),
+             helper.make_node("Resize", ["c", "", "scales"], ["r"], name="up", mode="linear"),
+             helper.make_node("Relu", ["r"], ["y"], name="relu")]
+    graph = helper.make_graph(nodes, "g", [helper.make_tensor_value_info("x", TensorProto.FLOAT, [1, 3, 8, 8])],
+                              [helper.make_tensor_value_info("y", TensorProto.FLOAT, [1, 4, 32, 32])], [w, scales])
+    path = tmp_path / "up.onnx"
+    onnx.save(helper.make_model(graph, opset_imports=[helper.make_opsetid("", 17)]), str(path))
+    app = typer.Typer()
+    plan_command.register(app)
+    app.command("noop")(lambda: None)
+    res = CliRunner().invoke(app, ["plan", str(path), "--to", "tflite", "--hw", "edgetpu"])
+    assert res.exit_code == 0, res.output
+    text = " ".join(res.output.split())  # the console wraps long lines
+    assert text.count("may run on CPU:") == 1
+    assert text[text.index("may run on CPU:"):] == ("may run on CPU: resize_0 (Resize 1x4x8x8 -> 1x4x32x32): the compiler may leave it on the CPU, and "
+                     "the 1 node(s) after it (\"Depending on input/output size, this operation may not be mapped to "
+                     "the Edge TPU to avoid loss in precision\", "
+                     "dgist-datalab/Datalab_Intern@fc0ee50:Edge_TPU/convert_model_for_Edge_TPU.md#L35-L36)")
+    res = CliRunner().invoke(app, ["plan", str(path), "--to", "tflite", "--hw", "gpu", "--json"])
+    assert json.loads(res.output)["plans"][0]["may_stay_on_cpu"] == []

@@ -169,3 +169,46 @@ def _elements(t) -> int:
     if shape is None or not all(isinstance(d, int) for d in shape):
         return 0
     return int(np.prod(shape, dtype=np.int64)) if shape else 1
+
+
+def compiler_may_leave_on_cpu(graph, supported: set[str], matrix, framework: str, hw: str) -> list[dict]:
+    """Supported nodes the hardware's compiler may still leave on the CPU (the matrix's
+    ``may_stay_on_cpu``: Coral's RESIZE_BILINEAR, mapped or not "depending on input/output size"),
+    each with how many nodes follow it: a compiler that maps ops up to the first one it does not
+    map leaves those to the CPU too.  Named so the plan shows the partition before a device does."""
+    found = []
+    for node in graph.nodes:
+        if node.name not in supported or (spec := matrix.may_stay_on_cpu(framework, node.op, hw)) is None:
+            continue
+        shapes = [_shape_text(node.inputs[0]), _shape_text(node.outputs[0])]
+        target = matrix.target_op(framework, node.op) or node.op
+        if " / " in target:  # RESIZE_BILINEAR / RESIZE_NEAREST_NEIGHBOR: the one the mode picks
+            target = target.split(" / ")[0 if node.attrs.get("mode") in ("linear", b"linear") else -1]
+        found.append({"node": node.name, "op": node.op, "target": target,
+                      "shapes": " -> ".join(shapes), "after": len(_downstream(node)),
+                      "why": spec["why"], "source": spec["source"]})
+    return found
+
+
+def _shape_text(tensor) -> str:
+    shape = getattr(tensor, "shape", None)
+    return "x".join(str(d) for d in shape) if shape is not None else "?"
+
+
+def _downstream(node) -> set[str]:
+    """Names of the nodes that read, directly or not, what ``node`` writes."""
+    seen: set[str] = set()
+    todo = list(node.outputs)
+    while todo:
+        for reader in todo.pop().outputs:
+            if reader.name not in seen:
+                seen.add(reader.name)
+                todo.extend(reader.outputs)
+    return seen
+
+
+def compiler_summary(entry: dict) -> str:
+    """One line for the console and the report page."""
+    after = f", and the {entry['after']} node(s) after it" if entry["after"] else ""
+    return (f"{entry['node']} ({entry['op']} {entry['shapes']}): the compiler may leave it on the CPU{after} "
+            f"(\"{entry['why']}\", {entry['source']})")

@@ -23,7 +23,7 @@ import onnx
 from ..errors import BadInput
 from ..ir.graph import is_constant, to_graph
 from .neighbourhood import Unkeyable, neighbourhood, settle
-from .partition import ACCEL, CPU, Partitions, absorb_small_islands, partition
+from .partition import ACCEL, CPU, Partitions, absorb_small_islands, compiler_may_leave_on_cpu, partition
 from .rewrites import REGISTRY, RETRAIN, apply_rule_to_graph, rules_for
 from .rewrites.base import CONTEXT_RADIUS
 
@@ -68,6 +68,8 @@ class Plan:
     entries: list[PlanEntry] = field(default_factory=list)
     #: how the runtime splits the model when nodes fall back to another unit (None: no fallback)
     partitions: Partitions | None = None
+    #: supported nodes the compiler may still leave on the CPU (:func:`.partition.compiler_may_leave_on_cpu`)
+    may_stay_on_cpu: list[dict] = field(default_factory=list)
 
     @property
     def ok(self) -> bool:
@@ -82,6 +84,7 @@ class Plan:
         counts = {r: len(self.by_remedy(r)) for r in REMEDIES}
         return {"framework": self.framework, "hw": self.hw, "ok": self.ok, "counts": counts,
                 "partitions": self.partitions.to_json() if self.partitions else None,
+                "may_stay_on_cpu": self.may_stay_on_cpu,
                 "entries": [e.to_dict() for e in self.entries]}
 
 
@@ -291,6 +294,9 @@ def plan_model(model: onnx.ModelProto, framework: str, hw: str, matrix=None, *, 
     for e in stuck:
         if e.remedy != "fallback":
             e.reason += ": " + _last_resort(e)
+    if hasattr(matrix, "may_stay_on_cpu"):
+        supported = {e.node for e in plan.entries if e.remedy == "supported"}
+        plan.may_stay_on_cpu = compiler_may_leave_on_cpu(graph, supported, matrix, framework, hw)
     return plan
 
 

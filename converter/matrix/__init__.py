@@ -184,6 +184,12 @@ class Matrix:
             return Fallback(None, spec["reason"])
         return Fallback(spec["to"], f"the {framework} runtime runs what {hw} cannot on {spec['to']}", spec["source"])
 
+    def may_stay_on_cpu(self, framework: str, onnx_op: str, hw: str) -> dict | None:
+        """``{why, source}`` when ``hw``'s compiler may leave a supported ``onnx_op`` on the CPU
+        (the matrix's ``may_stay_on_cpu``), else None."""
+        entry = self._fw(framework)["ops"].get(onnx_op) or {}
+        return (entry.get("may_stay_on_cpu") or {}).get(hw)
+
     def target_op(self, framework: str, onnx_op: str) -> str | None:
         entry = self._fw(framework)["ops"].get(onnx_op)
         return None if entry is None else entry.get("target")

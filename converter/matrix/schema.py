@@ -28,6 +28,9 @@ frameworks:
         sources: {<hw>: <citation>}        # per-hardware source where it differs
         notes: {<hw>: str}                 # the reason shown for that hardware
         rank_exempt: bool                  # (rarely) skip the hardware's max_rank
+        may_stay_on_cpu: {<hw>: {why: str, source: <citation>}}
+                                           # supported, but the vendor's compiler may leave it
+                                           # (and what follows it) on the CPU
         constraints: [<constraint>]        # see converter/matrix/constraints.py
 ```
 """
@@ -41,7 +44,7 @@ from .loader import Lines, fail
 _FW_KEYS = {"title", "source", "aliases", "defaults", "hardware", "ops", "notes"}
 _HW_KEYS = {"title", "source", "rank_source", "aliases", "like", "properties", "notes", "fallback"}
 _OP_KEYS = {"target", "source", "supported", "unverified", "sources", "notes", "constraints",
-            "rank_exempt"}
+            "rank_exempt", "may_stay_on_cpu"}
 _PROPERTY_TYPES = {
     "max_outputs": (int, type(None)),
     "max_rank": (int, type(None)),
@@ -101,6 +104,9 @@ def iter_citations(data):
                 yield oat + ("source",), entry["source"]
             for hw_name, text in (entry.get("sources") or {}).items():
                 yield oat + ("sources", hw_name), text
+            for hw_name, spec in (entry.get("may_stay_on_cpu") or {}).items():
+                if isinstance(spec, dict) and "source" in spec:
+                    yield oat + ("may_stay_on_cpu", hw_name, "source"), spec["source"]
             for i, spec in enumerate(entry.get("constraints") or ()):
                 yield from _constraint_citations(spec, oat + ("constraints", i))
 
@@ -207,6 +213,11 @@ def _validate_op(op: str, entry, hw_names: set, at: tuple, lines: Lines, fw_sour
             for hw in value:
                 if hw not in hw_names:
                     fail(lines, at + (key, hw), f"unknown hardware '{hw}'")
+    for hw, spec in (entry.get("may_stay_on_cpu") or {}).items():
+        if hw not in hw_names:
+            fail(lines, at + ("may_stay_on_cpu", hw), f"unknown hardware '{hw}'")
+        if not isinstance(spec, dict) or set(spec) != {"why", "source"}:
+            fail(lines, at + ("may_stay_on_cpu", hw), "must be {why: <the vendor's words>, source: <citation>}")
     constraints = entry.get("constraints", [])
     if not isinstance(constraints, list):
         fail(lines, at + ("constraints",), "must be a list")

@@ -112,7 +112,17 @@ def _plan_table(report: dict) -> str:
     body = _rows(header, needs) if needs else "<p>Every node is supported as it is.</p>"
     if fine:
         body += f"<details><summary>{len(fine)} supported nodes</summary>{_rows(header, fine)}</details>"
-    return "<h2>Plan: a remedy per node</h2>" + body + _partitions(report.get("plan", {}).get("partitions"))
+    plan = report.get("plan", {})
+    return "<h2>Plan: a remedy per node</h2>" + body + _partitions(plan.get("partitions")) + \
+        _may_stay_on_cpu(plan.get("may_stay_on_cpu", []))
+
+
+def _may_stay_on_cpu(entries: list[dict]) -> str:
+    if not entries:
+        return ""
+    return ("<h3>Supported, but the compiler may leave these on the CPU</h3>"
+            + _rows(["node", "op", "shapes", "nodes after it", "why", "source"],
+                    [[e["node"], e["op"], e["shapes"], e["after"], e["why"], e["source"]] for e in entries]))
 
 
 def _partitions(partitions: dict | None) -> str:

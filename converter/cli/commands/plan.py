@@ -71,3 +71,7 @@ def _print_plan(plan, model: str, all_nodes: bool) -> None:
     console.print(escape(f"{plan.framework}/{plan.hw}: {len(plan.entries)} nodes: {counts}"), highlight=False)
     if plan.partitions is not None:
         console.print(f"partitions: {plan.partitions.summary()}", highlight=False, markup=False)
+    for entry in plan.may_stay_on_cpu:
+        from ...legalize.partition import compiler_summary
+
+        console.print(f"may run on CPU: {compiler_summary(entry)}", highlight=False, markup=False)

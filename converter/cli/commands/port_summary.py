@@ -58,6 +58,10 @@ def _summary(result) -> tuple[str, list[tuple[str, str]]]:
     partitions = rep.get("plan", {}).get("partitions")
     if partitions:
         rows.append(("partitions", partitions["summary"]))
+    for entry in rep.get("plan", {}).get("may_stay_on_cpu", []):
+        from ...legalize.partition import compiler_summary
+
+        rows.append(("may run on CPU", compiler_summary(entry)))
     rules = Counter(a["rule"] for a in rep.get("applied_rules", []))
     if rules:
         rows.append(("rules applied", ", ".join(f"{k} ×{v}" for k, v in sorted(rules.items()))))
