@@ -32,6 +32,7 @@ by that layer alone.
 
 from __future__ import annotations
 
+import hashlib
 import json
 from collections.abc import Callable
 from dataclasses import dataclass
@@ -147,12 +148,20 @@ def _worst_sqnr(qdq_model: onnx.ModelProto, samples: list[dict], references: lis
     return min((o.sqnr_db for o in quality.outputs), default=float("nan"))
 
 
-def _corrected(qdq_model: onnx.ModelProto, layers: list[_Layer], means: dict[str, np.ndarray]) -> onnx.ModelProto:
+def _corrected(qdq_model: onnx.ModelProto, layers: list[_Layer], means: dict[str, np.ndarray],
+               shifts: dict | None = None) -> onnx.ModelProto:
+    """``qdq_model`` with the corrected int32 biases; ``shifts``: the shifts computed before, by
+    (layer, its weights' rounding error), reused (a keep-float variant has the same weights)."""
     corrected = onnx.ModelProto()
     corrected.CopyFrom(qdq_model)
     inits = {i.name: i for i in corrected.graph.initializer}
+    shifts = {} if shifts is None else shifts
     for layer in layers:
-        shift = (_conv_shift if layer.node.op_type == "Conv" else _gemm_shift)(layer, means[layer.node.input[0]])
+        error = (layer.weight_real - layer.float_weight).tobytes()
+        key = (layer.node.name, layer.node.input[0], hashlib.sha1(error).hexdigest())
+        if key not in shifts:
+            shifts[key] = (_conv_shift if layer.node.op_type == "Conv" else _gemm_shift)(layer, means[layer.node.input[0]])
+        shift = shifts[key]
         target = inits[layer.bias_edge.quantized]
         target.CopyFrom(numpy_helper.from_array(int32_bias(layer.float_bias - shift, layer.bias_edge.scale), target.name))
     return corrected
@@ -164,8 +173,11 @@ def correct_biases(float_model: onnx.ModelProto, qdq_model: onnx.ModelProto, sam
                    fixed: dict | None = None) -> onnx.ModelProto:
     """The best, by worst output SQNR, of ``qdq_model`` and each of ``alternatives`` (the same
     model with other activation ranges), each as it is and with corrected biases; ties go to
-    ``qdq_model`` as it is.  The chosen model's metadata records every candidate's SQNR, the
-    samples it was measured on and why the winner won.
+    ``qdq_model`` as it is.  With more than three candidates, all are scored on the first half of
+    the samples and the :data:`FINALISTS` best (and the plain shared layout) on all of them; the
+    winner is the best finalist.  The chosen model's metadata records every candidate's SQNR, the
+    samples it was measured on (``pruned``: the candidates scored on the first half only) and why
+    the winner won.
 
     ``score``: a :class:`Scorer` on held-out samples (a port's, :class:`.judge.Judge`); without
     one, the candidates are scored on the first :data:`CHECK_SAMPLES` of ``samples`` (the
@@ -196,19 +208,22 @@ def correct_biases(float_model: onnx.ModelProto, qdq_model: onnx.ModelProto, sam
     if fixed is not None:
         return _as_fixed(float_model, candidates[first], layers[first], samples, names, stats, fixed, record)
     means, score = _means_and_scorer(float_model, samples, names, stats, score)
-    scored = []  # (sqnr, order, label, corrected?, model)
+    models = []  # (label, corrected?, model)
     for label, model in candidates.items():
-        scored.append((score(model), len(scored), label, False, model))
+        models.append((label, False, model))
         if layers[label]:
-            fixed = _corrected(model, layers[label], means)
-            scored.append((score(fixed), len(scored), label, True, fixed))
-    best = max(scored, key=lambda t: (t[0], -t[1]))
-    _, _, label, applied, chosen = best
+            models.append((label, True, _corrected(model, layers[label], means, _shifts(stats))))
+    scored = _scored(models, score)  # (sqnr, order, label, corrected?, model, samples)
+    best = max(scored, key=lambda t: (t[0], -t[1]) if t[5] == score.count else (float("-inf"), 0))
+    _, _, label, applied, chosen, _ = best
     for candidate in scored:
         score.done(candidate[4], keep=candidate is best)
     record.update(layers=len(layers[label]), applied=applied, add_ranges=label, samples=score.count,
                   samples_from=score.label, sqnr_db_before=round(scored[0][0], 3), sqnr_db_after=round(best[0], 3),
                   candidates={f"{t[2]}/{'corrected' if t[3] else 'plain'}": round(t[0], 3) for t in scored})
+    pruned = {f"{t[2]}/{'corrected' if t[3] else 'plain'}": t[5] for t in scored if t[5] != score.count}
+    if pruned:
+        record["pruned"] = {"samples": next(iter(pruned.values())), "candidates": sorted(pruned)}
     if applied:
         record["float_biases"] = sorted(layer.bias for layer in layers[label])
     elif layers[label]:
@@ -218,11 +233,33 @@ def correct_biases(float_model: onnx.ModelProto, qdq_model: onnx.ModelProto, sam
     return chosen
 
 
+def _shifts(stats) -> dict | None:
+    """The shift cache of the calibration pass's statistics (the means it holds are the same)."""
+    return None if stats is None else stats.shifts
+
+
+#: With more candidates than this, all are scored on the first half of the samples and only this
+#: many best, and the plain biases of the shared layout (the "before" of the record), on all.
+FINALISTS = 2
+
+
+def _scored(models: list[tuple], score) -> list[tuple]:
+    """(sqnr, order, label, corrected?, model, samples scored on) per candidate: successive
+    halving (Jamieson and Talwalkar, 2016) when there are more than FINALISTS + 1 candidates."""
+    if len(models) <= FINALISTS + 1 or score.count < 8:
+        return [(score(m), k, label, fixed, m, score.count) for k, (label, fixed, m) in enumerate(models)]
+    half = score.count // 2
+    first = [(score.partial(m, half), k, label, fixed, m, half) for k, (label, fixed, m) in enumerate(models)]
+    ahead = sorted(first, key=lambda t: (-t[0], t[1]))[:FINALISTS]
+    final = {t[1] for t in ahead} | {0}
+    return [(score(t[4]), *t[1:5], score.count) if t[1] in final else t for t in first]
+
+
 def _as_fixed(float_model, model, layers, samples, names, stats, fixed: dict, record: dict) -> onnx.ModelProto:
     """``model`` with the biases corrected iff ``fixed`` says so (no scoring)."""
     if fixed.get("applied"):
-        means, _ = _means_and_scorer(float_model, samples, names, stats, Scorer(lambda m: 0.0, 0, ""))
-        model = _corrected(model, layers, means)
+        means, _ = _means_and_scorer(float_model, samples, names, stats, Scorer(lambda m, n: 0.0, 0, ""))
+        model = _corrected(model, layers, means, _shifts(stats))
         record.update(applied=True, float_biases=sorted(layer.bias for layer in layers))
     record["chosen_by"] = "the choice made for the model this one varies"
     _set_metadata(model, record)
@@ -233,13 +270,17 @@ class Scorer:
     """How bias correction scores a candidate: ``scorer(model) -> dB`` (the worst output's median
     SQNR), on ``count`` samples named by ``label``; ``done(model, keep)`` once it was scored."""
 
-    def __init__(self, score: Callable[[onnx.ModelProto], float], count: int, label: str,
+    def __init__(self, score: Callable[[onnx.ModelProto, int], float], count: int, label: str,
                  done: Callable[[onnx.ModelProto, bool], None] | None = None):
         self._score, self.count, self.label = score, count, label
         self._done = done
 
     def __call__(self, model: onnx.ModelProto) -> float:
-        return self._score(model)
+        return self._score(model, self.count)
+
+    def partial(self, model: onnx.ModelProto, count: int) -> float:
+        """The score on the first ``count`` samples only."""
+        return self._score(model, count)
 
     def done(self, model: onnx.ModelProto, keep: bool) -> None:
         if self._done is not None:
@@ -257,7 +298,7 @@ def _means_and_scorer(float_model, samples, names, stats, score: Scorer | None):
     else:
         means, references = _float_pass(float_model, names, averaged, 0 if score is not None else len(check))
     if score is None:
-        score = Scorer(lambda model: _worst_sqnr(model, check, references), len(check),
+        score = Scorer(lambda model, count: _worst_sqnr(model, check[:count], references), len(check),
                        f"{len(check)} calibration samples (in-sample)")
     return means, score
 

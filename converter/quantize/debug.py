@@ -52,6 +52,7 @@ from ..ir.graph import to_graph
 from ..verify import metrics
 from ..verify.localize import expose_intermediates
 from ..runtimes.onnxruntime import run_session, session
+from .parallel import SESSION_THREADS, ordered_map
 from .params import QdqView
 
 BASELINE_SQNR_DB = {"int8": 40.0, "uint8": 40.0, "int8-weights": 40.0, "fp16": 58.0}
@@ -229,17 +230,20 @@ def debug_layers(float_model: onnx.ModelProto, qdq_model: onnx.ModelProto, sampl
     baseline = BASELINE_SQNR_DB.get(mode, BASELINE_SQNR_DB["int8"])
     float_exposed, _ = expose_intermediates(float_model)
     qdq_exposed, _ = expose_intermediates(qdq_model)
-    float_session, qdq_session = session(float_exposed), session(qdq_exposed)
+    float_session, qdq_session = session(float_exposed, SESSION_THREADS), session(qdq_exposed, SESSION_THREADS)
     graph = to_graph(float_model)
     graph.toposort()
     inputs = [t.name for t in graph.inputs]
     tensors = inputs + [o.name for n in graph.nodes for o in n.outputs]
     stats = {name: _Stats() for name in tensors}
     used = samples[:max_samples]
+    # the float and the QDQ model of a sample run at once (:mod:`.parallel`), read in order
+    ran = ordered_map(lambda job: run_session(job[0], job[1]),
+                      [(s, sample) for sample in used for s in (float_session, qdq_session)])
     for sample in used:
-        fv = run_session(float_session, sample)
+        fv = next(ran)
         fv.update({k: v for k, v in sample.items() if k in inputs})
-        qv = run_session(qdq_session, sample)
+        qv = next(ran)
         for name in tensors:
             target = view.quantized_view(name)
             if name not in fv or target is None:
@@ -289,9 +293,19 @@ def _range_stats(st: _Stats, x: np.ndarray, edge) -> None:
     st.clipped += int(np.count_nonzero(outside))
     st.inside += int(x.size - np.count_nonzero(outside))
     st.total += int(x.size)
-    st.robust_absmax.append(float(np.percentile(np.abs(x), 99.99)) if x.size else 0.0)
+    st.robust_absmax.append(_percentile(np.abs(x).reshape(-1), 99.99) if x.size else 0.0)
     st.range = (lo, hi)
     st.scale = scale
+
+
+def _percentile(values: np.ndarray, q: float) -> float:
+    """``np.percentile(values, q)`` (linear interpolation), by partial sort: the same value, about
+    five times faster on a feature map."""
+    position = q / 100.0 * (values.size - 1)
+    low, high = int(np.floor(position)), int(np.ceil(position))
+    part = np.partition(values, [low, high])
+    a, b, t = part[low], part[high], position - low
+    return float(b - (b - a) * (1 - t) if t >= 0.5 else a + (b - a) * t)  # numpy's own lerp
 
 
 def _row(view: QdqView, node, op: str, tensor: str, sqnr: float, in_sqnr: float, st: _Stats) -> LayerRow:

@@ -33,6 +33,8 @@ class FloatStats:
     mean_samples: int = 0
     #: Graph outputs of the first samples, in order.
     references: list[dict[str, np.ndarray]] = field(default_factory=list)
+    #: Bias correction's output shifts of these means, by layer and weight rounding error.
+    shifts: dict = field(default_factory=dict)
 
 
 def tensors_to_calibrate(model: onnx.ModelProto) -> list[str]:
@@ -58,35 +60,43 @@ def minmax_pass(model: onnx.ModelProto, samples: list[dict[str, np.ndarray]], st
 
     from ..infra.limits import Deadline, guarded_run
     from .bias_correction import corrected_inputs
+    from .parallel import SESSION_THREADS, ordered_map
 
     calibrated = tensors_to_calibrate(model)
     outputs = [o.name for o in model.graph.output]
     inputs = {i.name for i in model.graph.input}
     averaged = [n for n in corrected_inputs(model) if stats is not None]
     wanted = list(dict.fromkeys(outputs + [n for n in calibrated + averaged if n not in inputs]))
-    session = optimized_session(model, [n for n in wanted if n not in outputs])
-    low: dict[str, np.float32] = {}
-    high: dict[str, np.float32] = {}
+    session = optimized_session(model, [n for n in wanted if n not in outputs], threads=SESSION_THREADS)
     feeds = [i.name for i in session.get_inputs()]
     deadline = Deadline(f"calibration ({len(samples)} samples, onnxruntime)")  # --timeout bounds the total
-    for k, sample in enumerate(samples):
+
+    def one(item):
+        k, sample = item
         # --timeout and Ctrl-C stop it like every other run
         ran = guarded_run(session, wanted, {n: sample[n] for n in feeds}, "calibration (onnxruntime)", deadline)
         values = {**dict(zip(wanted, ran)), **sample}
-        for name in calibrated:
-            value = values[name]
-            lo, hi = np.min(value), np.max(value)
-            low[name] = lo if name not in low else min(low[name], lo)
-            high[name] = hi if name not in high else max(high[name], hi)
+        extremes = {name: (np.min(values[name]), np.max(values[name])) for name in calibrated}
+        means = {}
         if stats is not None and k < mean_samples:
             for name in averaged:
                 value = values[name]
-                mean = value if value.ndim and value.shape[0] == 1 else value.mean(axis=0, keepdims=True)
-                if name not in stats.means:
-                    stats.means[name] = np.zeros(mean.shape, np.float64)
-                np.add(stats.means[name], mean, out=stats.means[name])  # summed in float64, no copy
-        if stats is not None and k < reference_samples:
-            stats.references.append({n: values[n] for n in outputs})
+                means[name] = value if value.ndim and value.shape[0] == 1 else value.mean(axis=0, keepdims=True)
+        references = {n: values[n] for n in outputs} if stats is not None and k < reference_samples else None
+        return extremes, means, references
+
+    low: dict[str, np.float32] = {}
+    high: dict[str, np.float32] = {}
+    for extremes, means, references in ordered_map(one, enumerate(samples)):  # in order: the same sums every run
+        for name, (lo, hi) in extremes.items():
+            low[name] = lo if name not in low else min(low[name], lo)
+            high[name] = hi if name not in high else max(high[name], hi)
+        for name, mean in means.items():
+            if name not in stats.means:
+                stats.means[name] = np.zeros(mean.shape, np.float64)
+            np.add(stats.means[name], mean, out=stats.means[name])  # summed in float64, no copy
+        if references is not None:
+            stats.references.append(references)
     if stats is not None:
         stats.mean_samples = min(mean_samples, len(samples))
         stats.means = {n: v / stats.mean_samples for n, v in stats.means.items()}
@@ -96,7 +106,7 @@ def minmax_pass(model: onnx.ModelProto, samples: list[dict[str, np.ndarray]], st
         for name in calibrated if name in low})
 
 
-def optimized_session(model: onnx.ModelProto, extra_outputs: list[str]):
+def optimized_session(model: onnx.ModelProto, extra_outputs: list[str], threads: int | None = None):
     """``model`` with ``extra_outputs`` as graph outputs, in onnxruntime with its optimizations
     (a float graph: every exposed tensor stays computed as its node says; never an integer graph,
     whose fused kernels differ by CPU)."""
@@ -112,7 +122,7 @@ def optimized_session(model: onnx.ModelProto, extra_outputs: list[str]):
     options = ort.SessionOptions()
     options.graph_optimization_level = ort.GraphOptimizationLevel.ORT_ENABLE_ALL
     options.log_severity_level = 3
-    options.intra_op_num_threads = min(2, os.cpu_count() or 1)
+    options.intra_op_num_threads = threads or min(2, os.cpu_count() or 1)
     # idle pool threads sleep: spinning ones took the CPU the other core's work needed (ResNet-18,
     # 224x224, a shared 2-core host: 0.45 s a sample spinning, 0.30 s not)
     options.add_session_config_entry("session.intra_op.allow_spinning", "0")

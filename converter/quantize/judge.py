@@ -64,35 +64,52 @@ class Judge:
 
     def reference(self, k: int) -> dict[str, np.ndarray]:
         """The float model's (post-processed) outputs on held-out sample ``k``."""
-        with self._lock:
-            if k not in self._references:
-                self._references[k] = self._post(self._run_float(self.held[k]))
+        if k not in self._references:
+            value = self._post(self._run_float(self.held[k]))
+            with self._lock:
+                self._references.setdefault(k, value)
                 self.float_runs += 1
-            return self._references[k]
+        return self._references[k]
 
     def _run_float(self, sample: dict) -> dict:
         if self._reference is not None:
             return self._reference(sample)
         from ..runtimes.onnxruntime import run_session
         from .float_pass import optimized_session
+        from .parallel import SESSION_THREADS
 
-        if self._float_session is None:
-            self._float_session = optimized_session(self.float_model, [])
+        with self._lock:
+            if self._float_session is None:
+                self._float_session = optimized_session(self.float_model, [], threads=SESSION_THREADS)
         return run_session(self._float_session, sample)
 
     def outputs(self, candidate: onnx.ModelProto, k: int) -> dict[str, np.ndarray]:
         """``candidate``'s (post-processed) outputs on held-out sample ``k`` (graph optimizations off)."""
         from ..runtimes.onnxruntime import run_session, session
+        from .parallel import SESSION_THREADS
 
         with self._lock:
             model, sess, outputs = self._runs.setdefault(id(candidate), (candidate, None, {}))
-            if k not in outputs:
-                if sess is None:
-                    sess = session(candidate)
-                    self._runs[id(candidate)] = (model, sess, outputs)
-                outputs[k] = self._post(run_session(sess, self.held[k]))
-                self.candidate_runs += 1
-            return outputs[k]
+            if k in outputs:
+                return outputs[k]
+            if sess is None:
+                sess = session(candidate, threads=SESSION_THREADS)
+                self._runs[id(candidate)] = (model, sess, outputs)
+        value = self._post(run_session(sess, self.held[k]))
+        with self._lock:
+            outputs.setdefault(k, value)
+            self.candidate_runs += 1
+        return outputs[k]
+
+    def prefetch(self, candidate: onnx.ModelProto, indices) -> None:
+        """The references and ``candidate``'s outputs on ``indices``, :data:`.parallel.WORKERS`
+        runs at a time (:mod:`.parallel`)."""
+        from .parallel import ordered_map
+
+        jobs = [(self.reference, k) for k in indices if k not in self._references]
+        jobs += [(lambda k: self.outputs(candidate, k), k) for k in indices]
+        for _ in ordered_map(lambda job: job[0](job[1]), jobs):
+            pass
 
     def release(self, candidate: onnx.ModelProto) -> None:
         """Free ``candidate``'s session (its outputs stay): it will not run again."""
@@ -111,6 +128,7 @@ class Judge:
     def verification(self, candidate: onnx.ModelProto, count: int | None = None) -> QuantVerification:
         """``candidate`` against the float model on the first ``count`` held-out samples (all)."""
         indices = range(len(self.held) if count is None else min(count, len(self.held)))
+        self.prefetch(candidate, indices)
         by_id = {id(self.held[k]): k for k in indices}
         quality = compare_quantized(lambda s: self.reference(by_id[id(s)]), lambda s: self.outputs(candidate, by_id[id(s)]),
                                     [self.held[k] for k in indices], self.tolerances, self.mode)
