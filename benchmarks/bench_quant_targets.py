@@ -32,7 +32,7 @@ ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT))
 sys.path.insert(0, str(ROOT / "benchmarks"))
 
-from signal_models import constant_sqnr, imagenet_inputs, photo_crops  # noqa: E402
+from signal_models import constant_sqnr, imagenet_inputs, photo_crops, reestimate_batchnorm  # noqa: E402
 
 
 def bn_mobilenetv2(path: Path, calibration: np.ndarray, size: int) -> Path:
@@ -43,16 +43,7 @@ def bn_mobilenetv2(path: Path, calibration: np.ndarray, size: int) -> Path:
 
     from converter.demo import zoo
 
-    model = zoo.build("mobilenetv2", "full", 0)
-    for module in model.modules():
-        if isinstance(module, torch.nn.modules.batchnorm._BatchNorm):
-            module.reset_running_stats()
-            module.momentum = None  # a cumulative average over every batch seen
-    model.train()
-    with torch.no_grad():
-        for start in range(0, len(calibration), 8):
-            model(torch.from_numpy(np.concatenate(list(calibration[start:start + 8]))))
-    model.eval()
+    model = reestimate_batchnorm(zoo.build("mobilenetv2", "full", 0), calibration)
     with warnings.catch_warnings():
         warnings.simplefilter("ignore")
         torch.onnx.export(model, (torch.zeros(1, 3, size, size),), str(path), input_names=["input"],
