@@ -60,7 +60,7 @@ ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT))
 sys.path.insert(0, str(ROOT / "benchmarks"))
 
-from bench_tflite_int8 import edgeconv_int8, median_sqnr, run_tflite, samples, tensorflow_int8  # noqa: E402
+from bench_tflite_int8 import edgeconv_int8, make_case, median_sqnr, run_tflite, tensorflow_int8  # noqa: E402
 
 TFLITE_PEERS = ("TFLiteConverter", "onnx2tf -oiqt", "litert-torch PT2E", "onnxruntime QDQ")
 
@@ -250,8 +250,6 @@ def coreml_weight_only(name: str, ours: dict, held: np.ndarray, tmp: Path) -> di
 
 
 def main() -> None:
-    from converter.demo import zoo
-
     ap = argparse.ArgumentParser()
     ap.add_argument("--models", default="mobilenetv2,resnet")
     ap.add_argument("--size", default="full")
@@ -265,9 +263,10 @@ def main() -> None:
         for name in args.models.split(","):
             work = tmp / name
             work.mkdir()
-            shape = zoo.input_shapes(name, args.size)["input"]
-            calib, held = samples(shape, args.samples, 0), samples(shape, args.held_out, 1)
-            ours = edgeconv_int8(name, args.size, work, calib, held)
+            # seeded Gaussian calibration (seed 0) and held-out (seed 1) inputs of the zoo model
+            case = make_case(name, args.size, work, args.samples, args.held_out, 0)
+            calib, held = case.calib, case.held
+            ours = edgeconv_int8(case, work)
             row = {"model": name, "size": args.size, "edgeconv": ours["sqnr_db"], "quantize seconds": ours["quantize_s"],
                    **tflite_peers(name, args.size, ours, calib, held, work)}
             if not args.no_coreml:

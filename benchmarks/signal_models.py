@@ -118,7 +118,18 @@ def bn_reestimated_onnx(name: str, path: Path, calibration: np.ndarray, size: in
     if path.exists():
         return path
     torch.manual_seed(seed)
-    model = getattr(torchvision.models, name)(weights=None)
+    model = reestimate_batchnorm(getattr(torchvision.models, name)(weights=None), calibration)
+    example = torch.zeros(1, 3, size, size)
+    torch.onnx.export(model, (example,), str(path), input_names=["input"], output_names=["output"], opset_version=17,
+                      dynamo=False)
+    return path
+
+
+def reestimate_batchnorm(model, calibration: np.ndarray):
+    """``model`` (torch) with every BatchNorm's statistics re-estimated on ``calibration``
+    (``[N, 1, ...]``): a cumulative average over batches of 8 in train mode; returned in eval mode."""
+    import torch
+
     for module in model.modules():
         if isinstance(module, torch.nn.modules.batchnorm._BatchNorm):
             module.reset_running_stats()
@@ -127,11 +138,7 @@ def bn_reestimated_onnx(name: str, path: Path, calibration: np.ndarray, size: in
     with torch.no_grad():
         for start in range(0, len(calibration), 8):
             model(torch.from_numpy(np.concatenate(list(calibration[start:start + 8]))))
-    model.eval()
-    example = torch.zeros(1, 3, size, size)
-    torch.onnx.export(model, (example,), str(path), input_names=["input"], output_names=["output"], opset_version=17,
-                      dynamo=False)
-    return path
+    return model.eval()
 
 
 def sqnr(reference: np.ndarray, got: np.ndarray) -> float:

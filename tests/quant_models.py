@@ -73,6 +73,27 @@ def heavy_tail_model(seed: int = 0) -> onnx.ModelProto:
                    "wb": (rng.standard_normal((8, 8, 1, 1)) * 0.3).astype(np.float32)}, "heavy_tail")
 
 
+def two_branch_model(seed: int = 0, attenuation: float = 0.05) -> onnx.ModelProto:
+    """y = conv_e(exp(conv_a(x))) + conv_c(relu(conv_b(x))): conv_c loses the most locally (its
+    range is the Add's), conv_e's (weights scaled by ``attenuation``) is what the output loses."""
+    rng = np.random.default_rng(seed)
+    nodes = [helper.make_node("Conv", ["x", "wa"], ["a"], name="conv_a", pads=[1, 1, 1, 1]),
+             helper.make_node("Exp", ["a"], ["e"], name="exp"),
+             helper.make_node("Conv", ["e", "we"], ["eo"], name="conv_e"),
+             helper.make_node("Conv", ["x", "wb", "bb"], ["b"], name="conv_b", pads=[1, 1, 1, 1]),
+             helper.make_node("Relu", ["b"], ["rb"], name="relu_b"),
+             helper.make_node("Conv", ["rb", "wc", "bc"], ["c"], name="conv_c", pads=[1, 1, 1, 1]),
+             helper.make_node("Add", ["eo", "c"], ["y"], name="add")]
+    return _model(nodes, [helper.make_tensor_value_info("x", TensorProto.FLOAT, [1, 3, 8, 8])],
+                  [helper.make_tensor_value_info("y", TensorProto.FLOAT, [1, 8, 8, 8])],
+                  {"wa": (rng.standard_normal((8, 3, 3, 3)) * 0.6).astype(np.float32),
+                   "we": (rng.standard_normal((8, 8, 1, 1)) * attenuation).astype(np.float32),
+                   "wb": (rng.standard_normal((8, 3, 3, 3)) * 0.3).astype(np.float32),
+                   "bb": (rng.standard_normal(8) * 0.1).astype(np.float32),
+                   "wc": (rng.standard_normal((8, 8, 3, 3)) * 0.2).astype(np.float32),
+                   "bc": (rng.standard_normal(8) * 0.1).astype(np.float32)}, "two_branch")
+
+
 def ops_mix_model(seed: int = 0) -> onnx.ModelProto:
     """Conv -> LeakyRelu -> depthwise Conv -> HardSwish -> AveragePool -> Resize -> Concat -> Slice
     -> Sigmoid -> Mul -> Transpose -> ReduceMean -> Softmax: the int8 kernels beyond conv/add."""
@@ -208,3 +229,25 @@ def two_input_add_port(tmp_path, hw: str, **options):
     out = tmp_path / "out"
     result = port(str(path), to="mace", hw=hw, out=out, calibration=str(tmp_path / "calib.npz"), verify=False, **options)
     return result, out, rng
+
+
+def tiny_classifier_model(seed: int = 0) -> onnx.ModelProto:
+    """x [1,3,16,16] -> conv1 -> Relu -> conv2 (stride 2) -> Relu -> GlobalAveragePool -> Flatten
+    -> Gemm -> y [1,10]: ten class scores (top-1 agreement is measured), every op on every CPU
+    target in int8/uint8/fp16."""
+    rng = np.random.default_rng(seed)
+    inits = {"w1": (rng.standard_normal((8, 3, 3, 3)) * 0.4).astype(np.float32),
+             "b1": (rng.standard_normal(8) * 0.1).astype(np.float32),
+             "w2": (rng.standard_normal((16, 8, 3, 3)) * 0.2).astype(np.float32),
+             "b2": (rng.standard_normal(16) * 0.1).astype(np.float32),
+             "wf": (rng.standard_normal((10, 16)) * 0.5).astype(np.float32),
+             "bf": (rng.standard_normal(10) * 0.1).astype(np.float32)}
+    nodes = [helper.make_node("Conv", ["x", "w1", "b1"], ["c1"], name="conv1", pads=[1, 1, 1, 1]),
+             helper.make_node("Relu", ["c1"], ["r1"], name="relu1"),
+             helper.make_node("Conv", ["r1", "w2", "b2"], ["c2"], name="conv2", pads=[1, 1, 1, 1], strides=[2, 2]),
+             helper.make_node("Relu", ["c2"], ["r2"], name="relu2"),
+             helper.make_node("GlobalAveragePool", ["r2"], ["g"], name="gap"),
+             helper.make_node("Flatten", ["g"], ["f"], name="flat"),
+             helper.make_node("Gemm", ["f", "wf", "bf"], ["y"], name="fc", transB=1)]
+    return _model(nodes, [helper.make_tensor_value_info("x", TensorProto.FLOAT, [1, 3, 16, 16])],
+                  [helper.make_tensor_value_info("y", TensorProto.FLOAT, [1, 10])], inits, "tiny_classifier")

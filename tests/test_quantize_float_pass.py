@@ -86,3 +86,21 @@ def test_a_range_a_convolution_reads_is_quantized_again():
     wider = TensorsData(CalibrationMethod.MinMax, wider)
     quantized = quantize_static_qdq(model, ranges, QuantConfig("int8"))
     assert with_ranges(model, quantized, ranges, wider, QuantType.QInt8) is None
+
+
+def test_extremes_taken_in_the_graph_are_onnxruntimes_minmax_without_statistics(zoo_model):
+    """Without bias correction's statistics no sample returns a tensor (float_pass._Extremes: a
+    ReduceMin and a ReduceMax per calibrated tensor): the ranges are onnxruntime's all the same."""
+    from converter.quantize.float_pass import _Extremes, tensors_to_calibrate
+
+    model = zoo_model("resnet")
+    samples = gaussian_samples((1, 3, 32, 32), 6, seed=1)
+    ours, theirs = minmax_pass(model, samples), _onnxruntime_minmax(model, samples)
+    assert ours.data.keys() == theirs.data.keys()
+    for tensor, data in theirs.data.items():
+        assert np.array_equal(np.asarray(ours.data[tensor].range_value), np.asarray(data.range_value)), tensor
+    calibrated = [n for n in tensors_to_calibrate(model) if n not in {i.name for i in model.graph.input}]
+    extremes = _Extremes(model, calibrated)
+    added = extremes.model.graph.node[len(model.graph.node):]
+    assert [n.op_type for n in added] == ["ReduceMin", "ReduceMax"] * len(calibrated)
+    assert len(extremes.outputs) == len(set(extremes.outputs)) == 2 * len(calibrated)

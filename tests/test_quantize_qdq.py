@@ -209,7 +209,7 @@ def test_auto_keeps_a_heavy_tailed_layer_in_float_where_the_hardware_can():
     config = QuantConfig("int8")
     plain = compare_quantized(onnx_runner(model), onnx_runner(quantize_model(model, config, ranges)), held_out)
     assert plain.outputs[0].sqnr_db < 20.0
-    mixed = auto_quantize(model, config, ranges, calibration, held_out, None, float_allowed=True)
+    mixed = auto_quantize(model, config, ranges, calibration, held_out, float_allowed=True)
     assert mixed.quality.ok and mixed.quality.outputs[0].sqnr_db >= 25.0
     assert mixed.config.nodes_to_exclude == ("conv_b", "exp")
     (decision,) = [d for d in mixed.decisions if d.kept]
@@ -217,7 +217,7 @@ def test_auto_keeps_a_heavy_tailed_layer_in_float_where_the_hardware_can():
     assert "saturated range" in decision.diagnosis and decision.sqnr_after_db - decision.sqnr_before_db > 10.0
     assert QdqView(model, mixed.model).float_only_nodes() == ["conv_b", "exp"]
     # 8-bit-only hardware: the same layer cannot stay in float, and the decision says so.
-    strict = auto_quantize(model, config, ranges, calibration, held_out, None, float_allowed=False)
+    strict = auto_quantize(model, config, ranges, calibration, held_out, float_allowed=False)
     assert not strict.quality.ok and strict.config.nodes_to_exclude == ()
     assert strict.decisions[0].layer == "exp" and not strict.decisions[0].kept
     assert "cannot stay in float: the hardware runs only 8-bit" in strict.decisions[0].reason
@@ -231,7 +231,7 @@ def test_auto_drops_an_outlier_calibration_sample():
     calibration[3] = {"x": outlier}
     held_out = gaussian_samples((1, 3, 8, 8), 16, seed=1, name="x")
     result = auto_quantize(model, QuantConfig("int8"), collect_ranges(model, calibration), calibration, held_out,
-                           None, float_allowed=True)
+                           float_allowed=True)
     kept = [d for d in result.decisions if d.kept]
     assert [d.choice for d in kept] == ["drop outlier samples (1 of 64: #3)"]
     assert kept[0].layer == "x" and "outlier-inflated scale" in kept[0].diagnosis

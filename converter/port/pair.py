@@ -86,6 +86,8 @@ class PairPort:
             self.export(self.quant.export_model if self.quant is not None else final)
         if self.ok and self.request.verifies:
             self.verify(original, model, final, shared, runner)
+        if self.quant is not None and self.artifact is not None:
+            self.measure_file()
         return self.finish(model)
 
     @property
@@ -211,6 +213,18 @@ class PairPort:
                   unverified_reason=verdict.unverified.reason if verdict.unverified is not None else None,
                   retrain_note=retrain_note(legal, self.request.legalize.retrain_hook) if not verdict.ok else "")
 
+    def measure_file(self) -> None:
+        """The quantized port's file: its size, and (when the port verifies) its latency in the
+        framework's runtime on the first held-out sample (``Target.latency``; LiteRT)."""
+        quant = self.quant
+        quant.file_bytes = sum(_bytes(Path(f)) for f in self.artifact.files)
+        if self.request.verifies and quant.first_held is not None:
+            with self.timer.stage("latency"):
+                quant.file_latency = self.target.latency(self.artifact, quant.first_held)
+            if quant.file_latency is None:
+                self.timer.timings.pop("latency", None)  # nothing measured: no stage
+        self.report["quantization"] = _jsonable(quant.to_json())
+
     def finish(self, model) -> PortResult:
         """Decide the outcome, write report.json and report.html; the result."""
         from .verification import oracle_name
@@ -276,6 +290,13 @@ def _remove(path: Path) -> None:
         shutil.rmtree(path, ignore_errors=True)
     elif path.exists():
         path.unlink()
+
+
+def _bytes(path: Path) -> int:
+    """Bytes of a file, or of every file under a directory (a CoreML .mlpackage)."""
+    if path.is_dir():
+        return sum(p.stat().st_size for p in path.rglob("*") if p.is_file())
+    return path.stat().st_size if path.exists() else 0
 
 
 def _warn(line: str) -> None:

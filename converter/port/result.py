@@ -38,7 +38,13 @@ class PortResult:
         return cls(target, hw, "error", str(error), out_dir, [], {}, {}, error=error)
 
     def to_json(self) -> dict:
-        """The summary ``port --json`` prints per target."""
-        return {"target": self.target, "hw": self.hw, "status": self.status, "exit_code": self.exit_code,
-                "reason": self.reason, "oracle": self.oracle, "out_dir": str(self.out_dir), "files": self.files,
-                "timings": self.timings}
+        """The summary ``port --json`` prints per target (with a quantized port's row of
+        :mod:`converter.quantize.per_target`)."""
+        out = {"target": self.target, "hw": self.hw, "status": self.status, "exit_code": self.exit_code,
+               "reason": self.reason, "oracle": self.oracle, "out_dir": str(self.out_dir), "files": self.files,
+               "timings": self.timings}
+        if self.report.get("quantization"):
+            from ..quantize.per_target import target_row
+
+            out["quantization"] = target_row(self.target, self.hw, self.report).to_dict()
+        return out

@@ -17,6 +17,12 @@ in this order, the remedies its diagnosis points at:
    quantize it at their input), from quantization; only where the hardware runs float (matrix
    ``dtypes``); on 8-bit-only hardware the decision says it cannot.
 
+When no layer dominates, but keeping one of the table's top layers in float was measured
+(:mod:`.recovery`) to raise the worst output's SQNR by at least :data:`MIN_GAIN_DB`, that layer
+is treated (its measured model is the keep-float remedy, not quantized again).
+
+Every candidate (bias correction's, each remedy's) is judged on the held-out samples
+(:mod:`.holdout`, :class:`.judge.Judge`), never on the samples that calibrated it.
 Every applicable remedy is tried; the one raising the worst output's SQNR margin most is kept
 if it gains at least :data:`MIN_GAIN_DB`, the others are recorded as tried and undone.  (A range
 that both clips and is inflated, a heavy tail, gets no percentile attempt: narrowing it clips
@@ -34,12 +40,11 @@ import onnx
 import numpy as np
 
 from ..verify.localize import expose_intermediates
-from ..runtimes.onnxruntime import onnx_runner, run_session, session
-from ..verify.stages import Tolerances
+from ..runtimes.onnxruntime import run_session, session
 from .debug import INPUT_OP, OUTLIER_RATIO, LayerTable, debug_layers
 from .qdq import QuantConfig, quantize_model
 from .ranges import collect_ranges, merged
-from .verify import QuantVerification, compare_quantized
+from .verify import QuantVerification
 
 DOMINANT_DB = 3.0
 DOMINANT_SHARE = 0.3
@@ -70,6 +75,8 @@ class AutoResult:
     table: LayerTable
     quality: QuantVerification
     decisions: list[Decision] = field(default_factory=list)
+    #: The keep-float variants the table measured (:mod:`.recovery`), reused as remedies.
+    measured: list = field(default_factory=list)
 
 
 def _margin(quality: QuantVerification) -> float:
@@ -103,78 +110,143 @@ def outlier_samples(model: onnx.ModelProto, samples: list[dict], tensors: list[s
     return [int(i) for i in np.nonzero(bad)[0]]
 
 
-def auto_quantize(model: onnx.ModelProto, config: QuantConfig, ranges, calibration: list[dict],
-                  evaluation: list[dict], tolerances: Tolerances | None, float_allowed: bool,
-                  evaluate=None, stats=None) -> AutoResult:
-    """Mixed precision as described in the module docstring.  ``evaluate(quantized model) ->
-    QuantVerification`` defaults to comparing outputs with the float model on ``evaluation``;
-    ``stats``: the calibration pass's float statistics of ``calibration`` (bias correction)."""
-    run_float = onnx_runner(model)
-    if evaluate is None:
-        def evaluate(candidate):
-            return compare_quantized(run_float, onnx_runner(candidate), evaluation, tolerances, config.mode)
-
-    def attempt(cfg, rng):
-        candidate = quantize_model(model, cfg, rng, calibration, stats)
-        return candidate, evaluate(candidate)
-
-    current, quality = attempt(config, ranges)
-    table = debug_layers(model, current, evaluation, config.mode)
-    result = AutoResult(config, ranges, current, table, quality)
-    percentile_ranges = None
-    treated: set[str] = set()
+def auto_quantize(model: onnx.ModelProto, config: QuantConfig, ranges, calibration: list[dict], judge,
+                  float_allowed: bool, stats=None, score=None) -> AutoResult:
+    """Mixed precision as described in the module docstring.  ``judge``: a :class:`.judge.Judge`
+    of the held-out samples every candidate is compared on (or a list of samples: a judge of
+    them is made); ``stats``: the calibration pass's float statistics of ``calibration`` (bias
+    correction); ``score``: bias correction's scorer (default: the judge's)."""
+    search = _Search(model, calibration, _as_judge(model, judge, config.mode), float_allowed, stats, score)
+    result = search.start(config, ranges)
     for _ in range(MAX_STEPS):
         if result.quality.ok:
             break
-        row = dominant_row(result.table, treated)
+        row = search.next_row(result)
         if row is None:
-            result.decisions.append(Decision(
-                "(model)", "", "", "none", False,
-                "no single layer dominates the loss (largest drop below "
-                f"{DOMINANT_DB:g} dB or {DOMINANT_SHARE:.0%} of the total): nothing to trade for precision",
-                _worst_sqnr(result.quality), _worst_sqnr(result.quality)))
+            result.decisions.append(search.nothing_to_trade(result))
             break
-        treated.add(row.node)
-        diagnosis = ", ".join(row.diagnosis) or "largest drop"
+        search.treat(result, row)
+    return result
+
+
+def _as_judge(model, judge, mode: str):
+    if isinstance(judge, list):
+        from .holdout import INPUTS, QuantSamples
+        from .judge import Judge
+
+        return Judge(model, QuantSamples([], judge, INPUTS, f"{len(judge)} evaluation samples"), mode=mode)
+    return judge
+
+
+class _Search:
+    """One ``auto`` search: every candidate built from the same calibration samples and judged on
+    the same held-out samples."""
+
+    def __init__(self, model, calibration, judge, float_allowed: bool, stats, score):
+        self.model, self.calibration, self.judge = model, calibration, judge
+        self.float_allowed, self.stats = float_allowed, stats
+        self.score = score if score is not None else judge.scorer()
+        self.treated: set[str] = set()
+        self.percentile_ranges = None
+
+    def attempt(self, cfg: QuantConfig, rng):
+        candidate = quantize_model(self.model, cfg, rng, self.calibration, self.stats, self.score)
+        return candidate, self.judge.verification(candidate)
+
+    def table(self, candidate, cfg: QuantConfig, rng) -> tuple[LayerTable, list]:
+        """The per-layer table of ``candidate`` with its top rows' keep-float gains measured."""
+        from .recovery import measure_model
+
+        table = debug_layers(self.model, candidate, self.judge.held, cfg.mode)
+        return table, measure_model(self.model, table, candidate, cfg, rng, self.calibration, self.stats, self.judge)
+
+    def start(self, config: QuantConfig, ranges) -> AutoResult:
+        current, quality = self.attempt(config, ranges)
+        table, measured = self.table(current, config, ranges)
+        return AutoResult(config, ranges, current, table, quality, measured=measured)
+
+    def next_row(self, result: AutoResult):
+        """The layer to treat: the one dominating the local drops, else (where layers may stay
+        float) the one whose keep-float gain, measured, is largest and at least MIN_GAIN_DB."""
+        row = dominant_row(result.table, self.treated)
+        if row is None and self.float_allowed:
+            row = next((r for r in result.table.measured() if r.node not in self.treated
+                        and r.recovered_db >= MIN_GAIN_DB), None)
+        if row is not None:
+            self.treated.add(row.node)
+        return row
+
+    def nothing_to_trade(self, result: AutoResult) -> Decision:
+        worst = _worst_sqnr(result.quality)
+        reason = ("no single layer dominates the loss (largest drop below "
+                  f"{DOMINANT_DB:g} dB or {DOMINANT_SHARE:.0%} of the total)")
+        measured = result.table.measured()
+        if measured:
+            best = measured[0]
+            reason += (f", and keeping a layer in float would recover at most {best.recovered_db:+.1f} dB "
+                       f"({best.node}, measured on {result.table.measured_on})")
+        return Decision("(model)", "", "", "none", False, reason + ": nothing to trade for precision", worst, worst)
+
+    def remedies(self, result: AutoResult, row) -> list[tuple]:
+        """(choice, config, ranges, a measured model or None) for each remedy ``row``'s diagnosis points at."""
         remedies = []
         if "per-tensor squash" in row.diagnosis and not result.config.per_channel:
-            remedies.append(("per-channel weights", replace(result.config, per_channel=True), result.ranges))
+            remedies.append(("per-channel weights", replace(result.config, per_channel=True), result.ranges, None))
         if "outlier-inflated scale" in row.diagnosis and "saturated range" not in row.diagnosis:
-            # One outlier sample inflates every range downstream of it: re-range them together.
-            inflated = [r for r in result.table.rows if "outlier-inflated scale" in r.diagnosis
-                        and "saturated range" not in r.diagnosis]
-            dropped = outlier_samples(model, calibration, [r.tensor for r in inflated])
-            if dropped and len(dropped) < len(calibration):
-                kept_samples = [s for i, s in enumerate(calibration) if i not in set(dropped)]
-                remedies.append((f"drop outlier samples ({len(dropped)} of {len(calibration)}: "
-                                 f"{', '.join(f'#{i}' for i in dropped[:5])}{', ...' if len(dropped) > 5 else ''})",
-                                 result.config, collect_ranges(model, kept_samples, config.method)))
-            if percentile_ranges is None:
-                percentile_ranges = collect_ranges(model, calibration, "percentile")
-            others = [r.node for r in inflated if r is not row]
-            choice = "percentile range" + (f" (also for {', '.join(others)})" if others else "")
-            remedies.append((choice, result.config, merged(result.ranges, percentile_ranges, [r.tensor for r in inflated])))
-        is_node = row.op != INPUT_OP
-        if is_node and float_allowed:
-            # The tensor stays float only if its consumers read it unquantized too.
-            readers = sorted(n.name for n in model.graph.node if row.tensor in n.input)
-            choice = "keep float" + (f" (with {', '.join(readers)} reading it)" if readers else "")
-            remedies.append((choice, replace(result.config, nodes_to_exclude=tuple(sorted(
-                set(result.config.nodes_to_exclude) | set(row.nodes) | set(readers)))), result.ranges))
+            remedies += self._range_remedies(result, row)
+        if row.op != INPUT_OP and self.float_allowed:
+            remedies.append(self._keep_float(result, row))
+        return remedies
+
+    def _range_remedies(self, result: AutoResult, row) -> list[tuple]:
+        # One outlier sample inflates every range downstream of it: re-range them together.
+        remedies = []
+        inflated = [r for r in result.table.rows if "outlier-inflated scale" in r.diagnosis
+                    and "saturated range" not in r.diagnosis]
+        calibration = self.calibration
+        dropped = outlier_samples(self.model, calibration, [r.tensor for r in inflated])
+        if dropped and len(dropped) < len(calibration):
+            kept_samples = [s for i, s in enumerate(calibration) if i not in set(dropped)]
+            remedies.append((f"drop outlier samples ({len(dropped)} of {len(calibration)}: "
+                             f"{', '.join(f'#{i}' for i in dropped[:5])}{', ...' if len(dropped) > 5 else ''})",
+                             result.config, collect_ranges(self.model, kept_samples, result.config.method), None))
+        if self.percentile_ranges is None:
+            self.percentile_ranges = collect_ranges(self.model, calibration, "percentile")
+        others = [r.node for r in inflated if r is not row]
+        choice = "percentile range" + (f" (also for {', '.join(others)})" if others else "")
+        remedies.append((choice, result.config, merged(result.ranges, self.percentile_ranges,
+                                                       [r.tensor for r in inflated]), None))
+        return remedies
+
+    def _keep_float(self, result: AutoResult, row) -> tuple:
+        # The tensor stays float only if its consumers read it unquantized too.
+        readers = sorted(n.name for n in self.model.graph.node if row.tensor in n.input)
+        nodes = tuple(sorted(set(result.config.nodes_to_exclude) | set(row.nodes) | set(readers)))
+        choice = "keep float" + (f" (with {', '.join(readers)} reading it)" if readers else "")
+        measured = next((v.model for v in result.measured if v.row is row and v.nodes == nodes), None)
+        return choice, replace(result.config, nodes_to_exclude=nodes), result.ranges, measured
+
+    def treat(self, result: AutoResult, row) -> None:
+        """Try every remedy for ``row``, keep the best if it gains MIN_GAIN_DB, record each."""
+        diagnosis = ", ".join(row.diagnosis) or "largest drop"
         before = _worst_sqnr(result.quality)
         tried = []
-        for choice, cfg, rng in remedies:
-            candidate, quality = attempt(cfg, rng)
+        for choice, cfg, rng, measured in self.remedies(result, row):
+            if measured is not None:
+                candidate, quality = measured, self.judge.verification(measured)
+            else:
+                candidate, quality = self.attempt(cfg, rng)
             tried.append((_margin(quality) - _margin(result.quality), choice, cfg, rng, candidate, quality))
         best = max(tried, key=lambda t: t[0], default=None)
         kept = best is not None and best[0] >= MIN_GAIN_DB
-        for gain, choice, _cfg, _rng, _candidate, quality in tried:
+        for gain, choice, _cfg, _rng, candidate, quality in tried:
             if kept and choice == best[1]:
                 result.decisions.append(Decision(
                     row.node, row.op, diagnosis, choice, True,
                     f"{row.node} lost {row.drop_db:.1f} dB ({diagnosis}); {choice} raised the worst output "
-                    f"SQNR by {gain:.1f} dB", before, _worst_sqnr(quality)))
+                    f"SQNR by {gain:.1f} dB on {self.judge.short_label}", before, _worst_sqnr(quality)))
             else:
+                self.judge.forget(candidate)
                 result.decisions.append(Decision(
                     row.node, row.op, diagnosis, choice, False,
                     f"tried {choice} for {row.node}: {gain:+.1f} dB" + (", less than the kept remedy" if kept else
@@ -182,12 +254,10 @@ def auto_quantize(model: onnx.ModelProto, config: QuantConfig, ranges, calibrati
         if kept:
             _, _, cfg, rng, candidate, quality = best
             result.config, result.ranges, result.model, result.quality = cfg, rng, candidate, quality
-            result.table = debug_layers(model, candidate, evaluation, cfg.mode)
-        if not kept and not (is_node and float_allowed):
-            why = "it is a graph input" if not is_node else "the hardware runs only 8-bit"
+            result.table, result.measured = self.table(candidate, cfg, rng)
+        if not kept and not (row.op != INPUT_OP and self.float_allowed):
+            why = "it is a graph input" if row.op == INPUT_OP else "the hardware runs only 8-bit"
             result.decisions.append(Decision(
                 row.node, row.op, diagnosis, "none", False,
                 f"{row.node} lost {row.drop_db:.1f} dB ({diagnosis}) but cannot stay in float: {why}",
                 before, before))
-    return result
-

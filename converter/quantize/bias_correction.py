@@ -15,12 +15,15 @@ Before / after (the int32 bias integers change, nothing else)::
     x -> DQ -> Conv(DQ(w_int8), DQ(b_int32)) -> Q        b_int32 = round(b / (s_x * s_w))
     x -> DQ -> Conv(DQ(w_int8), DQ(b'_int32)) -> Q       b'_int32 = round((b - delta) / (s_x * s_w))
 
-The correction targets the calibration distribution, so it is kept only where it helps
-there: :func:`correct_biases` scores the QDQ model with plain and with corrected biases, and
-the same for each alternative range layout it is given (``qdq.quantize_model`` gives the one
-without :func:`.ranges.share_add_ranges`), by the worst output SQNR (every Q/DQ applied) on
-up to :data:`CHECK_SAMPLES` calibration samples, and keeps the best.  The outcome is recorded
-in the chosen model's metadata (:data:`METADATA_KEY`) and from there in ``quantization.json``.
+The correction is fitted to the calibration samples, so it is kept only where it helps on
+samples it was not fitted to: :func:`correct_biases` scores the QDQ model with plain and with
+corrected biases, and the same for each alternative range layout it is given
+(``qdq.quantize_model`` gives the one without :func:`.ranges.share_add_ranges`), by the worst
+output SQNR (every Q/DQ applied), and keeps the best.  A port scores on its held-out samples
+(:mod:`.holdout`: ``--inputs``, or a seeded part of the calibration set that calibrated
+nothing); called without a scorer it scores on up to :data:`CHECK_SAMPLES` calibration samples
+(in-sample, and the record says so).  The outcome is recorded in the chosen model's metadata
+(:data:`METADATA_KEY`) and from there in ``quantization.json``.
 
 Layers it corrects: Conv (any group) and Gemm (``alpha = beta = 1``, ``transA = 0``) whose
 weight is a dequantized integer constant and whose bias is a dequantized int32 constant read
@@ -29,7 +32,9 @@ by that layer alone.
 
 from __future__ import annotations
 
+import hashlib
 import json
+from collections.abc import Callable
 from dataclasses import dataclass
 
 import numpy as np
@@ -39,7 +44,7 @@ from onnx import helper, numpy_helper
 from .params import BIAS_CORRECTION_KEY as METADATA_KEY
 from .params import QdqView, QuantEdge, bias_correction_record, dequantize, int32_bias
 
-#: Calibration samples the keep-or-drop check runs.
+#: Calibration samples the keep-or-drop check runs without a scorer of held-out samples.
 CHECK_SAMPLES = 16
 #: Calibration samples the mean input maps are taken over: the correction is their spatial mean
 #: per channel, which 32 samples already pin down (ResNet-18 at 224x224: 100 samples took 20 s
@@ -143,12 +148,20 @@ def _worst_sqnr(qdq_model: onnx.ModelProto, samples: list[dict], references: lis
     return min((o.sqnr_db for o in quality.outputs), default=float("nan"))
 
 
-def _corrected(qdq_model: onnx.ModelProto, layers: list[_Layer], means: dict[str, np.ndarray]) -> onnx.ModelProto:
+def _corrected(qdq_model: onnx.ModelProto, layers: list[_Layer], means: dict[str, np.ndarray],
+               shifts: dict | None = None) -> onnx.ModelProto:
+    """``qdq_model`` with the corrected int32 biases; ``shifts``: the shifts computed before, by
+    (layer, its weights' rounding error), reused (a keep-float variant has the same weights)."""
     corrected = onnx.ModelProto()
     corrected.CopyFrom(qdq_model)
     inits = {i.name: i for i in corrected.graph.initializer}
+    shifts = {} if shifts is None else shifts
     for layer in layers:
-        shift = (_conv_shift if layer.node.op_type == "Conv" else _gemm_shift)(layer, means[layer.node.input[0]])
+        error = (layer.weight_real - layer.float_weight).tobytes()
+        key = (layer.node.name, layer.node.input[0], hashlib.sha1(error).hexdigest())
+        if key not in shifts:
+            shifts[key] = (_conv_shift if layer.node.op_type == "Conv" else _gemm_shift)(layer, means[layer.node.input[0]])
+        shift = shifts[key]
         target = inits[layer.bias_edge.quantized]
         target.CopyFrom(numpy_helper.from_array(int32_bias(layer.float_bias - shift, layer.bias_edge.scale), target.name))
     return corrected
@@ -156,53 +169,138 @@ def _corrected(qdq_model: onnx.ModelProto, layers: list[_Layer], means: dict[str
 
 def correct_biases(float_model: onnx.ModelProto, qdq_model: onnx.ModelProto, samples: list[dict],
                    alternatives: dict[str, onnx.ModelProto] | None = None,
-                   only: set[str] | None = None, stats=None) -> onnx.ModelProto:
-    """The best, by worst output SQNR on the first :data:`CHECK_SAMPLES` calibration samples, of
-    ``qdq_model`` and each of ``alternatives`` (the same model with other activation ranges),
-    each as it is and with corrected biases; ties go to ``qdq_model`` as it is.  The chosen
-    model's metadata records every candidate's SQNR and why it won.
+                   only: set[str] | None = None, stats=None, score: Scorer | None = None,
+                   fixed: dict | None = None) -> onnx.ModelProto:
+    """The best, by worst output SQNR, of ``qdq_model`` and each of ``alternatives`` (the same
+    model with other activation ranges), each as it is and with corrected biases; ties go to
+    ``qdq_model`` as it is.  With more than three candidates, all are scored on the first half of
+    the samples and the :data:`FINALISTS` best (and the plain shared layout) on all of them; the
+    winner is the best finalist.  The chosen model's metadata records every candidate's SQNR, the
+    samples it was measured on (``pruned``: the candidates scored on the first half only) and why
+    the winner won.
+
+    ``score``: a :class:`Scorer` on held-out samples (a port's, :class:`.judge.Judge`); without
+    one, the candidates are scored on the first :data:`CHECK_SAMPLES` of ``samples`` (the
+    calibration samples: in-sample, the library's default).  The mean input maps always come
+    from ``samples`` (``stats``: the calibration pass's :class:`.float_pass.FloatStats` of them,
+    else the float model runs here).
 
     ``alternatives`` exist because the best ranges depend on the biases: with plain biases,
     residual Adds sharing their output's range (TensorFlow's layout, :func:`.ranges.share_add_ranges`)
     gain, with corrected biases each tensor's own range can gain more (MobileNetV2 at 224x224,
     64 held-out samples: shared 43.5 dB, own 46.4 dB).  ``only``: the weights whose layers may be
-    corrected (a target that writes its own integers for these alone, :mod:`.target_weights`);
-    ``stats``: the calibration pass's :class:`.float_pass.FloatStats` of the same samples (else
-    the float model runs here)."""
+    corrected (a target that writes its own integers for these alone, :mod:`.target_weights`).
+    ``fixed``: another model's record (:func:`bias_correction_record`) whose choice (layout,
+    corrected or not) is taken as it is, without scoring (a variant of that model)."""
     candidates = {"shared": qdq_model, **(alternatives or {})}
+    if fixed is not None:
+        label = fixed.get("add_ranges", "shared") if fixed.get("add_ranges") in candidates else "shared"
+        candidates = {label: candidates[label]}
     layers = {label: _layers(QdqView(float_model, model), only) for label, model in candidates.items()}
-    record: dict = {"layers": len(layers["shared"]), "applied": False, "add_ranges": "shared"}
-    if not layers["shared"]:
+    first = next(iter(candidates))
+    record: dict = {"layers": len(layers[first]), "applied": False, "add_ranges": first}
+    if not layers[first]:
         record["why"] = "no Conv/Gemm with an integer weight and an int32 bias of its own"
     if not samples or not any(layers.values()):
-        _set_metadata(qdq_model, record)
-        return qdq_model
-    check = samples[:CHECK_SAMPLES]
+        _set_metadata(candidates[first], record)
+        return candidates[first]
     names = [layer.node.input[0] for found in layers.values() for layer in found]
-    averaged = samples[:max(MEAN_SAMPLES, len(check))]
-    if (stats is not None and stats.mean_samples == len(averaged) and len(stats.references) >= len(check)
-            and all(n in stats.means for n in names)):
-        means, references = stats.means, stats.references[:len(check)]
-    else:
-        means, references = _float_pass(float_model, names, averaged, len(check))
-    scored = []  # (sqnr, order, label, corrected?, model)
+    if fixed is not None:
+        return _as_fixed(float_model, candidates[first], layers[first], samples, names, stats, fixed, record)
+    means, score = _means_and_scorer(float_model, samples, names, stats, score)
+    models = []  # (label, corrected?, model)
     for label, model in candidates.items():
-        scored.append((_worst_sqnr(model, check, references), len(scored), label, False, model))
+        models.append((label, False, model))
         if layers[label]:
-            fixed = _corrected(model, layers[label], means)
-            scored.append((_worst_sqnr(fixed, check, references), len(scored), label, True, fixed))
-    best = max(scored, key=lambda t: (t[0], -t[1]))
-    _, _, label, applied, chosen = best
-    record.update(layers=len(layers[label]), applied=applied, add_ranges=label, samples=len(check),
-                  sqnr_db_before=round(scored[0][0], 3), sqnr_db_after=round(best[0], 3),
+            models.append((label, True, _corrected(model, layers[label], means, _shifts(stats))))
+    scored = _scored(models, score)  # (sqnr, order, label, corrected?, model, samples)
+    best = max(scored, key=lambda t: (t[0], -t[1]) if t[5] == score.count else (float("-inf"), 0))
+    _, _, label, applied, chosen, _ = best
+    for candidate in scored:
+        score.done(candidate[4], keep=candidate is best)
+    record.update(layers=len(layers[label]), applied=applied, add_ranges=label, samples=score.count,
+                  samples_from=score.label, sqnr_db_before=round(scored[0][0], 3), sqnr_db_after=round(best[0], 3),
                   candidates={f"{t[2]}/{'corrected' if t[3] else 'plain'}": round(t[0], 3) for t in scored})
+    pruned = {f"{t[2]}/{'corrected' if t[3] else 'plain'}": t[5] for t in scored if t[5] != score.count}
+    if pruned:
+        record["pruned"] = {"samples": next(iter(pruned.values())), "candidates": sorted(pruned)}
     if applied:
         record["float_biases"] = sorted(layer.bias for layer in layers[label])
     elif layers[label]:
-        record["why"] = (f"corrected biases lowered the worst output SQNR on {len(check)} calibration samples "
+        record["why"] = (f"corrected biases lowered the worst output SQNR on {score.label} "
                          f"({best[0]:.2f} dB kept)")
     _set_metadata(chosen, record)
     return chosen
+
+
+def _shifts(stats) -> dict | None:
+    """The shift cache of the calibration pass's statistics (the means it holds are the same)."""
+    return None if stats is None else stats.shifts
+
+
+#: With more candidates than this, all are scored on the first half of the samples and only this
+#: many best, and the plain biases of the shared layout (the "before" of the record), on all.
+FINALISTS = 2
+
+
+def _scored(models: list[tuple], score) -> list[tuple]:
+    """(sqnr, order, label, corrected?, model, samples scored on) per candidate: successive
+    halving (Jamieson and Talwalkar, 2016) when there are more than FINALISTS + 1 candidates."""
+    if len(models) <= FINALISTS + 1 or score.count < 8:
+        return [(score(m), k, label, fixed, m, score.count) for k, (label, fixed, m) in enumerate(models)]
+    half = score.count // 2
+    first = [(score.partial(m, half), k, label, fixed, m, half) for k, (label, fixed, m) in enumerate(models)]
+    ahead = sorted(first, key=lambda t: (-t[0], t[1]))[:FINALISTS]
+    final = {t[1] for t in ahead} | {0}
+    return [(score(t[4]), *t[1:5], score.count) if t[1] in final else t for t in first]
+
+
+def _as_fixed(float_model, model, layers, samples, names, stats, fixed: dict, record: dict) -> onnx.ModelProto:
+    """``model`` with the biases corrected iff ``fixed`` says so (no scoring)."""
+    if fixed.get("applied"):
+        means, _ = _means_and_scorer(float_model, samples, names, stats, Scorer(lambda m, n: 0.0, 0, ""))
+        model = _corrected(model, layers, means, _shifts(stats))
+        record.update(applied=True, float_biases=sorted(layer.bias for layer in layers))
+    record["chosen_by"] = "the choice made for the model this one varies"
+    _set_metadata(model, record)
+    return model
+
+
+class Scorer:
+    """How bias correction scores a candidate: ``scorer(model) -> dB`` (the worst output's median
+    SQNR), on ``count`` samples named by ``label``; ``done(model, keep)`` once it was scored."""
+
+    def __init__(self, score: Callable[[onnx.ModelProto, int], float], count: int, label: str,
+                 done: Callable[[onnx.ModelProto, bool], None] | None = None):
+        self._score, self.count, self.label = score, count, label
+        self._done = done
+
+    def __call__(self, model: onnx.ModelProto) -> float:
+        return self._score(model, self.count)
+
+    def partial(self, model: onnx.ModelProto, count: int) -> float:
+        """The score on the first ``count`` samples only."""
+        return self._score(model, count)
+
+    def done(self, model: onnx.ModelProto, keep: bool) -> None:
+        if self._done is not None:
+            self._done(model, keep)
+
+
+def _means_and_scorer(float_model, samples, names, stats, score: Scorer | None):
+    """(mean input maps over the first MEAN_SAMPLES calibration samples, the scorer): from the
+    calibration pass's statistics where it took them, else from a float pass here."""
+    check = samples[:CHECK_SAMPLES]
+    averaged = samples[:max(MEAN_SAMPLES, len(check))]
+    have_means = stats is not None and stats.mean_samples == len(averaged) and all(n in stats.means for n in names)
+    if have_means and (score is not None or len(stats.references) >= len(check)):
+        means, references = stats.means, stats.references[:len(check)]
+    else:
+        means, references = _float_pass(float_model, names, averaged, 0 if score is not None else len(check))
+    if score is None:
+        score = Scorer(lambda model, count: _worst_sqnr(model, check[:count], references), len(check),
+                       f"{len(check)} calibration samples (in-sample)")
+    return means, score
 
 
 def _set_metadata(model: onnx.ModelProto, record: dict) -> None:

@@ -68,6 +68,14 @@ class QuantResult:
     #: The model the target exports: for an integer file, the legalized model with the biases
     #: bias correction changed (:func:`.bias_correction.with_corrected_biases`); else the model.
     export_model: onnx.ModelProto | None = None
+    #: Which samples calibrated and which judged (:meth:`.holdout.QuantSamples.to_dict`).
+    samples: dict | None = None
+    #: The first held-out sample: what the exported file's latency is measured on.
+    first_held: dict | None = field(default=None, repr=False)
+    #: Bytes of the exported file(s), and their latency in the framework's runtime
+    #: (``Target.latency``), set by the pipeline after the export.
+    file_bytes: int | None = None
+    file_latency: dict | None = None
 
     @property
     def native_integer(self) -> bool:
@@ -117,6 +125,9 @@ class QuantResult:
             "inputs": self.params.get("inputs"),
             "outputs": self.params.get("outputs"),
             "preprocess": self.preprocess,
+            "samples": self.samples,
+            "file_bytes": self.file_bytes,
+            "file_latency": self.file_latency,
             "files": self.files,
         })
 
@@ -127,129 +138,175 @@ def quantize_for_port(model: onnx.ModelProto, request: QuantRequest, verify: Ver
     """Quantize the legalized (cut) float ``model`` as ``plan`` says for ``target`` on ``hw``
     (default: the target's own); write the files into ``out_dir``.  ``verify``: the port's
     verification options (``--inputs`` are the held-out evaluation samples)."""
-    from ..ir.onnx_file import save_onnx
-    from ..runtimes.feeds import load_npz, random_inputs
-    from ..runtimes.onnxruntime import onnx_runner
-    from ..verify.stages import compose, load_tolerances
-    from .debug import debug_layers
-    from .params import QdqView, quant_params
-    from .qdq import QuantConfig, quantize_model
-    from .verify import compare_quantized
+    from ..verify.stages import load_tolerances
+    from .bias_correction import with_corrected_biases
+    from .judge import Judge
+    from .port_data import read_port_data
 
     verify = verify or VerifySpec()
-    warnings: list[str] = []
-    spec, preprocess_info = None, None
-    if request.preprocess:
-        from .preprocess import bind, parse_spec
-        from .preprocess_code import generate_preprocess_code
+    data = read_port_data(model, request, verify, plan, out_dir)
+    config, own_weights = quant_config(plan, target, hw)
+    start = calibrate(model, plan, config, data.samples.calibrate)
+    if start.given is not None:
+        data.warnings += start.given.warnings
+    judge = Judge(model, data.samples, load_tolerances(verify.tolerances), plan.mode, postprocess)
+    outcome = quantize_and_judge(model, plan, start, data.samples.calibrate, judge)
+    params = record_params(model, outcome, plan, start, target, own_weights)
+    result = QuantResult(plan, outcome.model, params, outcome.quality, outcome.table, outcome.decisions,
+                         data.calibration, data.warnings, data.preprocess, native_export(target, plan), target.name,
+                         samples=data.samples.to_dict(), first_held=(data.samples.held or [None])[0])
+    # a float file (fp16, or no native integer export) keeps the model's own biases
+    result.export_model = with_corrected_biases(model, outcome.model) if result.native_integer else model
+    write_quant_files(out_dir, model, result)
+    result.evaluate_file = file_evaluator(result, model, judge, postprocess)
+    result.files = ["quantized.onnx", "float.onnx", "quantization.json"] + (data.preprocess or {}).get("files", [])
+    for line in data.warnings:
+        if warn is not None:
+            warn(line)
+    return result
 
-        spec = bind(parse_spec(request.preprocess), model)
-        code = generate_preprocess_code(spec, out_dir / "preproc", title=model.graph.name or "model")
-        preprocess_info = {"spec": spec.to_dict(), "files": [f"preproc/{p.name}" for p in code.paths]}
-    calibration, cal_info = None, None
-    if request.calibration:  # also the evaluation data of fp16 / int8-weights when no --inputs
-        from .calibration import load_calibration
 
-        calibration = load_calibration(request.calibration, model, spec, seed=verify.seed)
-        warnings += calibration.warnings
-        cal_info = {"source": calibration.source, "samples": len(calibration.samples), "bytes": calibration.nbytes,
-                    "samples_in_source": calibration.total}
-    held_out = load_npz(verify.inputs, model) if verify.inputs else None
-    if spec is not None:
-        from .input_checks import check_inputs
-        from .preprocess import IMAGE_SUFFIXES
+def quant_config(plan: QuantPlan, target, hw: str):
+    """(the :class:`.qdq.QuantConfig` for ``target`` on ``hw``, whether the target writes weight
+    integers of its own scheme, which a bias correction of the QDQ model's would not fit).
 
-        images = calibration is not None and Path(request.calibration).is_dir() and any(
-            p.suffix.lower() in IMAGE_SUFFIXES for p in Path(request.calibration).iterdir())
-        if calibration is not None and not images:
-            warnings += check_inputs(calibration.samples, spec, f"--calibration {request.calibration}")
-        if held_out:
-            warnings += check_inputs(held_out, spec, f"--inputs {verify.inputs}")
-    evaluation = held_out or (calibration.samples if calibration else random_inputs(model, verify.seed, verify.ranges, samples=8))
-    tolerances = load_tolerances(verify.tolerances)
-    # A target that quantizes the float weights itself either hands its integers to the QDQ model
-    # (MACE's CPU: target_weights.py) or writes other ones (TNN of per-tensor QDQ weights, MACE's
-    # DSP): a correction fitted to the QDQ model's weight errors would be noise for the latter.
+    A target that quantizes the float weights itself either hands its integers to the QDQ model
+    (MACE's CPU: target_weights.py) or writes other ones (TNN of per-tensor QDQ weights, MACE's
+    DSP): a correction fitted to the QDQ model's weight errors would be noise for the latter."""
+    from .qdq import QuantConfig
+
     integer_file = native_export(target, plan) and plan.mode in ("int8", "uint8")
     weight_integers = target.weight_integers(plan.mode, hw or target.default_hw) if integer_file else None
     own_weights = integer_file and weight_integers is None and not target.carries_qdq_weight_integers(plan.per_channel)
     config = QuantConfig(plan.mode, per_channel=plan.per_channel, method=plan.method, full_integer=plan.full_integer,
                          bias_correction=plan.bias_correction and not own_weights, weight_integers=weight_integers)
-    ranges, stats = None, None
+    return config, own_weights
+
+
+@dataclass
+class Calibrated:
+    """What quantizing starts from: the config, the activation ranges, the calibration pass's
+    float statistics (bias correction's), and for a quantized input its :class:`.given.GivenSetup`."""
+
+    config: Any
+    ranges: Any = None
+    stats: Any = None
+    given: Any = None
+
+
+def calibrate(model: onnx.ModelProto, plan: QuantPlan, config, samples: list[dict]) -> Calibrated:
+    """Ranges and float statistics from the calibration ``samples``; a quantized input
+    (``plan.given``) takes its own scales and zero points instead (``samples`` only range the
+    tensors it left without any); a mode that calibrates nothing, neither."""
     if plan.given:  # the input's own scales and zero points (hook: converter/quantize/given.py)
         from .given import given_record, given_setup
 
-        given = given_setup(model, config, given_record(model), calibration.samples if calibration else None)
-        config, ranges, warnings = given.config, given.ranges, warnings + given.warnings
-    elif plan.needs_calibration:
-        from .float_pass import FloatStats
-        from .ranges import collect_ranges
+        given = given_setup(model, config, given_record(model), samples or None)
+        return Calibrated(given.config, given.ranges, None, given)
+    if not plan.needs_calibration:
+        return Calibrated(config)
+    from .float_pass import FloatStats
+    from .ranges import collect_ranges
 
-        stats = FloatStats()  # minmax calibration takes bias correction's float statistics too
-        ranges = collect_ranges(model, calibration.samples, plan.method, stats=stats)
-    run_float = remembered(onnx_runner(model))  # every candidate and the file meet the same references
-    pp = postprocess or (lambda outputs: outputs)
+    stats = FloatStats()  # minmax calibration takes bias correction's float statistics too
+    return Calibrated(config, collect_ranges(model, samples, plan.method, stats=stats), stats)
 
-    def evaluate(candidate):
-        return compare_quantized(compose(run_float, pp), compose(onnx_runner(candidate), pp), evaluation,
-                                 tolerances, plan.mode)
 
-    decisions = []
-    if plan.auto and plan.needs_calibration and not plan.given:
+@dataclass
+class Quantized:
+    """What :func:`quantize_and_judge` chose: the model, its verdict, per-layer table, decisions."""
+
+    config: Any
+    model: onnx.ModelProto
+    quality: Any
+    table: Any
+    decisions: list = field(default_factory=list)
+
+
+def quantize_and_judge(model: onnx.ModelProto, plan: QuantPlan, start: Calibrated, calibration: list[dict],
+                       judge) -> Quantized:
+    """The quantized model (``auto``: mixed precision) with its verdict and per-layer table, every
+    choice made on ``judge``'s held-out samples.  A quantized input's own parameters are used as
+    they are: no ``auto`` search, no bias correction, no keep-float measurements."""
+    from .debug import debug_layers
+    from .qdq import quantize_model
+
+    config, ranges, stats = start.config, start.ranges, start.stats
+    calibrated = plan.needs_calibration and not plan.given
+    score = judge.scorer()
+    if plan.auto and calibrated:
         from .auto import auto_quantize
 
-        auto = auto_quantize(model, config, ranges, calibration.samples, evaluation, tolerances,
-                             plan.float_allowed, evaluate, stats)
-        config, quantized, table, quality, decisions = auto.config, auto.model, auto.table, auto.quality, auto.decisions
-    else:
-        quantized = quantize_model(model, config, ranges, calibration.samples if calibration else None, stats)
-        quality = evaluate(quantized)
-        table = debug_layers(model, quantized, evaluation, plan.mode)
-    params = quant_params(QdqView(model, quantized), config)
-    if plan.given:
-        params["given"] = given.record(given_record(model))
+        auto = auto_quantize(model, config, ranges, calibration, judge, plan.float_allowed, stats, score)
+        return Quantized(auto.config, auto.model, auto.quality, auto.table, auto.decisions)
+    quantized = quantize_model(model, config, ranges, calibration or None, stats, score)
+    quality = judge.verification(quantized)
+    judge.release(quantized)
+    table = debug_layers(model, quantized, judge.held, plan.mode)
+    if calibrated:
+        from .recovery import measure_model
+
+        for variant in measure_model(model, table, quantized, config, ranges, calibration, stats, judge):
+            judge.forget(variant.model)  # measured: it will not run again
+    return Quantized(config, quantized, quality, table)
+
+
+def record_params(model: onnx.ModelProto, outcome: Quantized, plan: QuantPlan, start: Calibrated, target,
+                  own_weights: bool) -> dict:
+    """The per-tensor scales and zero points (:mod:`.params`), with what the port decided."""
+    from .params import QdqView, quant_params
+
+    params = quant_params(QdqView(model, outcome.model), outcome.config)
+    if start.given is not None:
+        from .given import given_record
+
+        params["given"] = start.given.record(given_record(model))
     if plan.bias_correction and own_weights and plan.needs_calibration:
         params["bias_correction"] = {"applied": False, "layers": 0, "why": (
             f"the {target.title} file quantizes the weights with {target.title}'s own scheme, so a correction "
             "for the QDQ model's weight rounding would not hold for it")}
-    if plan.full_integer and ranges is not None:
-        params["calibrated"] = calibrated_params(ranges, params, plan.mode)
-    save_onnx(quantized, out_dir / "quantized.onnx")
-    save_onnx(model, out_dir / "float.onnx")
-    result = QuantResult(plan, quantized, params, quality, table, decisions, cal_info, warnings, preprocess_info,
-                         native_export(target, plan), target.name)
-    from .bias_correction import with_corrected_biases
+    if plan.full_integer and start.ranges is not None:
+        params["calibrated"] = calibrated_params(start.ranges, params, plan.mode)
+    return params
 
-    # a float file (fp16, or no native integer export) keeps the model's own biases
-    result.export_model = with_corrected_biases(model, quantized) if result.native_integer else model
+
+def write_quant_files(out_dir: Path, model: onnx.ModelProto, result: QuantResult) -> None:
+    """``quantized.onnx``, ``float.onnx`` and ``quantization.json``."""
+    from ..ir.onnx_file import save_onnx
     from ..verify.report import json_safe
 
-    record = json_safe({"params": params, "layers": table.to_dict() if table else None,
-                        "auto_decisions": [d.to_dict() for d in decisions]})
+    save_onnx(result.model, out_dir / "quantized.onnx")
+    save_onnx(model, out_dir / "float.onnx")
+    record = json_safe({"params": result.params, "layers": result.table.to_dict() if result.table else None,
+                        "auto_decisions": [d.to_dict() for d in result.decisions], "samples": result.samples,
+                        "verification": result.verification.to_dict()})
     atomic_write_text(out_dir / "quantization.json", json.dumps(record, indent=2, sort_keys=True, allow_nan=False) + "\n")
 
-    def evaluate_file(target_, artifact):
-        result.file_runtime = artifact.runtime
-        from ..verify.stages import target_runner
 
-        # a reader that cannot run the file (an op it does not model) leaves it unverified
-        quality_ = compare_quantized(compose(run_float, pp), compose(target_runner(target_, artifact), pp),
-                                     evaluation, tolerances, plan.mode)
+def file_evaluator(result: QuantResult, model: onnx.ModelProto, judge, postprocess: Callable | None):
+    """``evaluate_file(target, artifact)``: the exported integer file, run by its runtime, against
+    the float model on the held-out samples (and per layer against its QDQ model)."""
+    from .verify import compare_quantized
+
+    def evaluate_file(target_, artifact):
         from ..errors import EdgeconvError
+        from ..verify.stages import compose, target_runner
         from .file_layers import file_layers
 
+        result.file_runtime = artifact.runtime
+        by_id = {id(s): k for k, s in enumerate(judge.held)}
+        # a reader that cannot run the file (an op it does not model) leaves it unverified
+        quality = compare_quantized(lambda s: judge.reference(by_id[id(s)]),
+                                    compose(target_runner(target_, artifact), postprocess or (lambda o: o)),
+                                    judge.held, judge.tolerances, result.plan.mode)
+        quality.samples_from = judge.label
         try:
-            result.file_layers = file_layers(model, quantized, target_, artifact, evaluation)
+            result.file_layers = file_layers(model, result.model, target_, artifact, judge.held)
         except EdgeconvError:  # a reader/runtime that cannot expose tensors: outputs are judged anyway
             result.file_layers = None
-        return quality_
+        return quality
 
-    result.evaluate_file = evaluate_file
-    result.files = ["quantized.onnx", "float.onnx", "quantization.json"] + (preprocess_info or {}).get("files", [])
-    for line in warnings:
-        if warn is not None:
-            warn(line)
-    return result
+    return evaluate_file
 
 
 def remembered(runner: Callable) -> Callable:

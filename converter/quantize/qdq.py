@@ -70,10 +70,12 @@ class QuantConfig:
 
 
 def quantize_model(model: onnx.ModelProto, config: QuantConfig, ranges=None, samples=None,
-                   stats=None) -> onnx.ModelProto:
+                   stats=None, score=None, bias_choice: dict | None = None) -> onnx.ModelProto:
     """The quantized model for ``config`` (``ranges``: :func:`.ranges.collect_ranges` output,
     required for int8/uint8; ``samples``: the calibration samples, for bias correction, and
-    ``stats`` the float statistics the calibration pass took of them, if it did)."""
+    ``stats`` the float statistics the calibration pass took of them, if it did; ``score``: a
+    :class:`.bias_correction.Scorer` on held-out samples, which chooses the biases and layout;
+    ``bias_choice``: another model's bias correction record, whose choice is taken unscored)."""
     if config.mode == "fp16":
         return to_fp16(model, config.nodes_to_exclude)
     if config.mode == "int8-weights":
@@ -89,8 +91,9 @@ def quantize_model(model: onnx.ModelProto, config: QuantConfig, ranges=None, sam
     if config.bias_correction and samples:
         from .bias_correction import correct_biases
 
-        alternatives = {} if _same_ranges(shared, ranges) else {"own": _own_ranges(model, quantized, shared, ranges, config)}
-        quantized = correct_biases(model, quantized, samples, alternatives, only, stats)
+        alternatives = {} if _same_ranges(shared, ranges) or (bias_choice or {}).get("add_ranges") == "shared" \
+            else {"own": _own_ranges(model, quantized, shared, ranges, config)}
+        quantized = correct_biases(model, quantized, samples, alternatives, only, stats, score, bias_choice)
     return quantized
 
 

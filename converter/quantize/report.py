@@ -13,16 +13,52 @@ def bias_correction_line(record: dict | None) -> str:
     """One line on what bias correction did (empty when it was not tried)."""
     if not record:
         return ""
+    if record.get("applied") and "sqnr_db_after" not in record:  # taken from the model this one varies
+        return f"{record['layers']} layers, {record.get('chosen_by', 'chosen without scoring')}"
     if record.get("applied"):
+        on = record.get("samples_from") or f"{record['samples']} calibration samples"
         return (f"{record['layers']} layers, worst output SQNR {record['sqnr_db_before']:.1f} -> "
-                f"{record['sqnr_db_after']:.1f} dB on {record['samples']} calibration samples")
+                f"{record['sqnr_db_after']:.1f} dB on {on}")
     return f"not applied: {record.get('why', '')}"
+
+
+def samples_line(quant: dict) -> str:
+    """Which samples calibrated and which judged (empty when not recorded)."""
+    samples = quant.get("samples") or {}
+    if not samples:
+        return ""
+    if not samples.get("calibration"):
+        return f"judged on {samples['held_out_from']}"
+    return (f"ranges from {samples['calibration']} calibration samples; choices and verdict on "
+            f"{samples['held_out_from']}")
+
+
+def auto_line(quant: dict) -> str:
+    """What ``--quantize auto`` chose and why (empty for other modes)."""
+    plan = quant.get("plan") or {}
+    if not plan.get("auto"):
+        return ""
+    reason = plan.get("reason", "")
+    parts = [reason[len("auto: "):] if reason.startswith("auto: ") else reason]
+    decisions = quant.get("auto_decisions", [])
+    kept = [d for d in decisions if d.get("kept")]
+    parts += [f"{d['layer']} -> {d['choice']}: {d['reason']}" for d in kept]
+    parts += [d["reason"] for d in decisions if d.get("choice") == "none"]
+    if not decisions:
+        floor = "every output met its SQNR floor" if (quant.get("verification") or {}).get("ok") else \
+            "outputs below their SQNR floor"
+        parts.append(f"{floor} with every layer in {plan.get('mode')}: nothing kept in float")
+    elif not kept:
+        parts.append(f"no remedy kept ({len(decisions)} tried or weighed)")
+    return "; ".join(parts)
 
 
 def summary_line(quant: dict) -> str:
     plan = quant.get("plan") or {}
     mode = plan.get("mode", "?") + (" full-integer" if plan.get("full_integer") else "")
     parts = [f"{mode}: {quant.get('verification', {}).get('summary', '')}"]
+    if samples_line(quant):
+        parts.append(f"samples: {samples_line(quant)}")
     if quant.get("file_verification"):
         runtime = quant["file_verification"].get("runtime") or "its runtime"
         parts.append(f"exported file, run by {runtime}: {quant['file_verification']['summary']}")
@@ -33,11 +69,24 @@ def summary_line(quant: dict) -> str:
         parts.append(f"per layer: {layers['summary']}")
     if quant.get("bias_correction"):
         parts.append(f"bias correction: {bias_correction_line(quant['bias_correction'])}")
-    kept = [d for d in quant.get("auto_decisions", []) if d.get("kept")]
-    if kept:
-        parts.append("auto: " + "; ".join(f"{d['layer']} -> {d['choice']}" for d in kept))
+    if auto_line(quant):
+        parts.append(f"auto: {auto_line(quant)}")
     parts += quant.get("warnings", [])
     return "\n".join(parts)
+
+
+def ranked_rows(rows: list[dict]) -> list[dict]:
+    """The per-layer rows as :meth:`.debug.LayerTable.ranked` orders them: the measured keep-float
+    gains first (largest first), then the local drops."""
+    def number(value) -> float:
+        return value if isinstance(value, float) else 0.0
+
+    measured = sorted((r for r in rows if r.get("recovered_db") is not None), key=lambda r: -number(r["recovered_db"]))
+    return measured + sorted((r for r in rows if r.get("recovered_db") is None), key=lambda r: -number(r.get("drop_db")))
+
+
+def _signed(value) -> str:
+    return f"{value:+.1f}" if isinstance(value, float) else ""
 
 
 def _fmt(value) -> str:
@@ -61,6 +110,10 @@ def html_section(quant: dict) -> str:
              "(its reference), <code>quantization.json</code> (scales and zero points).</p>"]
     if quant.get("calibration"):
         parts.append(f"<p>Calibration: {esc(quant['calibration'].get('source', ''))}.</p>")
+    if samples_line(quant):
+        parts.append(f"<p>Samples: {esc(samples_line(quant))}.</p>")
+    if auto_line(quant):
+        parts.append(f"<p>Auto: {esc(auto_line(quant))}.</p>")
     if quant.get("bias_correction"):
         parts.append(f"<p>Bias correction: {esc(bias_correction_line(quant['bias_correction']))}.</p>")
     parts += [f"<p class='muted'>{esc(w)}</p>" for w in quant.get("warnings", [])]
@@ -87,12 +140,16 @@ def html_section(quant: dict) -> str:
     layers = quant.get("layers") or {}
     rows = layers.get("rows", [])
     if rows:
-        ranked = sorted(rows, key=lambda r: -(r["drop_db"] if isinstance(r.get("drop_db"), float) else 0.0))
         parts.append(f"<h3>Per layer (worst {min(TOP_LAYERS, len(rows))} of {len(rows)})</h3>"
                      f"<p>{esc(layers.get('summary', ''))}</p>")
-        parts.append(_table(["layer", "op", "SQNR dB", "drop dB", "diagnosis", "why", "suggestion"],
-                            [[r.get("node"), r.get("op"), r.get("sqnr_db"), r.get("drop_db"), ", ".join(r.get("diagnosis", [])),
-                              r.get("detail"), r.get("suggestion")] for r in ranked[:TOP_LAYERS]]))
+        from .layer_chart import sqnr_chart_svg
+
+        parts.append(sqnr_chart_svg(rows))
+        parts.append(_table(["layer", "op", "SQNR dB", "drop dB", "in float: output dB", "diagnosis", "why",
+                             "suggestion"],
+                            [[r.get("node"), r.get("op"), r.get("sqnr_db"), r.get("drop_db"),
+                              _signed(r.get("recovered_db")), ", ".join(r.get("diagnosis", [])),
+                              r.get("detail"), r.get("suggestion")] for r in ranked_rows(rows)[:TOP_LAYERS]]))
     decisions = quant.get("auto_decisions", [])
     if decisions:
         parts.append("<h3>Mixed precision (auto)</h3>")

@@ -46,6 +46,8 @@ class QuantVerification:
     mode: str
     samples: int
     outputs: list[OutputQuality] = field(default_factory=list)
+    #: Which samples: "16 samples of --inputs held.npz", "25 held out of the calibration set (seed 0)".
+    samples_from: str = ""
 
     @property
     def ok(self) -> bool:
@@ -56,14 +58,17 @@ class QuantVerification:
         if not failed:
             parts = [f"{o.name} {o.sqnr_db:.1f} dB" + (f", top-1 {o.top1:.0%}" if o.top1 is not None else "")
                      for o in self.outputs]
-            return f"{self.mode} model within tolerance of the float model: {'; '.join(parts)}"
+            return f"{self.mode} model within tolerance of the float model: {'; '.join(parts)}{self._on()}"
         o = failed[0]
         return (f"{self.mode} model: output '{o.name}' SQNR {o.sqnr_db:.1f} dB < {o.threshold_db:g} dB"
-                + (f" (top-1 agreement {o.top1:.0%})" if o.top1 is not None else ""))
+                + (f" (top-1 agreement {o.top1:.0%})" if o.top1 is not None else "") + self._on())
+
+    def _on(self) -> str:
+        return f" (median of {self.samples_from})" if self.samples_from else ""
 
     def to_dict(self) -> dict:
-        return {"ok": self.ok, "mode": self.mode, "samples": self.samples, "summary": self.summary(),
-                "outputs": [o.to_dict() for o in self.outputs]}
+        return {"ok": self.ok, "mode": self.mode, "samples": self.samples, "samples_from": self.samples_from,
+                "summary": self.summary(), "outputs": [o.to_dict() for o in self.outputs]}
 
 
 def _class_scores(value: np.ndarray) -> bool:

@@ -230,6 +230,12 @@ class Target(ABC):
         of following it; a failure here is ignored (``export`` reports it).  Default: nothing."""
         return None
 
+    def latency(self, artifact: Artifact, inputs: dict[str, np.ndarray]) -> dict | None:
+        """The median time of one run of ``artifact`` on ``inputs`` in the framework's own runtime
+        on this host (``{"median_ms", "runs", "threads", "runtime"}``), or None: not measured here
+        (a reader's time is not the framework's)."""
+        return None
+
     @abstractmethod
     def export(self, model: onnx.ModelProto, out_dir: Path, hw: str,
                options: ExportOptions | None = None) -> Artifact: ...

@@ -100,6 +100,30 @@ def print_many(console, results, failures) -> None:
     console.print(table)
     ok = sum(r.status == "ok" for r in results)
     console.print(f"{ok} of {len(results) + len(failures)} framework × hardware combinations work.")
+    if any(r.report.get("quantization") for r in results):
+        print_quantization(console, results)
+
+
+def print_quantization(console, results) -> None:
+    """Per framework x hardware: the precision chosen, SQNR (on which samples, computed by what),
+    top-1 agreement, size, latency (:mod:`converter.quantize.per_target`)."""
+    from rich.markup import escape
+    from rich.table import Table
+
+    from ...quantize.per_target import HEADER, cells, target_row
+
+    console.print("Quantization per target:")
+    table = Table()
+    for col in HEADER:
+        table.add_column(col, overflow="fold")
+    for r in results:
+        table.add_row(*(escape(c) for c in cells(target_row(r.target, r.hw, r.report))))
+    console.print(table)
+    from ...quantize.report import auto_line
+
+    for r in results:  # what auto chose there, and why
+        if auto_line(r.report.get("quantization") or {}):
+            console.print(escape(f"{r.target}/{r.hw} auto: {auto_line(r.report['quantization'])}"), highlight=False)
 
 
 def _hist(hist: dict) -> str:

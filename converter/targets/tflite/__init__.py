@@ -103,6 +103,15 @@ class TFLiteTarget(Target):
             results[spec["name"]] = np.array(stored.transpose(np.argsort(spec["perm"])), order="C")
         return results
 
+    def latency(self, artifact: Artifact, inputs: dict[str, np.ndarray]) -> dict | None:
+        """The file's median run time in LiteRT on this host (``latency.py``)."""
+        from .latency import litert_latency
+
+        try:
+            return litert_latency(artifact, inputs, self.executor_oracle(self.executor).name)
+        except ImportError:  # pragma: no cover - no LiteRT here (the tflite extra)
+            return None
+
     def intermediates(self, artifact: Artifact, inputs: dict[str, np.ndarray]):
         """Every tensor LiteRT computed, by legalized ONNX name (see ``intermediates.py``)."""
         try:
