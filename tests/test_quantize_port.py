@@ -222,3 +222,21 @@ def test_integer_file_refused_by_its_runtime_fails_and_reader_limits_leave_it_un
         got_status, reason = judge_integer_file(quant, get_target("tnn"), None, artifact)
         assert got_status == status and str(error) in reason
         assert quant.file_runtime.startswith("edgeconv TNN reader") and quant.file_verification is None
+
+
+@pytest.mark.parametrize("fw, hw, mode, keeps", [("mace", "cpu", "uint8", False), ("tflite", "cpu", "int8", True),
+                                                 ("tnn", "arm", "int8", True), ("mace", "gpu", "fp16", True)])
+def test_auto_keeps_layers_float_only_where_the_integer_file_can(fw, hw, mode, keeps, tmp_path):
+    """MACE's uint8 net is NHWC throughout: a float Conv left in it would read NCHW, so the
+    exporter refuses it, and ``auto`` must not choose "keep float" there (it did: the MACE row
+    of ``--to all --quantize auto`` ended unsupported)."""
+    from converter import targets
+    from converter.matrix import load_matrix
+    from converter.quantize.modes import QuantRequest
+    from converter.quantize.port import plan_for_port
+
+    np.savez(tmp_path / "calib.npz", input=np.zeros((4, 1, 3, 8, 8), np.float32))
+    request = QuantRequest(mode="auto", calibration=str(tmp_path / "calib.npz"))
+    plan = plan_for_port(request, load_matrix(), fw, hw, None, targets.get(fw))
+    assert (plan.mode, plan.auto, plan.float_allowed) == (mode, True, keeps)
+    assert plan_for_port(request, load_matrix(), fw, hw).float_allowed  # the hardware itself runs float

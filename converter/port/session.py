@@ -179,6 +179,7 @@ class PortSession:
         """One pair's stages into ``out_dir`` (replaced as a whole when the port finished).
         ``verify``: a :class:`~converter.verify.spec.VerifySpec` for this pair instead of the
         request's (per-target tolerances; it must verify when the request does)."""
+        from .. import targets
         from ..ir import weights
         from ..quantize.port import plan_for_port
         from .loading import BY_REFERENCE_TARGETS
@@ -191,7 +192,8 @@ class PortSession:
         from ..quantize.given import given_dtype
 
         # before anything is written; a quantized input keeps its own scales
-        quant_plan = plan_for_port(self.request.quant, self.matrix, framework, hw, given_dtype(model))
+        quant_plan = plan_for_port(self.request.quant, self.matrix, framework, hw, given_dtype(model),
+                                   targets.get(framework) if framework in targets.names() else None)
         timer = StageTimer(progress, heavy)
         timer.timings["load+normalize"] = seconds
         with replace_output_dir(Path(out_dir)) as tmp, contextlib.ExitStack() as held:

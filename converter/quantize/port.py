@@ -32,10 +32,17 @@ from ..infra.fsutil import atomic_write_text
 from ..verify.spec import VerifySpec
 from .modes import QuantPlan, QuantRequest, plan_quantization
 
-def plan_for_port(request: QuantRequest, matrix, framework: str, hw: str, given: str | None = None) -> QuantPlan | None:
+def plan_for_port(request: QuantRequest, matrix, framework: str, hw: str, given: str | None = None,
+                  target=None) -> QuantPlan | None:
     """The quantization this port does (None: none); bad options are one BadInput line.
-    ``given``: the type a quantized input came in (:func:`.given.given_dtype`)."""
-    return plan_quantization(request, matrix.properties(framework, hw).get("dtypes"), framework, hw, given)
+    ``given``: the type a quantized input came in (:func:`.given.given_dtype`); ``target``: the
+    :class:`~converter.targets.base.Target` (whether its integer file may keep layers float)."""
+    plan = plan_quantization(request, matrix.properties(framework, hw).get("dtypes"), framework, hw, given)
+    if plan is not None and plan.float_allowed and target is not None and not target.keeps_float_layers(plan.mode):
+        from dataclasses import replace
+
+        plan = replace(plan, float_allowed=False)
+    return plan
 
 
 def native_export(target, plan: QuantPlan) -> bool:

@@ -161,6 +161,11 @@ class Target(ABC):
         """The target's :class:`~converter.targets.registry.OpRegistry`, with every family loaded."""
         return None if self.ops_module is None else importlib.import_module(self.ops_module).OPS
 
+    def keeps_float_layers(self, mode: str) -> bool:
+        """Whether its ``mode`` file may leave layers in float among the integer ones (what
+        ``--quantize auto``'s "keep float" remedy needs)."""
+        return True
+
     def carries_qdq_weight_integers(self, per_channel: bool) -> bool:
         """Whether its int8/uint8 file holds the QDQ model's weight integers (for this weight
         granularity), not a weight scheme of its own: then the bias correction computed for

@@ -60,6 +60,12 @@ class MaceTarget(Target):
 
         return integers
 
+    def keeps_float_layers(self, mode: str) -> bool:
+        """Not in a uint8 net: MACE lays its tensors out NHWC, and a float Conv/Pool left among
+        them would read them as NCHW (quantized.py refuses such a net), so ``auto`` keeps no
+        layer float for MACE uint8."""
+        return mode != "uint8"
+
     def export(self, model: onnx.ModelProto, out_dir: Path, hw: str,
                options: ExportOptions | None = None) -> Artifact:
         from . import deploy_yaml, netdef_writer
