@@ -28,6 +28,11 @@ Each cell of the table is one port:
 
 Numbers, not assertions: nothing here is a test.  The cases it found broken are unit tests on
 small hand-built models (tests/test_real_zoo_patterns.py).
+
+``--models transformers`` (or their names, see ``--list``) runs the transformer set of
+benchmarks/zoo_transformers.py instead: HuggingFace encoders with int64 ids and masks, Whisper's
+encoder and HF vision models, each from TorchScript, ``.pt2`` and torch's default ONNX export
+(``--sources``), one table row per model and source.
 """
 
 from __future__ import annotations
@@ -298,6 +303,17 @@ ENTRIES = [
     ZooEntry("yolo11_det", "detection", _yolo("11_det"), (1, 3, 128, 128)),
 ]
 BY_NAME = {e.name: e for e in ENTRIES}
+
+# -- issue 27: the transformer set (benchmarks/zoo_transformers.py): HuggingFace encoders with int64
+# ids and masks, Whisper's encoder, HF vision models; each from TorchScript, .pt2 and the dynamo .onnx
+TRANSFORMER_SET = "transformers"
+
+
+def transformer_entries():
+    sys.path.insert(0, str(Path(__file__).resolve().parent))
+    import zoo_transformers
+
+    return zoo_transformers
 
 
 #: Samples in the BatchNorm calibration pass.  A BatchNorm late in a small-input network sees one
@@ -580,6 +596,8 @@ def main() -> None:
     ap.add_argument("--out", default="", help="keep the ported files here (default: a temp dir)")
     ap.add_argument("--json", default="", help="write the cells as JSON")
     ap.add_argument("--list", action="store_true")
+    ap.add_argument("--sources", default="torchscript,pt2,onnx",
+                    help=f"the {TRANSFORMER_SET} set: which saved forms to port (torchscript, pt2, onnx)")
     ap.add_argument("--runtimes", default="", help="directory with tnn/bin/tnn_run and mace/bin/mace_run "
                     f"(default: {DEFAULT_RUNTIMES} when it exists)")
     ap.add_argument("--table-from", default="", help="print the table of saved --json files (comma-separated; "
@@ -592,19 +610,24 @@ def main() -> None:
                 cell = Cell(**c)
                 merged[(cell.model, cell.target, cell.hw)] = cell
         order = {e.name: i for i, e in enumerate(ENTRIES)}
-        cells = sorted(merged.values(), key=lambda c: order.get(c.model, len(order)))
+        cells = sorted(merged.values(), key=lambda c: order.get(c.model.split("/")[0], len(order)))
         present = {(c.target, c.hw) for c in cells}
         print(table(cells, [t for t in CPU_TARGETS + ACCEL_TARGETS if t in present]))
         return
     import onnxruntime
 
     onnxruntime.set_default_logger_severity(3)  # constant folding's optimizer notices
+    zt = transformer_entries()
     if args.list:
         for e in ENTRIES:
             print(f"{e.name:20} {e.family:15} {'x'.join(map(str, e.shape))}")
+        for t in zt.TRANSFORMERS:
+            print(f"{t.name:20} {t.family:15} " + ", ".join(f"{n} {'x'.join(map(str, s))} {d}" for n, s, d, _ in t.inputs))
         return
     names = [n for n in args.models.split(",") if n] or [e.name for e in ENTRIES]
-    unknown = [n for n in names if n not in BY_NAME]
+    if TRANSFORMER_SET in names:
+        names = [n for n in names if n != TRANSFORMER_SET] + [t.name for t in zt.TRANSFORMERS]
+    unknown = [n for n in names if n not in BY_NAME and n not in zt.BY_NAME]
     if unknown:
         sys.exit(f"real_zoo: unknown model(s) {', '.join(unknown)}; --list shows the names")
     targets = parse_targets(args.targets)
@@ -621,6 +644,10 @@ def main() -> None:
         work = Path(args.out) if args.out else Path(tmp)
         work.mkdir(parents=True, exist_ok=True)
         for name in names:
+            if name in zt.BY_NAME:
+                cells += zt.port_entry(zt.BY_NAME[name], targets, work, lambda s: print(s, flush=True),
+                                       [s for s in args.sources.split(",") if s])
+                continue
             cells += port_model(BY_NAME[name], targets, work, progress=lambda s: print(s, flush=True))
             if not args.out:  # a model's ported files (up to GBs for ViT-B) are not kept: free them now
                 for leftover in work.glob(f"{name}*"):

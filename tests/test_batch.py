@@ -94,7 +94,14 @@ def test_batch_runs_caches_and_reports(release):
     ("targets: [{to: tnn, hw: nopu}]\nmodels:\n  - path: resnet.onnx\n",
      r"unknown hardware 'nopu' for tnn; choose one of: arm, x86"),
     ("targets: [{to: tflite, hw: cpu}]\nmodels:\n  - path: resnet.onnx\n    input_shapes: {input: [1, 0]}\n",
-     r"models.0.input_shapes.input: a list of positive integers"),
+     r"models.0.input_shapes.input: every dimension must be positive"),
+    ("targets: [{to: tflite, hw: cpu}]\nmodels:\n  - path: resnet.onnx\n    input_shapes: {input: '1x3:int8'}\n",
+     r"release.yaml:4: models.0.input_shapes.input: unknown element type 'int8'; choose one of: float32, float16, "
+     r"int64, int32, bool"),
+    ("targets: [{to: tflite, hw: cpu}]\nmodels:\n  - path: resnet.onnx\n    input_ranges: {input: '5:1'}\n",
+     r"models.0.input_ranges.input: expected name=LOW:HIGH with LOW < HIGH"),
+    ("targets: [{to: tflite, hw: cpu}]\nmodels:\n  - path: resnet.onnx\n    input_shapes: {ids: '1x8:int32'}\n"
+     "    input_ranges: {ids: [0, 3000000000]}\n", r"models.0.input_ranges.ids: .*outside what int32 holds"),
     ("targets: [{to: tflite, hw: cpu}]\nmodels:\n  - {path: resnet.onnx}\n  - {path: resnet.onnx}\n",
      r"duplicate model name 'resnet'"),
     ("targets: [\n", r"release.yaml:\d+: invalid YAML"),

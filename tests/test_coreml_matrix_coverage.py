@@ -93,7 +93,12 @@ def _binary_cases():
         Case("Pow", {"x": _pos(X4, 13), "y": _f((5,), 14)}),
         Case("Equal", {"x": _rng(15).integers(0, 3, X4), "y": _rng(16).integers(0, 3, (1, 5))}),
         Case("Where", {"c": _f(X4, 17) > 0, "x": x, "y": y}),
+        # an attention mask: the condition is the bigger operand (MIL types select from a and b)
+        Case("Where", {"c": _f(X4, 17) > 0}, {"x": np.float32(0), "y": np.float32(-1e4)},
+             label="scalar-branches"),
     ]
+    bools = {"x": _f(X4, 18) > 0, "y": _f((4, 1), 19) > 0}
+    cases += [Case(op, dict(bools)) for op in ("And", "Or", "Xor")]
     return cases
 
 
@@ -155,6 +160,9 @@ def _tensor_cases():
         Case("Slice", {"x": x}, {"starts": _i64(1, -3), "ends": _i64(100, -1), "axes": _i64(1, -1),
                                  "steps": _i64(1, 2)}),
         Case("Gather", {"x": x}, {"idx": _i64(2, -1, 0)}, {"axis": -1}),
+        # token ids from the model's input (an int32 placeholder), negative ones wrapped by MIL
+        Case("Gather", {"x": x, "idx": np.array([[1, -2], [0, 4]], np.int64)}, attrs={"axis": -1}, label="runtime-indices"),
+        Case("Gather", {"x": x > 0}, {"idx": _i64(2, -1, 0)}, {"axis": -1}, label="bool-data"),
         Case("Pad", {"x": x}, {"pads": _i64(0, 0, 1, 2, 0, 0, 3, 0), "v": np.float32(0.5)}),
         Case("Pad", {"x": x}, {"pads": _i64(0, 0, 1, 2, 0, 0, 2, 1)}, {"mode": "reflect"}, label="reflect"),
         Case("Tile", {"x": x}, {"reps": _i64(1, 2, 1, 3)}),

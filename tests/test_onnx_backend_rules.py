@@ -138,6 +138,9 @@ def test_backend_cases_reproduce_reference_outputs(results):
     # rank lift leaves 4-D alone).
     # No Mul/Max/Min case broadcasts a first operand [1, 1, 1, W] over one channel (the TNN operand swap).
     not_run_here |= {"ReduceLogSum", "ReduceLogSumExp", "Celu", "Shrink", "InstanceNormalization", "Mul", "Max", "Min"}
+    # Issue 27's softmax_nan_guard_dropped matches Where(IsNaN(Softmax(s)), 0, Softmax(s)), a chain no
+    # lone Where case has (test_rewrites_logic.py runs it in onnxruntime, tnn_run and mace_run).
+    not_run_here.add("Where")
     tested_ops = {c.model.graph.node[0].op_type for c in _cases()} - not_run_here
     assert tested_ops - ran_ops <= {"Dropout", "Cast", "Identity", "BatchNormalization", "Pad", "ReduceMean"}, tested_ops - ran_ops
     assert len(passed) >= 150

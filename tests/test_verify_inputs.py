@@ -66,7 +66,7 @@ def test_parse_range():
     assert parse_range("image=0:1") == ("image", (0.0, 1.0))
     assert parse_range("-0.5:2.5e1") == ("", (-0.5, 25.0))
     for bad in ("image=1:0", "image=0-1", "image=a:b"):
-        with pytest.raises(BadInput, match="--range"):
+        with pytest.raises(BadInput, match="--input-range"):
             parse_range(bad)
 
 

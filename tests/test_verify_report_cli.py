@@ -210,7 +210,7 @@ def test_cli_localizes_against_the_raw_original(files, zoo_onnx_path):
     (["--inputs", "{d}/missing.npz"], "no such file"),
     (["--inputs", "{d}/wrong.npz"], "no array for model input(s) input"),
     (["--tolerances", "{d}/bad.yaml"], "unknown key(s) atoll"),
-    (["--range", "input=1:0"], "--range"),
+    (["--range", "input=1:0"], "range 'input=1:0': expected"),
 ])
 def test_cli_bad_input_is_one_line_and_writes_nothing(files, tmp_path, extra, message):
     d, good, bad = files

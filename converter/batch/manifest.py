@@ -13,7 +13,8 @@ targets:                       # the default targets for every model
 models:
   - path: det.onnx             # required, relative to this file
     name: detector             # optional (default: file stem)
-    input_shapes: {input: [1, 3, 32, 32]}
+    input_shapes: {input: [1, 3, 32, 32]}   # or with a type: {input_ids: "1x128:int64"} (port -s)
+    input_ranges: {input_ids: "0:30522"}  # optional: what random inputs draw (port --input-range)
     inputs: verify.npz         # optional: verification inputs (like port --inputs)
     quantize: int8             # optional: int8, uint8, fp16, int8-weights, auto (port --quantize)
     calibration: calib.npz     # optional: calibration data, a file or a directory (port --calibration);
@@ -189,7 +190,7 @@ def _model_file(entry: dict, at: tuple, reading: _Reading) -> tuple[Path, str]:
 def _check_model_options(entry: dict, at: tuple, base: Path, fail) -> None:
     """A model's port options, as ``port``'s flags check them (paths resolved against the
     manifest, ``max_memory`` parsed)."""
-    _check_shapes(entry.get("input_shapes"), at + ("input_shapes",), fail)
+    _check_inputs(entry, at, fail)
     for key in ("atol", "rtol", "timeout"):
         if key in entry and (not isinstance(entry[key], (int, float)) or entry[key] < 0):
             fail(at + (key,), "must be a non-negative number")
@@ -272,14 +273,30 @@ def _check_runtimes(value, at: tuple, base: Path, fail) -> dict[str, str]:
     return out
 
 
-def _check_shapes(shapes, at, fail) -> None:
-    if shapes is None:
-        return
-    if not isinstance(shapes, dict):
-        fail(at, "a mapping of input name to a list of positive integers")
-    for name, dims in shapes.items():
-        if not isinstance(dims, list) or not dims or not all(isinstance(d, int) and d > 0 for d in dims):
-            fail(at + (name,), "a list of positive integers, e.g. [1, 3, 224, 224]")
+def _check_inputs(entry: dict, at: tuple, fail) -> None:
+    """``input_shapes`` (a list of positive integers or ``"1x128:int64"`` per input) and
+    ``input_ranges`` (``"0:30522"`` or ``[0, 30522]`` per input), as ``-s`` and ``--input-range``."""
+    from ..frontend.declared_inputs import check_range, ranges_from_value, shapes_from_value
+
+    shapes, ranges = entry.get("input_shapes"), entry.get("input_ranges")
+    dtypes: dict = {}
+    for key, value in (("input_shapes", shapes), ("input_ranges", ranges)):
+        if value is None:
+            continue
+        if not isinstance(value, dict):
+            fail(at + (key,), "a mapping of input name to " + (
+                "a list of positive integers or a string like '1x128:int64'" if key == "input_shapes" else
+                "'LOW:HIGH' or [LOW, HIGH]"))
+        for name, item in value.items():
+            try:
+                if key == "input_shapes":
+                    dtypes.update(shapes_from_value({name: item}, key)[1])
+                else:
+                    span = ranges_from_value({name: item}, key)[name]
+                    if name in dtypes:
+                        check_range(name, dtypes[name], span, key)
+            except BadInput as err:
+                fail(at + (key, name), str(err).split(": ", 1)[-1])
 
 
 def _validate_targets(jobs: list[Job], fail) -> None:

@@ -20,6 +20,7 @@ import onnx
 
 from ..errors import BadInput, MissingExtra
 from ..infra.fsutil import regular_file, remember_sha256
+from .declared_inputs import integer_role, keyed_by_model
 from .pickle_guard import refuse_unsafe_pickles
 from ..ir.onnx_file import save_onnx, write_with_external_weights  # noqa: F401  (part of this module's API)
 
@@ -39,8 +40,11 @@ def load_model(
     meanwhile=(),
     store=None,
     sha256: bool = False,
+    input_dtypes: dict[str, str] | None = None,
 ) -> onnx.ModelProto:
-    """Load ``path`` as ONNX.  ``input_shapes`` fixes shapes (required for TorchScript).
+    """Load ``path`` as ONNX.  ``input_shapes`` fixes shapes (required for TorchScript);
+    ``input_dtypes`` (numpy type names by input) are what TorchScript is traced with (float32
+    where not given; :mod:`converter.frontend.declared_inputs`).
     ``sha256``: the caller will want the file's digest (:func:`converter.infra.fsutil.sha256_file`):
     an ``.onnx`` file is hashed from the bytes read here.
 
@@ -78,7 +82,7 @@ def load_model(
                 refuse_unsafe_pickles(path, "TorchScript archive", trust_pickle, torchscript=True)
             elif not trust_pickle and _pickles_code(path):
                 raise BadInput(_PICKLED_MODULE.format(path=path))
-            loader, args = load_torch, (path, input_shapes, trust_pickle, True)
+            loader, args = load_torch, (path, input_shapes, trust_pickle, True, input_dtypes)
         limit = DEFAULT_TIMEOUT if timeout is None else timeout
         return run_models(loader, args, limit, f"{path.name}: loading and exporting the torch model",
                           meanwhile)[0]
@@ -282,7 +286,7 @@ def _pickles_code(path: Path) -> bool:
         return False
 
 
-def load_torch(path: Path, input_shapes, trust_pickle: bool, as_file: bool = False):
+def load_torch(path: Path, input_shapes, trust_pickle: bool, as_file: bool = False, input_dtypes=None):
     """The torch file as ONNX: a ``ModelProto``, or with ``as_file`` (the isolated child) the
     exporter's own file as an :class:`OnnxFile` when it needs no changes, so the child hands it
     over without parsing and re-serializing 45 MB of weights."""
@@ -296,7 +300,7 @@ def load_torch(path: Path, input_shapes, trust_pickle: bool, as_file: bool = Fal
         except Exception as err:
             raise BadInput(f"{path}: cannot load TorchScript archive: {_one_line(err)}") from None
         names = [a.name for a in module.forward.schema.arguments[1:]]
-        return _export_torch_module(torch, module, names, input_shapes, path, as_file)
+        return _export_torch_module(torch, module, names, input_shapes, path, as_file, input_dtypes)
     # A torch.save() pickle.  weights_only=True refuses anything but tensors and containers.
     try:
         obj = torch.load(str(path), map_location="cpu", weights_only=True)
@@ -315,17 +319,16 @@ def load_torch(path: Path, input_shapes, trust_pickle: bool, as_file: bool = Fal
     import inspect
 
     names = [p for p in inspect.signature(module.forward).parameters]
-    return _export_torch_module(torch, module.eval(), names, input_shapes, path, as_file)
+    return _export_torch_module(torch, module.eval(), names, input_shapes, path, as_file, input_dtypes)
 
 
-def _export_torch_module(torch, module, arg_names, input_shapes, path, as_file: bool = False):
-    shapes = dict(input_shapes or {})
-    if "" in shapes:
-        if not arg_names:
-            raise BadInput(f"{path}: the model takes no inputs")
-        shapes[arg_names[0]] = shapes.pop("")
+def _export_torch_module(torch, module, arg_names, input_shapes, path, as_file: bool = False, input_dtypes=None):
+    if ("" in (input_shapes or {}) or "" in (input_dtypes or {})) and not arg_names:
+        raise BadInput(f"{path}: the model takes no inputs")
+    shapes = keyed_by_model(input_shapes or {}, arg_names)
+    dtypes = keyed_by_model(input_dtypes or {}, arg_names)
     missing = [n for n in arg_names if n not in shapes]
-    unknown = [n for n in shapes if n not in arg_names]
+    unknown = [n for n in [*shapes, *dtypes] if n not in arg_names]
     if unknown:
         raise BadInput(f"--input-shape names {', '.join(unknown)}; the model's inputs are: {', '.join(arg_names)}")
     if missing:
@@ -333,19 +336,41 @@ def _export_torch_module(torch, module, arg_names, input_shapes, path, as_file: 
             f"{path}: torch files carry no input shapes; pass --input-shape for "
             + ", ".join(f"{n}=1x3x224x224" for n in missing)
         )
-    args = tuple(torch.zeros(shapes[n]) for n in arg_names)
+    args = tuple(_example_tensor(torch, n, shapes[n], dtypes.get(n, "float32")) for n in arg_names)
     try:
         return _export(torch, module, args, arg_names, path, dynamo=False, as_file=as_file)
     except BadInput as first:
         if not isinstance(module, torch.jit.ScriptModule):
-            raise
+            raise BadInput(f"{first}{_dtype_hint(first, arg_names, dtypes)}") from None
         # The TorchScript exporter has no symbolic for some ops a trace records (the fused
         # attention of nn.MultiheadAttention's inference fast path), and loses ranks through
         # others; the same graph as an ExportedProgram goes through the dynamo exporter.
         try:
             return _export_torchscript_as_program(torch, module, args, arg_names, path)
         except BadInput as second:
-            raise BadInput(f"{first}; as an ExportedProgram: {str(second).split(': ', 1)[-1]}") from None
+            raise BadInput(f"{first}; as an ExportedProgram: {str(second).split(': ', 1)[-1]}"
+                           f"{_dtype_hint(second, arg_names, dtypes)}") from None
+
+
+def _dtype_hint(err: BadInput, arg_names, dtypes) -> str:
+    """What to do when torch refused float inputs where it wanted integers (token ids fed to an
+    embedding): name the undeclared inputs and the flag."""
+    text = str(err)
+    undeclared = [n for n in arg_names if n not in dtypes]
+    if not undeclared or not any(word in text for word in ("scalar type", "Long", "Int;")):
+        return ""
+    return (f"; inputs without a declared type are traced as float32: declare integer ones (token ids, "
+            f"masks) as -s {undeclared[0]}=SHAPE:int64")
+
+
+def _example_tensor(torch, name: str, shape, dtype: str):
+    """What the exporter traces input ``name`` with: zeros of its type (index 0 is a valid token
+    id, position and token type), ones for an integer or bool input whose name says mask (a
+    mask of zeros hides every position)."""
+    kind = getattr(torch, dtype)
+    if kind is not torch.float32 and kind is not torch.float16 and integer_role(name) == "mask":
+        return torch.ones(shape, dtype=kind)
+    return torch.zeros(shape, dtype=kind)
 
 
 def _export_torchscript_as_program(torch, module, args, arg_names, path) -> onnx.ModelProto:

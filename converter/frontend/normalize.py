@@ -101,6 +101,7 @@ def _normalize(model: onnx.ModelProto, input_shapes, check: bool = True) -> onnx
     # initializers; shapes must be inferred first so shape-only subgraphs fold too.
     graph, unfolded = _fold_to_fixpoint(graph, heavy)
     _inline_constant_nodes(graph)
+    _drop_zero_adds(graph)
     _remove_passthrough(graph)
     _drop_needless_allowzero(graph)
     _short_prelu_slopes(graph)
@@ -366,6 +367,27 @@ def _short_prelu_slopes(graph: gs.Graph) -> None:
             lead += 1
         if lead:
             slope.values = value.reshape(value.shape[lead:])
+
+
+def _drop_zero_adds(graph: gs.Graph) -> None:
+    """``Add(x, zeros)`` that does not broadcast ``x`` becomes an Identity (removed next): torch's
+    SDPA decomposition adds an all-zero [1, 1, L, L] bias when no mask is given (HF's ViT), which
+    hides from the edge formats that the softmax reads only products of query and key.  x + 0 is
+    x (a -0 becomes +0, equal in value)."""
+    for node in graph.nodes:
+        if node.op != "Add" or len(node.inputs) != 2:
+            continue
+        zeros = [i for i, t in enumerate(node.inputs) if isinstance(t, gs.Constant) and t.values.dtype.kind == "f"
+                 and not np.asarray(t.values).any()]
+        if len(zeros) != 1:
+            continue
+        x, out = node.inputs[1 - zeros[0]], node.outputs[0]
+        shape = x.shape
+        if shape is None or list(shape) != list(out.shape or []) or not all(isinstance(d, int) for d in shape) \
+                or x.dtype != out.dtype:
+            continue
+        node.op, node.attrs = "Identity", {}
+        node.inputs.pop(zeros[0])
 
 
 def _remove_passthrough(graph: gs.Graph) -> None:

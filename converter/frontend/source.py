@@ -8,11 +8,11 @@ normalizes (:meth:`ModelSource.normalized`); :mod:`converter.port` holds the por
 
 from __future__ import annotations
 
-import re
 from dataclasses import dataclass, field
 from typing import Any
 
 from ..errors import BadInput
+from .declared_inputs import check_declared, parse_input_flags
 
 
 @dataclass(frozen=True)
@@ -32,6 +32,10 @@ class ModelSource:
     max_memory: int | None = None
     #: For an in-memory torch module: the example inputs it is exported with.
     example_inputs: tuple | None = None
+    #: Input element types by input name (``-s ids=1x128:int64``; ``""`` names the first input):
+    #: what a TorchScript file is traced with (default float32); files carrying their own types
+    #: must agree (:mod:`converter.frontend.declared_inputs`).
+    input_dtypes: dict[str, str] = field(default_factory=dict)
 
     @property
     def path(self) -> str | None:
@@ -43,32 +47,39 @@ class ModelSource:
     @classmethod
     def from_flags(cls, model, input_shape: list[str] | None = None, trust_pickle: bool = False,
                    timeout: float | None = None, max_memory: int | str | None = None) -> ModelSource:
-        """From the command line's spelling: ``-s name=1x3x224x224`` flags, ``--max-memory 8G``."""
+        """From the command line's spelling: ``-s name=1x3x224x224`` / ``-s ids=1x128:int64`` flags,
+        ``--max-memory 8G``."""
         if isinstance(max_memory, str):
             from ..ir.memory import parse_size
 
             max_memory = parse_size(max_memory)
-        return cls(model, parse_shape_flags(input_shape), trust_pickle, timeout, max_memory)
+        shapes, dtypes = parse_input_flags(input_shape)
+        return cls(model, shapes, trust_pickle, timeout, max_memory, input_dtypes=dtypes)
 
     def load(self, meanwhile=(), store=None, sha256: bool = False):
         """The model as ONNX, as read (not normalized)."""
         import onnx
 
         if isinstance(self.model, onnx.ModelProto):
+            check_declared(self.model, self.input_dtypes, {}, "the model")
             return self.model
         if self.example_inputs is not None or _is_torch_module(self.model):
             if self.example_inputs is None:
                 raise BadInput(f"a torch module ({type(self.model).__name__}) needs example_inputs to be traced with")
             from .torch_module import load_module
 
-            return load_module(self.model, self.example_inputs, self.timeout, meanwhile)
+            model = load_module(self.model, self.example_inputs, self.timeout, meanwhile)
+            check_declared(model, self.input_dtypes, {}, f"the {type(self.model).__name__} module")
+            return model
         if self.path is None:
             raise BadInput(f"cannot read a {type(self.model).__name__}: give a model file's path or an "
                            "onnx.ModelProto")
         from .load import load_model
 
-        return load_model(self.model, dict(self.input_shapes), self.trust_pickle, self.timeout, meanwhile,
-                          store=store, sha256=sha256)
+        model = load_model(self.model, dict(self.input_shapes), self.trust_pickle, self.timeout, meanwhile,
+                           store=store, sha256=sha256, input_dtypes=dict(self.input_dtypes))
+        check_declared(model, self.input_dtypes, {}, self.path)
+        return model
 
     def shapes_for(self, model) -> dict[str, tuple[int, ...]]:
         """The input shapes keyed by ``model``'s input names (a bare shape names the first)."""
@@ -119,17 +130,7 @@ class MatrixSource:
 def parse_shape_flags(flags: list[str] | None) -> dict[str, tuple[int, ...]]:
     """``["x=1x3x224x224", "1x3x8x8"]`` -> ``{"x": (1, 3, 224, 224), "": (1, 3, 8, 8)}``.
 
-    A shape without a name applies to the model's first input.
+    A shape without a name applies to the model's first input; a ``:dtype`` suffix is checked and
+    left out (:func:`~converter.frontend.declared_inputs.parse_input_flags` keeps it).
     """
-    shapes: dict[str, tuple[int, ...]] = {}
-    for flag in flags or []:
-        name, _, dims = flag.rpartition("=")
-        if not re.fullmatch(r"\d+(x\d+)*", dims.strip()):
-            raise BadInput(f"--input-shape '{flag}': expected name=1x3x224x224 (positive integers joined by 'x')")
-        shape = tuple(int(d) for d in dims.strip().split("x"))
-        if any(d <= 0 for d in shape):
-            raise BadInput(f"--input-shape '{flag}': every dimension must be positive")
-        if name.strip() in shapes:
-            raise BadInput(f"--input-shape given twice for '{name.strip() or 'the first input'}'")
-        shapes[name.strip()] = shape
-    return shapes
+    return parse_input_flags(flags)[0]

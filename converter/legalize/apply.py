@@ -99,6 +99,12 @@ def legalize(model: onnx.ModelProto, framework: str, hw: str, matrix=None,
     if any(REGISTRY[r].kind == RETRAIN for r, _ in applied):
         current, reports = _fit_retrain_rewrites(model, current, applied, retrain_hook)
         graph = to_graph(current)
+    # a node planned as a custom layer is none when a rewrite of its consumers left it unused
+    # (an IsNaN whose guard was dropped): cleanup removed it from the model
+    present = {n.name for n in current.graph.node}
+    for entry in plan.entries:
+        if entry.remedy == "custom" and entry.node not in present:
+            entry.remedy, entry.reason = "rewrite", f"unused once its consumers were rewritten: removed ({entry.reason})"
     result = LegalizeResult(current, plan, applied,
                             {e.node for e in plan.entries if e.remedy == "postprocess"},
                             {e.node for e in plan.entries if e.remedy == "custom"}, None, reports)

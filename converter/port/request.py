@@ -15,6 +15,7 @@ import dataclasses
 from collections.abc import Mapping
 from dataclasses import dataclass, field
 
+from ..frontend.declared_inputs import check_range, ranges_from_value, shapes_from_value
 from ..frontend.source import ModelSource
 from ..frontend.source import MatrixSource
 from ..quantize.modes import QuantRequest
@@ -27,7 +28,7 @@ FLAGS = {
     "input_shapes": "source", "example_inputs": "source", "trust_pickle": "source", "timeout": "source", "max_memory": "source",
     "matrix": "matrix", "matrix_overlays": "matrix",
     "verify": "verify", "inputs": "verify", "atol": "verify", "rtol": "verify", "tolerances": "verify",
-    "seed": "verify",
+    "seed": "verify", "input_ranges": "verify",
     "quantize": "quant", "calibration": "quant", "calibration_method": "quant", "per_tensor": "quant",
     "bias_correction": "quant", "preprocess": "quant",
     "retrain_hook": "legalize", "custom_ops": "legalize",
@@ -68,14 +69,14 @@ class PortRequest:
 
             raise BadInput(f"unknown port option(s): {', '.join(unknown)}; known: {', '.join(sorted(FLAGS))}")
         g = flags.get
-        shapes = g("input_shapes") or {}
-        source = ModelSource.from_flags(model, list(shapes), g("trust_pickle", False), g("timeout"), g("max_memory")) \
-            if isinstance(shapes, (list, tuple)) else \
-            ModelSource(model, {k: tuple(v) for k, v in shapes.items()}, bool(g("trust_pickle", False)), g("timeout"),
-                        _size(g("max_memory")))
+        # -s's spelling (["ids=1x128:int64"]) or a mapping ({"ids": [1, 128]} / {"ids": "1x128:int64"})
+        shapes, dtypes = shapes_from_value(g("input_shapes"), "input_shapes")
+        source = ModelSource(model, shapes, bool(g("trust_pickle", False)), g("timeout"), _size(g("max_memory")),
+                             input_dtypes=dtypes)
         if g("example_inputs") is not None:
             source = dataclasses.replace(source, example_inputs=tuple(g("example_inputs")))
-        verify = VerifySpec(g("inputs"), g("atol"), g("rtol"), g("tolerances"), g("seed") or 0) \
+        verify = VerifySpec(g("inputs"), g("atol"), g("rtol"), g("tolerances"), g("seed") or 0,
+                            ranges=ranges_from_value(g("input_ranges"), "input_ranges")) \
             if g("verify", True) else None
         quant = QuantRequest(mode=g("quantize"), calibration=g("calibration"),
                              method=g("calibration_method") or "minmax", per_tensor=bool(g("per_tensor", False)),
@@ -93,6 +94,9 @@ class PortRequest:
 
         validate(dict(self.runtimes))
         self.quant.validate()
+        for name, span in (self.verify.ranges if self.verify is not None else {}).items():
+            if name in self.source.input_dtypes:  # the rest are checked against the model's types
+                check_range(name, self.source.input_dtypes[name], span)
 
     @property
     def verifies(self) -> bool:

@@ -159,6 +159,10 @@ class PortSession:
             original, normalized = load_stage(request.source, runs_models, preload_steps(frameworks, request.verifies),
                                               store)
             self.loads += 1
+            if request.verify is not None and request.verify.ranges:  # names and types now known
+                from ..frontend.declared_inputs import check_declared
+
+                check_declared(normalized, {}, request.verify.ranges)
             self._store = weights.store_of(normalized)
             path = request.source.path
             if path is not None and Path(path).is_file():  # hashed while it loaded (converter/frontend/load.py)

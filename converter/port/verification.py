@@ -102,7 +102,7 @@ def verify_port_stages(models: PortModels, judged: TargetUnderTest, spec: Verify
         runtimes={target.name: str(runtime.path)} if runtime is not None else None,
         tolerances_path=spec.tolerances,
         reference_runners=shared.reference_runners() if shared is not None else None,
-        legalized_runner=legalized_runner,
+        legalized_runner=legalized_runner, ranges=spec.ranges,
     )
 
 

@@ -2,8 +2,9 @@
 
 SRC is one of
 
-* an ``.npz`` file with one array per model input, named like the input (an array of the input's
-  rank is one sample; one extra leading axis holds N samples);
+* an ``.npz`` file with one array per model input, named like the input; the first axis is the
+  sample axis: [N, 3, 224, 224] or [N, 1, 3, 224, 224] are N samples for a 1x3x224x224 input, an
+  array of exactly the input's shape is one (:func:`converter.runtimes.feeds.samples_from_arrays`);
 * a directory of ``.npz`` files (each as above) and/or ``.npy`` files (one-input models only:
   each file one sample, or N samples along an extra leading axis), read in file-name order;
 * a directory of images (png, jpg, bmp, gif, webp, tiff, ppm/pgm) together with

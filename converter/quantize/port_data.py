@@ -44,7 +44,7 @@ def read_port_data(model: onnx.ModelProto, request: QuantRequest, verify, plan: 
     held = load_npz(verify.inputs, model) if verify.inputs else None
     if data.spec is not None:
         data.warnings += _input_warnings(request.calibration, calibration, verify.inputs, held, data.spec)
-    fallback = None if held or calibration else random_inputs(model, verify.seed, samples=8)
+    fallback = None if held or calibration else random_inputs(model, verify.seed, verify.ranges, samples=8)
     data.samples = split_samples(calibration.samples if calibration else None, held, verify.seed,
                                  f"--inputs {verify.inputs}", fallback, fitted=plan.needs_calibration)
     if data.calibration is not None:

@@ -47,6 +47,22 @@ class RuntimeRefused(EdgeconvError):
     """The real runtime refused or failed to run the file (its own error message attached)."""
 
 
+#: The largest integer magnitude a feed may hold: int32, and a tool that reads integer inputs
+#: through float32 (TNN's tnn_run) keeps only integers below 2**24 exact.
+INT32_LIMIT, FLOAT32_EXACT_LIMIT = 2 ** 31, 2 ** 24
+
+
+def integer_feed(value, name: str, dtype, limit: int, who: str) -> np.ndarray:
+    """An integer feed (int64 token ids, say) as the ``dtype`` the file takes; a value the runtime
+    cannot hold is one :class:`RuntimeRefused` line naming the constraint, never a silent wrap."""
+    value = np.asarray(value)
+    if value.size and value.dtype.kind in "iu" and (value.max() >= limit or value.min() < -limit):
+        worst = int(value.max()) if value.max() >= limit else int(value.min())
+        raise RuntimeRefused(f"{who} takes input '{name}' as {np.dtype(dtype).name} holding magnitudes below "
+                             f"2**{int(limit).bit_length() - 1}; it holds {worst}")
+    return np.ascontiguousarray(value, dtype=dtype)
+
+
 @cache
 def package_version(dist: str) -> str:
     """The installed version of ``dist`` ("?" when absent), looked up once."""

@@ -92,6 +92,7 @@ def _call(ops: OpRegistry, node, fn, *args) -> None:
     except EdgeconvError:
         raise
     except MAPPING_ERRORS as err:
+        # the handler's or the library's own words; never the exception's type (issue 27)
         detail = str(err).splitlines()[0] if str(err) else ""
-        raise cannot_express(ops.title, node, f"cannot be mapped ({type(err).__name__}: {detail})"
-                             if detail else f"cannot be mapped ({type(err).__name__})") from err
+        raise cannot_express(ops.title, node, f"cannot be mapped: {detail}"
+                             if detail else "cannot be mapped (its mapping stopped without a message)") from err

@@ -13,7 +13,7 @@ import onnx
 
 from ..infra.fsutil import atomic_write_text
 from ..ir.graph import provenance_of
-from ..runtimes.feeds import DEFAULT_FLOAT_RANGE, load_npz, random_inputs
+from ..runtimes.feeds import describe_draws, load_npz, random_inputs
 from .replay import write_replay
 from .report import standalone_html, to_json
 from ..runtimes.base import Runner
@@ -39,9 +39,8 @@ def choose_inputs(
         data = load_npz(inputs_npz, model)
         return data, f"calibration data {inputs_npz} ({len(data)} sample{'s' if len(data) != 1 else ''})"
     data = random_inputs(model, seed=seed, ranges=ranges, samples=samples, shapes=shapes)
-    spans = ", ".join(f"{k or 'all'} [{lo:g}, {hi:g}]" for k, (lo, hi) in sorted((ranges or {}).items()))
     return data, (f"seeded random inputs (seed {seed}, {samples} sample{'s' if samples != 1 else ''}, "
-                  f"floats uniform {spans or '[{:g}, {:g}]'.format(*DEFAULT_FLOAT_RANGE)})")
+                  f"{describe_draws(model, ranges)})")
 
 
 def _shared_tensors(reference: onnx.ModelProto, candidate: onnx.ModelProto) -> int:
@@ -124,7 +123,9 @@ def target_artifact(converted_path: str | os.PathLike):
         raise BadInput(f"{path}: an exported file is verified from its port directory, but "
                        f"{report_path} is missing or has no 'artifact' (rerun edgeconv port)") from None
     files = [path.parent / f for f in artifact.get("files", [])]
-    if path.resolve() not in [f.resolve() for f in files]:
+    listed = [f.resolve() for f in files]
+    # a file the report lists, or a package directory holding some (a CoreML .mlpackage)
+    if path.resolve() not in listed and not any(path.resolve() in f.parents for f in listed):
         raise BadInput(f"{path}: not one of the files {report_path} lists")
     # the named file first (a TNN artifact is [.tnnproto, .tnnmodel]), the rest as written
     files = [path] + [f for f in files if f.resolve() != path.resolve()]
@@ -140,9 +141,11 @@ def verify_target_file(
     inputs_npz: str | os.PathLike | None = None,
     seed: int = 0,
     runtimes: dict[str, str] | None = None,
+    ranges: dict[str, tuple[float, float]] | None = None,
 ) -> VerifyReport:
     """Compare an exported file (run by its framework's real runtime when one is chosen, else by
-    the target's own executor) with the ONNX ``original_path``: the target stage of a port, alone."""
+    the target's own executor) with the ONNX ``original_path``: the target stage of a port, alone.
+    ``ranges``: what random inputs draw (:func:`~converter.runtimes.feeds.random_inputs`)."""
     from ..errors import BadInput
     from ..frontend.load import load_onnx
     from ..targets.oracles import bind, oracle_of, resolve
@@ -154,7 +157,7 @@ def verify_target_file(
     original = load_onnx(Path(original_path))
     target, artifact = target_artifact(converted_path)
     target = bind(target, resolve(target.name, runtimes, artifact.hw))
-    data, source = choose_inputs(original, inputs_npz, seed)
+    data, source = choose_inputs(original, inputs_npz, seed, ranges)
     localizer = TargetLocalizer(target, artifact, original) if supports_intermediates(target) else None
     stage = Stage(f"target:{target.name}", target_runner(target, artifact), localizer=localizer,
                   oracle=oracle_of(target, artifact))
@@ -222,6 +225,7 @@ def verify_port(
     tolerances_path: str | os.PathLike | None = None,
     reference_runners: tuple[Runner, Runner] | None = None,
     legalized_runner: Runner | None = None,
+    ranges: dict[str, tuple[float, float]] | None = None,
 ) -> VerifyReport:
     """What ``edgeconv port`` runs last.  With ``out_dir`` it writes verify.json/verify.html and,
     on failure, the replay files; ``replay_files`` = (original .onnx, converted .onnx) paths the
@@ -232,9 +236,10 @@ def verify_port(
     file, with ``runtimes`` as its ``--runtime`` flags).  ``reference_runners`` = (original,
     normalized) runners shared by the ports of one model to several targets (``edgeconv port --to
     all``), which compute each output once; ``legalized_runner`` runs the legalized model (one
-    started early, or the normalized runner when legalizing changed nothing)."""
+    started early, or the normalized runner when legalizing changed nothing); ``ranges``: what
+    random inputs draw (:func:`~converter.runtimes.feeds.random_inputs`)."""
     if inputs is None:
-        inputs, source = choose_inputs(normalized, seed=seed)
+        inputs, source = choose_inputs(normalized, seed=seed, ranges=ranges)
     else:
         source = f"{len(inputs)} given sample(s)"
     run_original, run_normalized = reference_runners or (original, None)

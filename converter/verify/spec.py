@@ -1,12 +1,13 @@
 """What a port's verification compares on, and how strictly: one typed value.
 
-``--inputs``, ``--atol``, ``--rtol``, ``--tolerances`` and ``--seed`` (``port``, a manifest
-entry, the Python API) become a :class:`VerifySpec`; ``None`` in its place means ``--no-verify``.
+``--inputs``, ``--atol``, ``--rtol``, ``--tolerances``, ``--seed`` and ``--input-range``
+(``port``, a manifest entry, the Python API) become a :class:`VerifySpec`; ``None`` in its place
+means ``--no-verify``.
 """
 
 from __future__ import annotations
 
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 
 
 @dataclass(frozen=True)
@@ -20,6 +21,9 @@ class VerifySpec:
     tolerances: str | None = None
     #: Seed of the random verification inputs.
     seed: int = 0
+    #: What random inputs draw, by input name (``--input-range ids=0:30522``: integers in
+    #: [0, 30522); ``""``: every float input); see :func:`converter.runtimes.feeds.random_inputs`.
+    ranges: dict[str, tuple[float, float]] = field(default_factory=dict)
 
     @property
     def user_tolerances(self) -> bool:
@@ -37,4 +41,4 @@ class VerifySpec:
         random inputs (the reference runs started early use the same ones)."""
         from .pipeline import choose_inputs
 
-        return choose_inputs(model, self.inputs, seed=self.seed)[0]
+        return choose_inputs(model, self.inputs, seed=self.seed, ranges=self.ranges)[0]

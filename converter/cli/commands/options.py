@@ -46,12 +46,18 @@ OneHardware = typer.Option(None, "--hw", metavar="HW", show_default=False, help=
 
 # Verification (``port`` and ``verify``).
 VerifyInputs = typer.Option(None, "--inputs", metavar="NPZ",
-                            help="Verification inputs (.npz, one array per input; an extra leading axis holds N samples).")
+                            help="Verification inputs (.npz, one array per input; the first axis holds the samples: "
+                                 "[N,3,224,224] or [N,1,3,224,224] for a 1x3x224x224 input).")
 Atol = typer.Option(None, "--atol", help="Absolute tolerance per element (default 1e-4, or the profile's).")
 Rtol = typer.Option(None, "--rtol", help="Relative tolerance per element (default 1e-3, or the profile's).")
 Tolerances = typer.Option(None, "--tolerances", metavar="YAML",
                           help="Tolerance profile (YAML: atol, rtol, layer_rmse, outputs: {name: {atol, rtol}}).")
 Seed = typer.Option(0, "--seed", help="Seed of the random verification inputs.")
+InputRange = typer.Option(None, "--input-range", "--range", metavar="NAME=LOW:HIGH",
+                          help="Values random inputs draw: integers from [LOW, HIGH) (token ids: ids=0:30522), "
+                               "floats uniformly (image=0:1; a bare 0:1 applies to every float input). Default: "
+                               "floats in [-1, 1), integers in [0, 4), masks all ones, position ids 0, 1, 2, ... "
+                               "(repeatable).")
 Runtime = typer.Option(None, "--runtime", metavar="FW=PATH",
                        help="Judge the target stage with a real runtime: tnn=PATH (tnn_run, TNNTest or a TNN build "
                             "dir), mace=PATH (mace_run). Repeatable; default from EDGECONV_TNN_RUNTIME / "
@@ -62,8 +68,9 @@ Quantize = typer.Option(None, "--quantize", metavar="MODE",
                         help="int8, uint8, fp16, int8-weights or auto (the lowest precision the hardware runs, "
                              "layers that lose most kept in float). 8-bit-only hardware implies int8/uint8.")
 Calibration = typer.Option(None, "--calibration", metavar="SRC",
-                           help="Calibration data: an .npz keyed by input name, a directory of .npy/.npz files, "
-                                "or a directory of images (with --preprocess).")
+                           help="Calibration data: an .npz keyed by input name (the first axis holds the samples: "
+                                "[N,3,224,224] or [N,1,3,224,224] for a 1x3x224x224 input), a directory of .npy/.npz "
+                                "files, or a directory of images (with --preprocess).")
 CalibrationMethod = typer.Option("minmax", "--calibration-method", metavar="METHOD",
                                  help="Activation ranges: minmax, percentile, entropy or mse.")
 PerTensor = typer.Option(False, "--per-tensor", help="One weight scale per tensor instead of per output channel.")
@@ -95,9 +102,10 @@ def model_options(as_option: bool = False) -> Callable:
     group = [
         _param("model", (str | None) if as_option else str, model),
         _param("input_shape", ShapeList, typer.Option(
-            None, "--input-shape", "-s", metavar="[NAME=]SHAPE",
-            help="Fix an input shape, e.g. input=1x3x224x224 (repeatable; a bare 1x3x224x224 means the "
-                 "first input). Required for TorchScript and for dynamic dimensions.")),
+            None, "--input-shape", "-s", metavar="[NAME=]SHAPE[:DTYPE]",
+            help="Fix an input shape, e.g. input=1x3x224x224, and optionally its type: ids=1x128:int64 (float32, "
+                 "float16, int64, int32, bool; repeatable; a bare 1x3x224x224 means the first input). Required for "
+                 "TorchScript (traced with float32 unless a type is given) and for dynamic dimensions.")),
         _param("trust_pickle", bool, typer.Option(
             False, "--trust-pickle", help="Allow code inside the model file: pickled objects (torch.save of a "
                                           "module, pickled .pt2 entries), Keras Lambda layers, TF PyFunc ops.")),

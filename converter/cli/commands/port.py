@@ -5,8 +5,8 @@ from __future__ import annotations
 
 import typer
 
-from .options import (Atol, Calibration, CalibrationMethod, Framework, Hardware, Json, MatrixSource, ModelSource,
-                      NoBiasCorrection, PerTensor, Preprocess, Quantize, Rtol, Runtime, Seed, Tolerances, VerifyInputs,
+from .options import (Atol, Calibration, CalibrationMethod, Framework, Hardware, InputRange, Json, MatrixSource,
+                      ModelSource, NoBiasCorrection, PerTensor, Preprocess, Quantize, Rtol, Runtime, Seed, Tolerances, VerifyInputs,
                       matrix_options, model_options, out_dir)
 
 
@@ -29,6 +29,7 @@ def register(app: typer.Typer) -> None:
         rtol: float | None = Rtol,
         tolerances: str | None = Tolerances,
         seed: int = Seed,
+        input_range: list[str] | None = InputRange,
         no_verify: bool = typer.Option(False, "--no-verify", help="Skip the numerical verification."),
         runtime: list[str] | None = Runtime,
         quantize: str | None = Quantize,
@@ -58,10 +59,12 @@ def register(app: typer.Typer) -> None:
         from ...targets.base import ExportOptions
         from ...verify.spec import VerifySpec
         from .port_run import run_ports
+        from ...frontend.declared_inputs import parse_range_flags
 
         request = PortRequest(
             source=source, matrix=matrix,
-            verify=None if no_verify else VerifySpec(inputs, atol, rtol, tolerances, seed),
+            verify=None if no_verify else VerifySpec(inputs, atol, rtol, tolerances, seed,
+                                                          ranges=parse_range_flags(input_range)),
             quant=QuantRequest(quantize, calibration, calibration_method, per_tensor, preprocess,
                                bias_correction=not no_bias_correction),
             legalize=LegalizeSpec(retrain_hook, tuple(custom_op or ())),

@@ -6,7 +6,8 @@ from __future__ import annotations
 
 import typer
 
-from .options import Atol, Json, Rtol, Runtime, Seed, ShapeList, Tolerances, VerifyInputs, out_dir, stdout_console
+from .options import (Atol, InputRange, Json, Rtol, Runtime, Seed, ShapeList, Tolerances, VerifyInputs, out_dir,
+                      stdout_console)
 
 
 def register(app: typer.Typer) -> None:
@@ -23,10 +24,11 @@ def register(app: typer.Typer) -> None:
         tolerances: str | None = Tolerances,
         seed: int = Seed,
         samples: int = typer.Option(1, "--samples", help="Number of random input samples."),
-        value_range: list[str] | None = typer.Option(None, "--range", help="Range of a float input's random values, e.g. input=0:1 (repeatable; a bare 0:1 applies to all)."),
+        value_range: list[str] | None = InputRange,
         input_shape: ShapeList = typer.Option(
-            None, "--input-shape", "-s", metavar="[NAME=]SHAPE",
-            help="Shape of a dynamic input for the random inputs, e.g. input=1x3x224x224 (repeatable)."),
+            None, "--input-shape", "-s", metavar="[NAME=]SHAPE[:DTYPE]",
+            help="Shape of a dynamic input for the random inputs, e.g. input=1x3x224x224 (repeatable; a :DTYPE "
+                 "suffix must match the model's)."),
         out: str | None = out_dir(None, "Write verify.json, verify.html and, on failure, the replay files here "
                                            "(default on failure: <CONVERTED>.verify/)."),
         preprocess: str | None = typer.Option(
@@ -47,11 +49,10 @@ def register(app: typer.Typer) -> None:
         from pathlib import Path
 
         from ...errors import VerificationFailed
-        from ...frontend.source import parse_shape_flags
         from ...verify import load_tolerances, verify_files
         from ...infra.outdirs import check_output_dir
         from ...infra.limits import set_time_limit
-        from ...runtimes.feeds import parse_range
+        from ...frontend.declared_inputs import parse_input_flags, parse_range_flags
         from ...verify.report import print_report, to_json
 
         if out:
@@ -60,8 +61,10 @@ def register(app: typer.Typer) -> None:
         tols = load_tolerances(tolerances, atol=atol, rtol=rtol, layer_rmse=layer_tol)
         if preprocess:
             _check_preprocessing(original, inputs, preprocess)
-        ranges = dict(parse_range(flag) for flag in value_range or [])
-        shapes = parse_shape_flags(input_shape)
+        ranges = parse_range_flags(value_range)
+        shapes, dtypes = parse_input_flags(input_shape)
+        if dtypes:
+            _check_dtypes(original, dtypes)
         _check_memory(original, shapes, max_memory)
         from ...targets.oracles import parse_runtime_flags, validate
         from ...verify.pipeline import TARGET_FILES, verify_target_file
@@ -69,7 +72,8 @@ def register(app: typer.Typer) -> None:
         chosen = parse_runtime_flags(runtime)
         validate(chosen)
         if Path(converted).suffix.lower() in TARGET_FILES:
-            report = verify_target_file(original, converted, tols, inputs_npz=inputs, seed=seed, runtimes=chosen)
+            report = verify_target_file(original, converted, tols, inputs_npz=inputs, seed=seed, runtimes=chosen,
+                                        ranges=ranges)
         else:
             report = verify_files(original, converted, tols, inputs_npz=inputs, seed=seed,
                                   ranges=ranges, samples=samples, shapes=shapes or None)
@@ -119,6 +123,17 @@ def _check_preprocessing(original: str, inputs: str | None, spec_text: str) -> N
     model = load_model(original)
     for line in check_inputs(load_npz(inputs, model), bind(spec, model), f"--inputs {inputs}"):
         print(f"edgeconv: warning: {line}", file=sys.stderr)
+
+
+def _check_dtypes(path: str, dtypes: dict) -> None:
+    """A ``-s NAME=SHAPE:DTYPE`` whose type is not the model's is one line."""
+    from pathlib import Path
+
+    from ...frontend.declared_inputs import check_declared
+    from ...frontend.load import load_onnx
+
+    if Path(path).is_file():  # verify_files says it when the file is missing
+        check_declared(load_onnx(Path(path)), dtypes, {}, path)
 
 
 def _check_memory(path: str, shapes: dict, max_memory: str | None) -> None:

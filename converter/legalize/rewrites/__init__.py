@@ -10,6 +10,7 @@ from . import (activations, arithmetic, cleanup, conv_nd, convtranspose, crop, d
                scatter, taps, functions)  # importing a module registers its rules (functions last)
 from .base import (APPROXIMATE, EXACT, KINDS, REGISTRY, RETRAIN, Rule, apply_rule,
                    apply_rule_to_graph, rules_for)
+from . import logic  # noqa: F401,E402  (issue 27: IsNaN for the attention of HF encoders)
 
 __all__ = ["APPROXIMATE", "EXACT", "KINDS", "REGISTRY", "RETRAIN", "Rule", "apply_rule",
            "apply_rule_to_graph", "rules_for"]

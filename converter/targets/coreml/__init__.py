@@ -35,6 +35,7 @@ from ... import __version__
 from ...errors import BadInput, EdgeconvError, Unsupported
 from ...infra.fsutil import sha256_bytes
 from ..base import FP16_TOLERANCE, Artifact, ExportOptions, Target
+from ...runtimes.base import INT32_LIMIT, integer_feed
 from .mil_builder import sanitize
 from .mil_registry import OPS
 
@@ -156,7 +157,8 @@ class CoreMLTarget(Target):
                 raise BadInput(f"missing input '{spec['onnx_name']}'")
             # The model's interface holds int32 for integer tensors and fp32 for the rest
             # (mil_builder.IO_DTYPES).
-            value = np.asarray(value, dtype=np.int32 if "int" in spec["dtype"] else np.float32)
+            value = integer_feed(value, spec["onnx_name"], np.int32 if "int" in spec["dtype"] else np.float32,
+                                 INT32_LIMIT, "CoreML (an ML Program has no 64-bit integers)")
             if tuple(value.shape) != tuple(spec["shape"]):
                 raise BadInput(f"input '{spec['onnx_name']}' has shape {list(value.shape)}, "
                                f"the model expects {spec['shape']}")

@@ -34,3 +34,13 @@ def input_shape(node, index: int = 0) -> list[int]:
     if shape is None:
         raise unsupported(node, f"input {index} shape must be static for CoreML")
     return list(shape)
+
+
+def gather_any(ctx, gather, x, out: str, **kw):
+    """``gather(x=x, name=out, **kw)`` for data of any ONNX type: MIL's gathers take fp16, fp32
+    or int32 data (apple/coremltools@e0e2f42:coremltools/converters/mil/mil/ops/defs/iOS15/scatter_gather.py),
+    so a bool tensor (an attention mask after Cast) goes through int32 and back, exactly."""
+    if getattr(getattr(x, "dtype", None), "__name__", "") != "bool":
+        return gather(x=x, name=out, **kw)
+    picked = gather(x=ctx.mb.cast(x=x, dtype="int32", name=f"{out}_i32_in"), name=f"{out}_i32", **kw)
+    return ctx.mb.cast(x=picked, dtype="bool", name=out)

@@ -10,7 +10,7 @@ from .mil_registry import OPS, output_shape, unsupported
 
 _BINARY = {"Add": "add", "Sub": "sub", "Mul": "mul", "Div": "real_div", "Pow": "pow",
            "Max": "maximum", "Min": "minimum", "Sum": "add", "Equal": "equal", "Greater": "greater",
-           "Less": "less"}
+           "Less": "less", "And": "logical_and", "Or": "logical_or", "Xor": "logical_xor"}
 
 
 @OPS.register(*_BINARY)
@@ -45,9 +45,23 @@ def _reciprocal(ctx, node) -> None:
 
 @OPS.register("Where")
 def _where(ctx, node) -> None:
+    """MIL's select types its output from ``a`` and ``b`` alone
+    (apple/coremltools@e0e2f42:coremltools/converters/mil/mil/ops/defs/iOS15/control_flow.py select),
+    so where the condition is the bigger operand (an attention mask choosing between 0 and
+    -inf) a constant branch is broadcast to the output's shape, a computed one by adding zeros."""
     out = ctx.out
-    ctx.bind(node, ctx.mb.select(cond=ctx.value(node.inputs[0]), a=ctx.value(node.inputs[1]),
-                                 b=ctx.value(node.inputs[2]), name=out))
+    shape = output_shape(node)
+    branches = []
+    for k, tensor in ((1, node.inputs[1]), (2, node.inputs[2])):
+        value = ctx.value(tensor)
+        if list(static_shape(tensor) or []) != shape:
+            if isinstance(value, np.ndarray):
+                value = np.ascontiguousarray(np.broadcast_to(value, shape))
+            elif getattr(value.dtype, "__name__", "") != "bool":
+                zeros = np.zeros(shape, np.int32 if value.dtype.__name__.startswith("int") else np.float32)
+                value = ctx.mb.add(x=value, y=zeros, name=f"{out}_b{k}")
+        branches.append(value)
+    ctx.bind(node, ctx.mb.select(cond=ctx.value(node.inputs[0]), a=branches[0], b=branches[1], name=out))
 
 
 @OPS.register("Selu")

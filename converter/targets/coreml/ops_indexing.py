@@ -9,7 +9,7 @@ import numpy as np
 
 from ...ir.graph import attr, constant_value
 from ..onnx_attrs import str_attr
-from .mil_registry import OPS, input_shape, unsupported
+from .mil_registry import OPS, gather_any, input_shape, unsupported
 
 
 def _as_var(ctx, tensor, name: str):
@@ -43,7 +43,8 @@ def _gather_nd(ctx, node) -> None:
     depth = input_shape(node, 1)[-1]
     dims = input_shape(node, 0)[batch_dims:batch_dims + depth]
     indices = _int32_indices(ctx, node, 1, dims, out)
-    ctx.bind(node, ctx.mb.gather_nd(x=ctx.value(node.inputs[0]), indices=indices, batch_dims=batch_dims, name=out))
+    ctx.bind(node, gather_any(ctx, ctx.mb.gather_nd, ctx.value(node.inputs[0]), out, indices=indices,
+                              batch_dims=batch_dims))
 
 
 _SCATTER_MODES = {"none": "update", "add": "add", "mul": "mul", "max": "max", "min": "min"}

@@ -6,8 +6,8 @@ from __future__ import annotations
 import numpy as np
 import onnx
 
-from ...ir.graph import attr, static_shape
-from .mil_registry import OPS, output_shape, unsupported
+from ...ir.graph import attr, constant_value, static_shape
+from .mil_registry import OPS, gather_any, output_shape, unsupported
 
 @OPS.register("Reshape", "Flatten")
 def _reshape(ctx, node) -> None:
@@ -89,10 +89,18 @@ def _slice(ctx, node) -> None:
 
 @OPS.register("Gather")
 def _gather(ctx, node) -> None:
+    """Constant indices, or computed ones (an embedding lookup of token ids: an int64 model input
+    is an int32 placeholder): MIL's gather takes int32 indices in [-D[axis], D[axis]), as ONNX's
+    (apple/coremltools@e0e2f42:coremltools/converters/mil/mil/ops/defs/iOS15/scatter_gather.py)."""
     out = ctx.out
-    indices = ctx.const(node, 1, "indices").astype(np.int32)
-    ctx.bind(node, ctx.mb.gather(x=ctx.value(node.inputs[0]), indices=indices, axis=int(attr(node, "axis", 0)),
-                                 name=out))
+    if constant_value(node.inputs[1]) is None:
+        indices = ctx.value(node.inputs[1])
+        if str(indices.dtype.__name__) != "int32":
+            indices = ctx.mb.cast(x=indices, dtype="int32", name=f"{out}_i32")
+    else:
+        indices = ctx.const(node, 1, "indices").astype(np.int32)
+    ctx.bind(node, gather_any(ctx, ctx.mb.gather, ctx.value(node.inputs[0]), out, indices=indices,
+                              axis=int(attr(node, "axis", 0))))
 
 
 @OPS.register("Pad")

@@ -31,7 +31,7 @@ import numpy as np
 from ...errors import BadInput
 from ...infra.fsutil import private_temp_dir
 from ...infra.limits import run_tool
-from ...runtimes.base import RealRuntime, RuntimeRefused, locate_binary
+from ...runtimes.base import INT32_LIMIT, RealRuntime, RuntimeRefused, integer_feed, locate_binary
 
 #: include/mace/public/mace.h RuntimeType values a file's ``runtime_type`` argument holds.
 RT_CPU, RT_GPU = 0, 2
@@ -74,7 +74,8 @@ class MaceRun(RealRuntime):
                     raise BadInput(f"missing input '{spec['name']}' for the MACE model")
                 value = np.asarray(inputs[spec["name"]])
                 value = value.transpose(0, 2, 3, 1) if spec["data_format"] == 1 else value
-                np.ascontiguousarray(value, dtype=spec.get("dtype") or "float32").tofile(io_file(work / "in", spec["name"]))
+                integer_feed(value, spec["name"], spec.get("dtype") or "float32", INT32_LIMIT,
+                             "MACE's runtime (mace_run)").tofile(io_file(work / "in", spec["name"]))
             joined = lambda key, fn: ",".join(fn(s) for s in key)  # noqa: E731
             model_file = cpu_twin(artifact.out_dir / (name + ".pb"), work)
             args = [

@@ -30,7 +30,7 @@ import numpy as np
 from ...errors import BadInput
 from ...infra.fsutil import private_temp_dir
 from ...infra.limits import run_tool
-from ...runtimes.base import RealRuntime, RuntimeRefused, locate_binary
+from ...runtimes.base import FLOAT32_EXACT_LIMIT, RealRuntime, RuntimeRefused, integer_feed, locate_binary
 
 
 def tnn_runtime(path: Path) -> RealRuntime:
@@ -98,7 +98,9 @@ class TnnRun(RealRuntime):
             if spec["name"] not in inputs:
                 raise BadInput(f"missing input '{spec['name']}' for the TNN model")
             raw = work / f"in{k}.raw"
-            np.ascontiguousarray(inputs[spec["name"]], dtype=np.float32).tofile(raw)
+            # tnn_run reads every input as float32 (an int32 blob rounds it)
+            integer_feed(inputs[spec["name"]], spec["name"], np.float32, FLOAT32_EXACT_LIMIT,
+                         "TNN's runtime (tnn_run)").tofile(raw)
             name = spec["tnn_name"] if spec["tnn_name"] in declared else f"{spec['tnn_name']}__f32"
             args.append(f"{name}={raw}")
         res = run_tool(args, "TNN's runtime (tnn_run)", env=_env(self.path))
