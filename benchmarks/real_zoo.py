@@ -475,20 +475,45 @@ def classify(result) -> tuple[str, str, str]:
     return "refused", result.reason[:200], oracle
 
 
-def port_model(entry: ZooEntry, targets, work: Path, progress=print) -> list[Cell]:
+def port_model(entry: ZooEntry, targets, work: Path, progress=print, sources=("torchscript",)) -> list[Cell]:
+    """Every target's cell for ``entry`` saved as each of ``sources`` (``torchscript``: the
+    traced ``.pt``; ``pt2``: torch.export; ``onnx``: torch 2.13's default dynamo ONNX export,
+    opset 20); rows are named ``name/source`` unless TorchScript alone is asked for."""
+    if tuple(sources) == ("torchscript",):
+        return _port_source(entry, "torchscript", entry.name, targets, work, progress)
+    cells: list[Cell] = []
+    for kind in sources:
+        cells += _port_source(entry, kind, f"{entry.name}/{kind}", targets, work, progress)
+    return cells
+
+
+_SUFFIX = {"torchscript": ".pt", "pt2": ".pt2", "onnx": ".onnx"}
+
+
+def _save(entry: ZooEntry, model, kind: str, path: Path) -> None:
+    if kind == "torchscript":
+        save_torchscript(model, entry.shape, path)
+        return
+    import torch
+
+    example = (torch.randn(entry.shape, generator=torch.Generator().manual_seed(SEED)),)
+    transformer_entries().save_source(model, example, kind, path)
+
+
+def _port_source(entry: ZooEntry, kind: str, label: str, targets, work: Path, progress) -> list[Cell]:
     from converter.port import PortRequest, PortSession
     from converter.port.loading import load_stage
     from converter.verify.spec import VerifySpec
 
-    pt = work / f"{entry.name}.pt"
+    path = work / f"{entry.name}{_SUFFIX[kind]}"
     cells: list[Cell] = []
     start = time.perf_counter()
     try:
         import numpy as np
 
         model = build(entry)
-        save_torchscript(model, entry.shape, pt)
-        request = PortRequest.from_flags(str(pt), input_shapes={"": entry.shape})
+        _save(entry, model, kind, path)
+        request = PortRequest.from_flags(str(path), input_shapes={"": entry.shape})
         original, normalized = load_stage(request.source, True)
         x = np.random.default_rng(SEED).standard_normal(entry.shape).astype(np.float32)
         inputs = work / f"{entry.name}.inputs.npz"
@@ -498,10 +523,10 @@ def port_model(entry: ZooEntry, targets, work: Path, progress=print) -> list[Cel
         noise16 = noise_floor(model, x, "float16") if any(t in FP16_TARGETS for t in targets) else None
     except Exception as err:  # noqa: BLE001 - a benchmark reports, it does not stop
         line = str(err).strip().splitlines()[0][:200] if str(err).strip() else type(err).__name__
-        return [Cell(entry.name, entry.family, t, h, "error", f"load: {line}", time.perf_counter() - start)
+        return [Cell(label, entry.family, t, h, "error", f"load: {line}", time.perf_counter() - start)
                 for t, h in targets]
     load_seconds = time.perf_counter() - start
-    progress(f"  {entry.name}: saved + loaded in {load_seconds:.1f} s "
+    progress(f"  {label}: saved + loaded in {load_seconds:.1f} s "
              f"({len(normalized.graph.node)} nodes after normalize; float32 noise {noise:.1e}, atol {atol:.1e}"
              + (f"; float16 noise {noise16:.1e})" if noise16 is not None else ")"))
     session = PortSession.with_models(request, original, normalized, load_seconds)
@@ -509,7 +534,7 @@ def port_model(entry: ZooEntry, targets, work: Path, progress=print) -> list[Cel
         start = time.perf_counter()
         atol_t, rtol_t = tolerance_for(target, hw, atol, noise16)
         try:
-            result = session.port_pair(target, hw, work / entry.name / f"{target}-{hw}",
+            result = session.port_pair(target, hw, work / label.replace("/", "-") / f"{target}-{hw}",
                                        verify=VerifySpec(inputs=str(inputs), atol=atol_t, rtol=rtol_t))
             verdict, detail, oracle = classify(result)
         except Exception as err:  # noqa: BLE001
@@ -517,7 +542,7 @@ def port_model(entry: ZooEntry, targets, work: Path, progress=print) -> list[Cel
             verdict, detail, oracle = "error", f"{type(err).__name__}: {text}", ""
             if "EDGECONV_DEBUG" in __import__("os").environ:
                 traceback.print_exc()
-        cell = Cell(entry.name, entry.family, target, hw, verdict, detail, time.perf_counter() - start, oracle, atol_t)
+        cell = Cell(label, entry.family, target, hw, verdict, detail, time.perf_counter() - start, oracle, atol_t)
         progress(f"    {target:6} {hw:6} {verdict:10} {cell.seconds:6.1f} s  {detail[:110]}")
         cells.append(cell)
     return cells
@@ -596,8 +621,9 @@ def main() -> None:
     ap.add_argument("--out", default="", help="keep the ported files here (default: a temp dir)")
     ap.add_argument("--json", default="", help="write the cells as JSON")
     ap.add_argument("--list", action="store_true")
-    ap.add_argument("--sources", default="torchscript,pt2,onnx",
-                    help=f"the {TRANSFORMER_SET} set: which saved forms to port (torchscript, pt2, onnx)")
+    ap.add_argument("--sources", default="",
+                    help="which saved forms to port: torchscript, pt2 (torch.export), onnx (torch's default "
+                         f"dynamo export); default: all three for the {TRANSFORMER_SET} set, torchscript for the others")
     ap.add_argument("--runtimes", default="", help="directory with tnn/bin/tnn_run and mace/bin/mace_run "
                     f"(default: {DEFAULT_RUNTIMES} when it exists)")
     ap.add_argument("--table-from", default="", help="print the table of saved --json files (comma-separated; "
@@ -646,9 +672,10 @@ def main() -> None:
         for name in names:
             if name in zt.BY_NAME:
                 cells += zt.port_entry(zt.BY_NAME[name], targets, work, lambda s: print(s, flush=True),
-                                       [s for s in args.sources.split(",") if s])
+                                       [s for s in args.sources.split(",") if s] or zt.SOURCES)
                 continue
-            cells += port_model(BY_NAME[name], targets, work, progress=lambda s: print(s, flush=True))
+            cells += port_model(BY_NAME[name], targets, work, progress=lambda s: print(s, flush=True),
+                                sources=[s for s in args.sources.split(",") if s] or ["torchscript"])
             if not args.out:  # a model's ported files (up to GBs for ViT-B) are not kept: free them now
                 for leftover in work.glob(f"{name}*"):
                     shutil.rmtree(leftover) if leftover.is_dir() else leftover.unlink()
