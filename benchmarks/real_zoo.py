@@ -381,15 +381,6 @@ def build(entry: ZooEntry, seed: int = SEED):
     return model
 
 
-def save_torchscript(model, shape, path: Path, seed: int = SEED) -> None:
-    import torch
-
-    example = torch.randn(shape, generator=torch.Generator().manual_seed(seed))
-    with torch.no_grad():
-        traced = torch.jit.trace(model, example, check_trace=False, strict=False)
-    traced.save(str(path))
-
-
 #: Float32 noise floor -> verification atol.  A float32 network differs from itself in float64
 #: by a few 1e-4 at the outputs of a 50-layer random network (resnet50: 2.5e-4 on logits of
 #: magnitude 12), above verify's default atol 1e-4, so every target would "fail" on rounding
@@ -491,9 +482,7 @@ _SUFFIX = {"torchscript": ".pt", "pt2": ".pt2", "onnx": ".onnx"}
 
 
 def _save(entry: ZooEntry, model, kind: str, path: Path) -> None:
-    if kind == "torchscript":
-        save_torchscript(model, entry.shape, path)
-        return
+    """``model`` saved as ``kind`` with the seeded example input (one saver for every source)."""
     import torch
 
     example = (torch.randn(entry.shape, generator=torch.Generator().manual_seed(SEED)),)
