@@ -13,6 +13,7 @@ import pytest
 from quant_models import gaussian_samples, heavy_tail_model, two_branch_model
 from test_quantize_bias_correction import biased_rounding_model, positive_samples
 
+from converter.quantize import recovery
 from converter.quantize.holdout import HELD_OUT, IN_SAMPLE, INPUTS, held_out_count, split_samples
 from converter.verify.metrics import sqnr_db
 from converter.runtimes.onnxruntime import onnx_runner
@@ -127,7 +128,7 @@ def test_the_table_ranks_layers_by_the_output_sqnr_they_recover_in_float():
     """conv_c loses the most locally (39 dB: the Add's range squeezes it) but kept in float it
     recovers almost nothing at the output; conv_e loses 3 dB locally and recovers the most.  Each
     measured gain is the same model quantized with the layer and its readers in float, run on
-    the first 8 held-out samples, minus the model's own median SQNR there."""
+    the first recovery.SAMPLES (4) held-out samples, minus the model's own median SQNR there."""
     from dataclasses import replace
 
     from converter.quantize.holdout import split_samples
@@ -151,11 +152,11 @@ def test_the_table_ranks_layers_by_the_output_sqnr_they_recover_in_float():
     rows = {r.node: r for r in table.measured()}
     assert rows["conv_c"].drop_db > 30.0 and rows["conv_c"].recovered_db < 1.0
     assert rows["conv_e"].drop_db < 5.0 and rows["conv_e"].recovered_db > 5.0
-    assert table.measured_on == "the first 8 of the 16 --inputs samples"
+    assert table.measured_on == f"the first {recovery.SAMPLES} of the 16 --inputs samples"
     assert table.summary().startswith("keeping conv_e (Conv) in float would recover the most, +")
     assert "conv_c loses the most locally" in table.summary()
     run_float = onnx_runner(model)
-    first = samples.held[:8]
+    first = samples.held[:recovery.SAMPLES]
 
     def median(quantized):
         run = onnx_runner(quantized)
