@@ -64,6 +64,8 @@ DIAGNOSE_DROP_DB = 1.0
 CHANNEL_GAP_DB = 20.0
 #: A drop this large (one bit) is worth a diagnosis even when no range check explains it.
 NOTABLE_DROP_DB = 6.0
+#: Held-out samples the table is taken on (with 4, a heavy-tailed layer's rare saturation went
+#: unseen: tests/test_quantize_qdq.py).
 DEBUG_SAMPLES = 8
 #: The ``op`` of a row for a quantized graph input.
 INPUT_OP = "graph input"
@@ -260,7 +262,7 @@ def debug_layers(float_model: onnx.ModelProto, qdq_model: onnx.ModelProto, sampl
                 st.channel_noise = noise if st.channel_noise is None else st.channel_noise + noise
             edge = view.activations.get(name)
             if edge is not None and edge.axis is None:
-                _range_stats(st, np.asarray(ref, dtype=np.float64), edge)
+                _range_stats(st, np.asarray(ref), edge)
     rows = []
     known: dict[str, float] = {}
     for name in inputs:
@@ -283,7 +285,8 @@ def debug_layers(float_model: onnx.ModelProto, qdq_model: onnx.ModelProto, sampl
     return table
 
 
-def _range_stats(st: _Stats, x: np.ndarray, edge) -> None:
+def _range_stats(st: _Stats, values: np.ndarray, edge) -> None:
+    x = values.astype(np.float64)
     lo_q, hi_q = edge.qrange()
     scale, zero = float(edge.scale.reshape(-1)[0]), float(edge.zero_point.reshape(-1)[0])
     lo, hi = scale * (lo_q - zero), scale * (hi_q - zero)
@@ -293,7 +296,9 @@ def _range_stats(st: _Stats, x: np.ndarray, edge) -> None:
     st.clipped += int(np.count_nonzero(outside))
     st.inside += int(x.size - np.count_nonzero(outside))
     st.total += int(x.size)
-    st.robust_absmax.append(_percentile(np.abs(x).reshape(-1), 99.99) if x.size else 0.0)
+    # the partial sort on the float32 values: it selects the same elements as on their float64
+    # copies (the conversion keeps the order), at half the memory traffic
+    st.robust_absmax.append(_percentile(np.abs(values).reshape(-1), 99.99) if x.size else 0.0)
     st.range = (lo, hi)
     st.scale = scale
 
@@ -304,7 +309,7 @@ def _percentile(values: np.ndarray, q: float) -> float:
     position = q / 100.0 * (values.size - 1)
     low, high = int(np.floor(position)), int(np.ceil(position))
     part = np.partition(values, [low, high])
-    a, b, t = part[low], part[high], position - low
+    a, b, t = float(part[low]), float(part[high]), position - low
     return float(b - (b - a) * (1 - t) if t >= 0.5 else a + (b - a) * t)  # numpy's own lerp
 
 
