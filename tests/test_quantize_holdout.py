@@ -6,6 +6,8 @@ table ranks layers by the output SQNR they recover in float, measured."""
 from __future__ import annotations
 
 import json
+import math
+from dataclasses import replace
 
 import numpy as np
 import onnx
@@ -184,3 +186,38 @@ def test_the_console_says_what_auto_chose_and_why(tmp_path, capsys):
                  "exp_0 lost", "raised the worst output SQNR by", "dB on the 8 held-out samples",
                  "ranges from 24 calibration samples; choices and verdict on 8 samples held out"):
         assert part in text.replace("│ ", ""), part
+
+
+def test_no_keep_float_variant_is_built_when_the_outputs_are_above_the_baseline():
+    """A model whose outputs are already above the table's baseline has no layer worth keeping in
+    float: measure() builds no variant and says why, with the measured dB; below it, it measures."""
+    from converter.quantize.debug import debug_layers
+    from converter.quantize.holdout import split_samples
+    from converter.quantize.judge import Judge
+    from converter.quantize.qdq import QuantConfig, quantize_model
+    from converter.quantize.ranges import collect_ranges
+
+    model = two_branch_model()
+    samples = split_samples(gaussian_samples((1, 3, 8, 8), 32, 0, "x"), gaussian_samples((1, 3, 8, 8), 16, 1, "x"), 0)
+    ranges = collect_ranges(model, samples.calibrate, "minmax")
+    quantized = quantize_model(model, QuantConfig("int8"), ranges)
+    judge = Judge(model, samples)
+    score = judge.score(quantized, recovery.SAMPLES)
+    built = []
+
+    def variant(nodes):
+        built.append(nodes)
+        return quantize_model(model, replace(QuantConfig("int8"), nodes_to_exclude=nodes), ranges)
+
+    high = debug_layers(model, quantized, samples.held)
+    high.baseline_sqnr_db = math.floor(score) - 1.0  # the outputs are above it
+    assert recovery.measure(model, high, quantized, variant, judge) == [] and built == []
+    assert high.measured() == [] and high.measured_on == ""
+    assert high.unmeasured == (f"keep-float gains not measured: the outputs are at {score:.1f} dB on the first "
+                               f"{recovery.SAMPLES} of the 16 --inputs samples, above the {math.floor(score) - 1:g} dB "
+                               "the format gives one tensor")
+    assert high.summary().endswith(high.unmeasured) and high.to_dict()["unmeasured"] == high.unmeasured
+    low = debug_layers(model, quantized, samples.held)
+    assert score < low.baseline_sqnr_db  # int8: 40 dB
+    measured = recovery.measure(model, low, quantized, variant, judge)
+    assert len(built) == len(measured) == len(recovery.candidates(low)) > 0 and low.unmeasured == ""

@@ -129,6 +129,8 @@ class LayerTable:
     baseline_sqnr_db: float
     #: The samples the keep-float gains were measured on ("" when none was measured).
     measured_on: str = ""
+    #: Why no keep-float gain was measured (:mod:`.recovery`), or "".
+    unmeasured: str = ""
 
     def worst(self, count: int = 3) -> list[LayerRow]:
         ranked = sorted((r for r in self.rows if r.drop_db > 0), key=lambda r: -r.drop_db)
@@ -157,7 +159,8 @@ class LayerTable:
         if worst:
             r = worst[0]
             why = f": {', '.join(r.diagnosis)}" if r.diagnosis else ""
-            return f"{r.node} ({r.op}) loses the most, {r.drop_db:.1f} dB (SQNR {r.sqnr_db:.1f} dB){why}"
+            line = f"{r.node} ({r.op}) loses the most, {r.drop_db:.1f} dB (SQNR {r.sqnr_db:.1f} dB){why}"
+            return f"{line}; {self.unmeasured}" if self.unmeasured else line
         if self.diagnosed():
             r = self.diagnosed()[0]
             return f"{r.node} ({r.op}): {', '.join(r.diagnosis)} ({r.detail})"
@@ -176,7 +179,7 @@ class LayerTable:
 
     def to_dict(self) -> dict:
         return {"samples": self.samples, "baseline_sqnr_db": self.baseline_sqnr_db, "summary": self.summary(),
-                "measured_on": self.measured_on, "ranked": [r.node for r in self.ranked()[:5]],
+                "measured_on": self.measured_on, "unmeasured": self.unmeasured, "ranked": [r.node for r in self.ranked()[:5]],
                 "worst": [r.node for r in self.worst(5)],
                 "diagnosed": [r.node for r in self.diagnosed()], "rows": [r.to_dict() for r in self.rows]}
 
