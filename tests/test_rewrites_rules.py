@@ -192,12 +192,13 @@ def test_identity_before_graph_output_keeps_output_name():
 
 
 def test_every_rule_is_documented_and_tested():
+    from test_bool_mask import RULES_TESTED as mask_rules
     from test_rewrites_accelerator import RULES_TESTED as accelerator_rules
     from test_rewrites_exact import RULES_TESTED as exact_rules
     from test_rewrites_logic import RULES_TESTED as logic_rules
     from test_rewrites_rank import RULES_TESTED as rank_rules
 
-    tested = {c[0] for c in CASES} | rank_rules | accelerator_rules | exact_rules | logic_rules | {
+    tested = {c[0] for c in CASES} | rank_rules | accelerator_rules | exact_rules | logic_rules | mask_rules | {
         "convtranspose_to_subpixel", "convtranspose_to_depth_to_space", "convtranspose_to_resize_conv"}
     assert set(REGISTRY) == tested
     for r in REGISTRY.values():

@@ -11,6 +11,7 @@ from . import (activations, arithmetic, cleanup, conv_nd, convtranspose, crop, d
 from .base import (APPROXIMATE, EXACT, KINDS, REGISTRY, RETRAIN, Rule, apply_rule,
                    apply_rule_to_graph, rules_for)
 from . import logic  # noqa: F401,E402  (issue 27: IsNaN for the attention of HF encoders)
+from . import bool_mask  # noqa: F401,E402  (HF attention masks without bool tensors)
 
 __all__ = ["APPROXIMATE", "EXACT", "KINDS", "REGISTRY", "RETRAIN", "Rule", "apply_rule",
            "apply_rule_to_graph", "rules_for"]

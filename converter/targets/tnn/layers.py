@@ -65,7 +65,9 @@ def clip(ctx: ExportContext, node: gs.Node) -> None:
         value = ctx.const(tensor)
         if tensor is not None and tensor.name and value is None:
             raise ctx.unsupported("Clip bounds must be constants")
-        bounds.append(default if value is None else float(value))
+        if value is not None and np.size(value) != 1:
+            raise ctx.unsupported("Clip bounds must be scalars")
+        bounds.append(default if value is None else float(np.reshape(value, -1)[0]))  # () or (1,)
     src, out = ctx.blob(node.inputs[0]), ctx.blob(node.outputs[0])
     if bounds == [0.0, 6.0]:
         ctx.emit("ReLU6", [src], [out])

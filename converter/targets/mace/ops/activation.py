@@ -77,8 +77,11 @@ def clip(em, node):
     if (len(node.inputs) > 1 and node.inputs[1].name and lo is None) or (
             len(node.inputs) > 2 and node.inputs[2].name and hi is None):
         raise fail(node, "min/max must be constants")
-    lo = float(lo) if lo is not None else float("-inf")
-    hi = float(hi) if hi is not None else float("inf")
+    if any(b is not None and np.size(b) != 1 for b in (lo, hi)):
+        raise fail(node, "min/max must be scalars")
+    # a rule's scalar constants are (1,)-shaped (onnx-graphsurgeon stores at least one axis)
+    lo = float(np.reshape(lo, -1)[0]) if lo is not None else float("-inf")
+    hi = float(np.reshape(hi, -1)[0]) if hi is not None else float("inf")
     if lo == 0.0 and np.isinf(hi):
         return _activation(em, node, "RELU")
     if lo == 0.0:
