@@ -144,6 +144,12 @@ CASES = [
                                             {"p": np.int64([0, 0, 2, 1, 0, 0, 1, 3])}), {"Slice": 4, "Concat": 2}, 0.0, {}),
     ("edge_pad_to_slice_concat", make_model([N("Pad", ["x", "p"], ["y"], mode="edge")], {"x": [2, 7]},
                                             {"p": np.int64([0, 3, 0, 0])}), {"Slice": 1, "Concat": 1}, 0.0, {}),
+    # MobileBERT's sequence pad of its [1, L, D] embeddings, and a reflect pad of rank 2
+    ("pad_rank_to_4", make_model([N("Pad", ["x", "p", "v"], ["y"])], {"x": [1, 5, 3]},
+                                 {"p": np.int64([0, 0, 0, 0, 1, 0]), "v": np.float32(0.5)}), {"Reshape": 2, "Pad": 1},
+     0.0, {}),
+    ("pad_rank_to_4", make_model([N("Pad", ["x", "p"], ["y"], mode="reflect")], {"x": [4, 6]},
+                                 {"p": np.int64([1, 2, 0, 3])}), {"Reshape": 2, "Pad": 1}, 0.0, {}),
 ]
 
 

@@ -67,3 +67,40 @@ def edge_pad_to_slice_concat(rw, node):
             parts += [border(-1, 2**62, axis)] * end
         last = k == len(padded) - 1
         x = rw.out("Concat", parts, {"axis": axis}) if last else rw.emit("Concat", parts, {"axis": axis}, dtype=dtype)
+
+
+def _low_rank_pad(node, graph):
+    """A constant/reflect Pad of a static tensor of rank 1-3 with constant pads (MACE: 4-D only)."""
+    shape = static_shape(node.inputs[0])
+    pads = const_input(node, 1)
+    if shape is None or not 1 <= len(shape) < 4:
+        return "not a Pad of a static tensor of rank 1 to 3"
+    if pads is None or len(pads) != 2 * len(shape):
+        return "the pads are not constants for every axis"
+    if len(node.inputs) > 3 and node.inputs[3].name:  # opset 18 axes
+        return "the pads name axes (opset 18 axes input)"
+    if node.attrs.get("mode", "constant") not in ("constant", "reflect"):
+        return f"mode {node.attrs.get('mode')}"
+    return None
+
+
+@rule("Pad", emits=["Reshape", "Pad", "Reshape"], when=_low_rank_pad)
+def pad_rank_to_4(rw, node):
+    """The same Pad on the tensor viewed with leading axes of size 1 up to rank 4 (MACE's Pad
+    takes exactly 8 pad values, mace/ops/pad.cc:70): exact, data movement only.  MobileBERT pads
+    its [1, L, D] embeddings along the sequence.
+
+    before: x [1, L, D] ─► Pad(pads=[0, b, 0, 0, e, 0]) ─► y
+    after:  x ─► Reshape([1, 1, L, D]) ─► Pad(pads=[0, 0, b, 0, 0, 0, e, 0]) ─► Reshape([1, L+b+e, D]) ─► y
+    """
+    x = node.inputs[0]
+    shape = list(static_shape(x))
+    rank = len(shape)
+    pads = [int(p) for p in const_input(node, 1)]
+    extra = 4 - rank
+    four = rw.reshape(x, [1] * extra + shape)
+    wide = [0] * extra + pads[:rank] + [0] * extra + pads[rank:]
+    inputs = [four, rw.ints("pads", wide)] + list(node.inputs[2:3])
+    padded = rw.emit("Pad", inputs, {k: v for k, v in node.attrs.items()}, dtype=x.dtype)
+    out = [d + pads[i] + pads[i + rank] for i, d in enumerate(shape)]
+    rw.out("Reshape", [padded, rw.ints("shape", out)])
