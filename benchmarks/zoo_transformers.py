@@ -75,7 +75,7 @@ def build(entry: TransformerEntry, seed: int = 0):
     ignores an affine parameter must show up in the numbers)."""
     import torch
 
-    from real_zoo import import_torchvision, randomize_batchnorm
+    from zoo_judging import import_torchvision, randomize_batchnorm
 
     import_torchvision()  # transformers imports torchvision: the CPU-build accommodation first
     import transformers
@@ -187,7 +187,7 @@ def port_entry(entry: TransformerEntry, targets, work: Path, progress=print, sou
 
     from converter.port import PortRequest, PortSession
     from converter.port.loading import load_stage
-    from real_zoo import NOISE_FACTOR, Cell
+    from zoo_judging import NOISE_FACTOR, Cell
 
     cells = []
     start = time.perf_counter()
@@ -226,7 +226,7 @@ def port_entry(entry: TransformerEntry, targets, work: Path, progress=print, sou
 
 def _port_one(session, label, family, target, hw, work, inputs, atol, progress):
     from converter.verify.spec import VerifySpec
-    from real_zoo import Cell, classify, tolerance_for
+    from zoo_judging import Cell, classify, tolerance_for
 
     start = time.perf_counter()
     atol_t, rtol_t = tolerance_for(target, hw, atol, float("inf"))
