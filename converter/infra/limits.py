@@ -123,8 +123,21 @@ def _kill_group(proc) -> None:
         proc.communicate(timeout=10)
 
 
+def _find_prctl():
+    with contextlib.suppress(Exception):
+        return ctypes.CDLL(None, use_errno=True).prctl
+    return None
+
+
+#: libc's prctl, looked up when this module loads.  :func:`die_with_parent` runs in a child
+#: between fork and exec (``preexec_fn``), where a dlopen/dlsym waits forever if another thread
+#: held the loader's lock at the fork: tnn_run's fork hung so under qemu while a verification
+#: thread opened an onnxruntime session.  Calling an address resolved here takes no lock.
+_PRCTL = _find_prctl()
+
+
 def die_with_parent(sig: int = signal.SIGKILL) -> None:
     """Ask Linux to send ``sig`` to this process when its parent exits (no-op elsewhere)."""
-    with contextlib.suppress(Exception):
-        libc = ctypes.CDLL(None, use_errno=True)
-        libc.prctl(_PR_SET_PDEATHSIG, int(sig), 0, 0, 0)
+    if _PRCTL is not None:
+        with contextlib.suppress(Exception):
+            _PRCTL(_PR_SET_PDEATHSIG, int(sig), 0, 0, 0)
