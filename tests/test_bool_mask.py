@@ -114,3 +114,28 @@ def test_an_infinite_branch_is_left_alone():
     entry = next(e for e in plan_model(model, "tnn", "x86").entries if e.node == "n3")
     assert entry.op == "Where" and entry.remedy == "custom"
     assert "a branch is infinite (c * inf is NaN where c is 0)" in entry.reason
+
+
+def test_mace_file_of_a_two_sided_broadcast_is_right_in_mace_run(tmp_path):
+    """``const [1,1,L,1] * x [1,1,1,L]``: mace_run's CPU Eltwise computes only the first row when
+    both operands broadcast, so the MACE exporter writes the constant at the output's shape."""
+    from converter.runtimes.onnxruntime import onnx_runner
+
+    need(MACE_RUN)
+    column = np.arange(1, LENGTH + 1, dtype=np.float32).reshape(1, 1, LENGTH, 1)
+    graph = helper.make_graph(
+        [helper.make_node("Mul", ["column", "x"], ["output"])], "outer",
+        [helper.make_tensor_value_info("x", TensorProto.FLOAT, [1, 1, 1, LENGTH])],
+        [helper.make_tensor_value_info("output", TensorProto.FLOAT, [1, 1, LENGTH, LENGTH])],
+        [numpy_helper.from_array(column, "column")])
+    model = helper.make_model(graph, opset_imports=[helper.make_opsetid("", 17)], ir_version=8)
+    x = np.random.default_rng(0).standard_normal((1, 1, 1, LENGTH)).astype(np.float32)
+    result = port(model, to="mace", out=tmp_path / "out", runtimes={"mace": str(MACE_RUN)})
+    assert result.status == "ok" and result.oracle == "MACE CPU runtime (mace_run)", result.reason
+    from converter.targets.oracles import bind, resolve
+    from converter.verify.pipeline import TARGET_FILES, target_artifact
+
+    main = next(f for f in result.out_dir.iterdir() if f.name.endswith(TARGET_FILES))
+    target, artifact = target_artifact(main)
+    got = bind(target, resolve("mace", {"mace": str(MACE_RUN)}, "cpu")).run(artifact, {"x": x})["output"]
+    np.testing.assert_array_equal(got, onnx_runner(model)({"x": x})["output"])

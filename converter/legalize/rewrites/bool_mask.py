@@ -68,25 +68,19 @@ def _bool_mask_select(node: gs.Node, graph: gs.Graph) -> str | None:
     return _mask_why_not(node.inputs[0], CONTEXT_RADIUS)
 
 
-def _as_float(rw, t: gs.Tensor, shape=None) -> gs.Tensor:
-    """``t`` (bool) as a float32 tensor of 0 and 1; a constant broadcast to ``shape`` if given."""
+def _as_float(rw, t: gs.Tensor) -> gs.Tensor:
+    """``t`` (bool) as a float32 tensor of 0 and 1."""
     value = constant_value(t)
     if value is not None:
-        if shape is not None and all(isinstance(d, int) for d in shape):
-            value = np.broadcast_to(value, np.broadcast_shapes(value.shape, tuple(shape)))
         return rw.const("mask", value.astype(_F32), dtype=_F32)
     producer = t.inputs[0]
-    one = rw.const("one", 1.0, dtype=_F32)
     if producer.op == "Cast":  # a nonzero integer is True
         number = rw.emit("Cast", [producer.inputs[0]], {"to": onnx.TensorProto.FLOAT}, dtype=_F32)
-        return rw.emit("Min", [rw.emit("Abs", [number], dtype=_F32), one], dtype=_F32)
+        return rw.emit("Min", [rw.emit("Abs", [number], dtype=_F32), rw.const("one", 1.0, dtype=_F32)], dtype=_F32)
     if producer.op == "Not":
-        return rw.emit("Sub", [one, _as_float(rw, producer.inputs[0])], dtype=_F32)
+        return rw.emit("Sub", [rw.const("one", 1.0, dtype=_F32), _as_float(rw, producer.inputs[0])], dtype=_F32)
     if producer.op in ("And", "Or"):
-        # A constant operand takes the output's shape: MACE's CPU Eltwise gets a product whose
-        # operands broadcast along different axes wrong (mace_run, [1,1,L,1] x [1,1,1,L]: only
-        # the first row), while one operand broadcasting is right on every target.
-        a, b = (_as_float(rw, i, producer.outputs[0].shape) for i in producer.inputs)
+        a, b = (_as_float(rw, i) for i in producer.inputs)
         return rw.emit("Mul" if producer.op == "And" else "Max", [a, b], dtype=_F32)
     data, indices = producer.inputs[:2]  # GatherND of single elements: a Gather of the flat data
     shape = tuple(data.shape)
@@ -107,15 +101,10 @@ def bool_mask_as_arithmetic(rw, node):
     """
     x, y = (float(const_input(node, i).reshape(())) for i in (1, 2))
     c = _as_float(rw, node.inputs[0])
-    on, off = None, None
-    if x != 0.0:
-        on = rw.emit("Mul", [c, rw.const("x", x, dtype=_F32)], dtype=_F32)
+    # c * x + (1 - c) * y, without the terms whose branch is 0 (HF's x): a term of 0 adds nothing
+    terms = [rw.emit("Mul", [c, rw.const("x", x, dtype=_F32)], dtype=_F32)] if x != 0.0 or y == 0.0 else []
     if y != 0.0:
         rest = rw.emit("Sub", [rw.const("one", 1.0, dtype=_F32), c], dtype=_F32)
-        off = rw.emit("Mul", [rest, rw.const("y", y, dtype=_F32)], dtype=_F32)
-    if on is not None and off is not None:
-        value = rw.emit("Add", [on, off], dtype=_F32)
-    else:
-        value = on if on is not None else off if off is not None else rw.emit("Mul", [c, rw.const("x", 0.0, dtype=_F32)],
-                                                                               dtype=_F32)
+        terms.append(rw.emit("Mul", [rest, rw.const("y", y, dtype=_F32)], dtype=_F32))
+    value = terms[0] if len(terms) == 1 else rw.emit("Add", terms, dtype=_F32)
     rw.clip(value, min(x, y), max(x, y), outputs=rw.outputs[:1])

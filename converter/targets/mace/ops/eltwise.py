@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import numpy as np
 import onnx_graphsurgeon as gs
 
 from ....ir.graph import constant_value
@@ -38,6 +39,11 @@ def _binary(em, node: gs.Node, kind: int, output_types=None) -> None:
             shape = tuple(value.shape)
             out_shape = tuple(em.shape(node.outputs[0]))
             full = (1,) * (out_rank - len(shape)) + shape
+            if values[1 - i] is None and tuple(em.shape(node.inputs[1 - i])) != out_shape != full:
+                # both operands broadcast, along different axes: mace_run's CPU Eltwise gets that
+                # wrong ([1,1,L,1] x [1,1,1,L]: only the first row), so the constant is written
+                # out at the output's shape and only the other operand broadcasts
+                value, full = np.broadcast_to(value.reshape(full), out_shape), out_shape
             if out_rank == 4 and full == (1, out_shape[1], 1, 1):
                 inputs.append(em.weight(tensor.name, value.reshape(-1)))
                 continue
@@ -64,8 +70,6 @@ def _nhwc_operand(em, node: gs.Node, value, out_shape):
     dim 1", then ``TensorGeneralBroadcastEltwise``).  The GPU kernel broadcasts only
     [N, 1, 1, C] and [N, H, W, 1] (``opencl/image/eltwise.cc``), so for the GPU any other
     broadcast is written out to the full output shape."""
-    import numpy as np
-
     if em.hw == "gpu":
         n, c, h, w = value.shape
         batch_vector = h == w == 1 and n == out_shape[0]
