@@ -486,3 +486,24 @@ def test_port_judged_by_tnn_own_tnntest(tmp_path):
     assert (result.status, result.oracle) == ("ok", "TNN x86 runtime (TNNTest, 6-decimal text output)")
     stage = result.report["verification"]["stages"][-1]
     assert 0 < stage["outputs"][0]["metrics"]["max_abs"] <= 1e-5  # the six printed decimals
+
+
+@pytest.mark.parametrize("mode", ["constant", "reflect"])
+def test_rank3_pad_ports_to_mace_as_a_4d_pad_judged_by_mace_run(tmp_path, mode):
+    """MobileBERT's sequence pad of its [1, L, D] embeddings: MACE's Pad takes 8 values, so
+    pad_rank_to_4 pads a [1, 1, L, D] view; mace_run runs the file and matches the original."""
+    need(MACE_RUN)
+    graph = helper.make_graph(
+        [helper.make_node("Pad", ["x", "pads", "value"], ["y"], mode=mode)], "pad3",
+        [helper.make_tensor_value_info("x", TensorProto.FLOAT, [1, 6, 4])],
+        [helper.make_tensor_value_info("y", TensorProto.FLOAT, [1, 9, 4])],
+        [numpy_helper.from_array(np.int64([0, 1, 0, 0, 2, 0]), "pads"),
+         numpy_helper.from_array(np.float32(0.25 if mode == "constant" else 0.0), "value")])
+    model = helper.make_model(graph, opset_imports=[helper.make_opsetid("", 17)], ir_version=8)
+    result = port(model, to="mace", out=tmp_path / "out", runtimes={"mace": str(MACE_RUN)})
+    assert result.status == "ok", result.reason
+    assert [a["rule"] for a in result.report["applied_rules"]] == ["pad_rank_to_4"]
+    stage = result.report["verification"]["stages"][-1]
+    assert stage["oracle"]["kind"] == "runtime" and stage["status"] == "pass"
+    assert max(o["metrics"]["max_abs"] for o in stage["outputs"]) == 0.0
+    assert result.oracle == "MACE CPU runtime (mace_run)"
